@@ -1,0 +1,243 @@
+"""Request and response types, and the interface every backend implements.
+
+A backend answers lists of requests of a few kinds (list in, list out, as in
+lm-evaluation-harness), so the backend owns batching. Methods never call a backend:
+they return requests, and the runner answers them through the cache.
+
+Token alignment (all backends): a text is tokenized with the tokenizer's defaults
+(special tokens included when the tokenizer adds them). The logits at position i
+score token i+1, so the first token is context only and a text of T tokens yields
+T-1 scored tokens::
+
+    tokens:   t0   t1   t2   t3
+    scored:        ^    ^    ^      log p(t1|t0), log p(t2|t0 t1), log p(t3|t0..t2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, Sequence
+
+from copyprobe.errors import CapabilityError
+
+# Capabilities a backend may declare.
+TOKEN_LOGPROBS = "token_logprobs"  # log-prob of each actual token given its full prefix
+DISTRIBUTION_STATS = "distribution_stats"  # per position mu/sigma of log p over the vocabulary (+ rank)
+NGRAM_LOGPROBS = "ngram_logprobs"  # log-prob of each token given only its last n tokens
+GENERATE = "generate"  # text generation
+CHOICE_LOGPROBS = "choice_logprobs"  # log-probs of given next tokens after a prompt
+
+ALL_CAPABILITIES = (TOKEN_LOGPROBS, DISTRIBUTION_STATS, NGRAM_LOGPROBS, GENERATE, CHOICE_LOGPROBS)
+
+
+def _stable_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Request:
+    """Base of all requests. ``model`` is None for the target model, else a model spec."""
+
+    kind: ClassVar[str] = ""
+    capability: ClassVar[str] = ""
+
+    def payload(self) -> dict[str, Any]:
+        """The fields that determine the answer (the model is keyed separately)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
+
+    def key(self) -> str:
+        """Stable hash of kind + payload: the cache key together with the model fingerprint."""
+        return hashlib.sha256(_stable_json({"kind": self.kind, **self.payload()}).encode()).hexdigest()
+
+    def cacheable(self) -> bool:
+        return True
+
+    def capabilities(self) -> set[str]:
+        return {self.capability}
+
+
+@dataclass(frozen=True)
+class TokenLogprobsRequest(Request):
+    """Log-probabilities of every token of ``text``.
+
+    ``ngram``: None scores each token given its whole prefix; an integer n scores each
+    token given only its n preceding tokens (n-gram normalization of the slope method);
+    tokens with fewer than n predecessors get their full-prefix value.
+    ``stats``: also return mu, sigma and rank of the full next-token distribution.
+    """
+
+    text: str
+    ngram: int | None = None
+    stats: bool = True
+    model: str | None = None
+
+    kind: ClassVar[str] = "token_logprobs"
+
+    def capabilities(self) -> set[str]:
+        caps = {TOKEN_LOGPROBS}
+        if self.stats:
+            caps.add(DISTRIBUTION_STATS)
+        if self.ngram is not None:
+            caps.add(NGRAM_LOGPROBS)
+        return caps
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """Answer to a TokenLogprobsRequest; lists are aligned with ``token_ids[1:]``.
+
+    ``mu``/``sigma``: mean and standard deviation of log p(z) for z drawn from the
+    model's next-token distribution at that position (Min-K%++); ``rank``: 1 + number
+    of vocabulary entries more probable than the actual token. None when not asked for
+    or when the backend cannot give them.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    mu: list[float] | None = None
+    sigma: list[float] | None = None
+    rank: list[int] | None = None
+    tokens: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TokenLogprobs":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class GenerateRequest(Request):
+    """Generate a continuation of ``prompt`` (plain text) or of chat ``messages``.
+
+    ``temperature`` 0 means greedy. Sampled generations are cached only when a ``seed``
+    is given, so that a cached answer is one the model would give again.
+    """
+
+    prompt: str | None = None
+    messages: tuple[tuple[str, str], ...] | None = None  # ((role, content), ...)
+    max_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    repetition_penalty: float = 1.0
+    top_logprobs: int = 0
+    model: str | None = None
+
+    kind: ClassVar[str] = "generate"
+    capability: ClassVar[str] = GENERATE
+
+    def cacheable(self) -> bool:
+        return self.temperature == 0 or self.seed is not None
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        data["stop"] = list(self.stop)
+        data["messages"] = [list(m) for m in self.messages] if self.messages is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    # per generated token: {token: logprob} of the top alternatives, when asked and available
+    top_logprobs: list[dict[str, float]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Generation":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ChoiceLogprobsRequest(Request):
+    """Log-probabilities of each of ``choices`` as the next token(s) after ``prompt``
+    (e.g. the letters A-D of a multiple-choice question)."""
+
+    prompt: str = ""
+    choices: tuple[str, ...] = ()
+    messages: tuple[tuple[str, str], ...] | None = None
+    model: str | None = None
+
+    kind: ClassVar[str] = "choice_logprobs"
+    capability: ClassVar[str] = CHOICE_LOGPROBS
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        data["choices"] = list(self.choices)
+        data["messages"] = [list(m) for m in self.messages] if self.messages is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class ChoiceLogprobs:
+    logprobs: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ChoiceLogprobs":
+        return cls(**data)
+
+
+RESPONSE_TYPES: dict[str, type] = {
+    TokenLogprobsRequest.kind: TokenLogprobs,
+    GenerateRequest.kind: Generation,
+    ChoiceLogprobsRequest.kind: ChoiceLogprobs,
+}
+
+
+class Backend:
+    """A model that answers requests. Subclasses set ``capabilities`` and implement
+    the ``_answer_<kind>`` methods they support.
+
+    ``fingerprint`` identifies the exact weights and settings that determine answers
+    (not the batch size), so cache entries are shared only between identical models.
+    """
+
+    spec: str = ""
+    capabilities: frozenset[str] = frozenset()
+
+    @property
+    def fingerprint(self) -> str:
+        raise NotImplementedError
+
+    def check(self, requests: Sequence[Request]) -> None:
+        """Fail before any work if a request needs something this backend lacks."""
+        needed: set[str] = set()
+        for request in requests:
+            needed |= request.capabilities()
+        missing = sorted(needed - set(self.capabilities))
+        if missing:
+            raise CapabilityError(
+                f"model {self.spec!r} cannot answer {', '.join(missing)} requests "
+                f"(it supports: {', '.join(sorted(self.capabilities)) or 'nothing'})"
+            )
+
+    def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
+        """Answer requests of one kind, in order. ``progress(n)`` is called as n more are done."""
+        if not requests:
+            return []
+        kinds = {r.kind for r in requests}
+        if len(kinds) != 1:
+            raise ValueError("answer() takes requests of one kind at a time")
+        self.check(requests)
+        handler = getattr(self, f"_answer_{requests[0].kind}")
+        return handler(list(requests), progress)
+
+    def info(self) -> dict[str, Any]:
+        """Facts about the model for the run record (no secrets)."""
+        return {"spec": self.spec, "fingerprint": self.fingerprint}
+
+    def close(self) -> None:
+        pass

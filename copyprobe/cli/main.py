@@ -1,0 +1,64 @@
+"""`copyprobe` command line. Thin: parses, calls the public API, prints.
+
+Each subcommand lives in ``copyprobe/cli/commands/<name>.py`` with
+``register(subparsers)`` that adds its parser and sets ``func``; they are found
+automatically, so a new command is one new file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from copyprobe.errors import CopyprobeError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from copyprobe import __version__
+    import copyprobe.cli.commands as commands
+
+    parser = argparse.ArgumentParser(
+        prog="copyprobe",
+        description="Was a language model trained on this text, and how much of it does it reproduce?",
+    )
+    parser.add_argument("--version", action="version", version=f"copyprobe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"copyprobe.cli.commands.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code = args.func(args)
+    except CopyprobeError as exc:
+        print(f"copyprobe: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "copyprobe: interrupted; finished work is in the cache — run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
+    except MemoryError:
+        print("copyprobe: error: out of memory; try a smaller --batch-size", file=sys.stderr)
+        return 2
+    return int(code or 0)
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,32 @@
+"""Exceptions that reach the user as one-line messages (exit code 2), never as tracebacks."""
+
+from __future__ import annotations
+
+
+class CopyprobeError(Exception):
+    """A problem the user can fix: bad input, unknown name, unsupported capability.
+
+    The CLI prints ``str(error)`` on one line and exits with code 2.
+    """
+
+    exit_code = 2
+
+
+class DataError(CopyprobeError):
+    """The data file cannot be read or lacks what is needed."""
+
+
+class ConfigError(CopyprobeError):
+    """An unknown method, parameter, model spec or option value."""
+
+
+class CapabilityError(CopyprobeError):
+    """A method needs a request kind that the backend cannot answer."""
+
+
+class BackendError(CopyprobeError):
+    """A model could not be loaded or a request failed for good."""
+
+
+class RowError(Exception):
+    """A method cannot score one passage; recorded per row, the run goes on."""

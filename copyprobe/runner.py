@@ -1,0 +1,113 @@
+"""Drive many methods over many examples with as few model calls as possible.
+
+Every (example, method) pair is a generator (``Method.run``) that yields lists of
+requests. The driver advances all of them together: it gathers the requests of one
+round, removes duplicates (ten logit methods asking for the same text's log-probs make
+one request), answers them per model and kind in batches through the (cached) backends,
+and sends each generator its responses. Multi-stage methods simply take more rounds.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from copyprobe.backends.base import Backend, Request
+from copyprobe.errors import CopyprobeError, RowError
+
+
+@dataclass
+class Failure:
+    """Why one generator produced no result (kept per row, never a silent score)."""
+
+    reason: str
+
+
+@dataclass
+class DriveStats:
+    rounds: int = 0
+    requests_total: int = 0  # requests yielded by all generators
+    requests_unique: int = 0  # after de-duplication, i.e. what reached the (cached) backends
+    by_model_kind: dict[str, int] = field(default_factory=dict)
+
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+def _no_progress(label: str, total: int) -> Callable[[int], None]:
+    return lambda n: None
+
+
+def drive(
+    runs: dict[Hashable, Any],
+    backend_for: Callable[[str | None], Backend],
+    progress: ProgressFactory = _no_progress,
+    stats: DriveStats | None = None,
+) -> dict[Hashable, Any]:
+    """Run generators to completion. Returns key -> result, or key -> Failure.
+
+    ``backend_for(None)`` is the target model; ``backend_for(spec)`` any other model a
+    request names. A ``RowError`` (or ValueError/ArithmeticError) raised by a generator
+    fails that row only. A ``CopyprobeError`` (e.g. a backend that lacks a capability)
+    stops the run: it concerns every row.
+    """
+    stats = stats if stats is not None else DriveStats()
+    results: dict[Hashable, Any] = {}
+    pending: dict[Hashable, tuple[Any, list[Request]]] = {}
+
+    def advance(key: Hashable, gen: Any, sent: list[Any] | None) -> None:
+        try:
+            requests = gen.send(sent) if sent is not None else next(gen)
+        except StopIteration as stop:
+            results[key] = stop.value
+            return
+        except CopyprobeError:
+            raise
+        except (RowError, ValueError, ArithmeticError, IndexError, KeyError) as exc:
+            results[key] = Failure(reason=str(exc) or type(exc).__name__)
+            return
+        requests = list(requests)
+        if not requests:
+            # nothing to ask: resume immediately with no responses
+            advance(key, gen, [])
+            return
+        pending[key] = (gen, requests)
+
+    for key, gen in runs.items():
+        advance(key, gen, None)
+
+    while pending:
+        stats.rounds += 1
+        # group unique requests by (model, kind), keeping first-seen order
+        groups: dict[tuple[str | None, str], OrderedDict[tuple, Request]] = {}
+        for _, requests in pending.values():
+            for request in requests:
+                stats.requests_total += 1
+                group = groups.setdefault((request.model, request.kind), OrderedDict())
+                group.setdefault(_identity(request), request)
+        # fail before any work if some backend lacks a needed capability
+        for (model, _kind), group in groups.items():
+            backend_for(model).check(list(group.values()))
+        answers: dict[tuple, Any] = {}
+        for (model, kind), group in groups.items():
+            unique = list(group.values())
+            stats.requests_unique += len(unique)
+            label = f"{kind} ({model or 'target'})"
+            stats.by_model_kind[label] = stats.by_model_kind.get(label, 0) + len(unique)
+            tick = progress(label, len(unique))
+            responses = backend_for(model).answer(unique, progress=tick)
+            for identity, response in zip(group.keys(), responses):
+                answers[identity] = response
+        current = list(pending.items())
+        pending.clear()
+        for key, (gen, requests) in current:
+            advance(key, gen, [answers[_identity(r)] for r in requests])
+    return results
+
+
+def _identity(request: Request) -> tuple:
+    # A request equals another when kind, model and payload agree. Identical sampled
+    # requests are merged too: a method that wants k different samples gives them
+    # different seeds, which also makes the samples reproducible and cacheable.
+    return (request.model, request.kind, request.key())
