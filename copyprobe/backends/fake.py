@@ -1,0 +1,127 @@
+"""A deterministic model-free backend for tests and examples (like inspect's mockllm).
+
+Tokens are whitespace-separated words. Log-probs come from a hash of (previous word,
+word), so they are stable across runs and processes; ``member_texts`` get every token's
+log-prob raised, which makes them "members" for methods that look at likelihood.
+Generation answers with ``generate_fn(request)`` or echoes the prompt's last words.
+Every call is counted in ``calls`` so tests can check what reached the backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from copyprobe.backends.base import (
+    ALL_CAPABILITIES,
+    Backend,
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    Generation,
+    GenerateRequest,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+
+
+def _unit(*parts: str) -> float:
+    """Deterministic number in [0, 1) from strings."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class FakeBackend(Backend):
+    def __init__(
+        self,
+        *,
+        spec: str = "fake",
+        member_texts: Iterable[str] = (),
+        boost: float = 2.0,
+        capabilities: Iterable[str] = ALL_CAPABILITIES,
+        generate_fn: Callable[[GenerateRequest], str] | None = None,
+    ):
+        self.spec = spec
+        self.member_words = {w for t in member_texts for w in t.split()}
+        self.boost = boost
+        self.capabilities = frozenset(capabilities)
+        self.generate_fn = generate_fn
+        self.calls: Counter[str] = Counter()  # kind -> number of requests answered
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"fake:{self.spec}:{self.boost}".encode()).hexdigest()[:16]
+
+    def _word_logprob(self, prev: str, word: str) -> float:
+        lp = -1.0 - 8.0 * _unit(self.spec, prev, word)
+        if word in self.member_words:
+            lp = min(-0.05, lp + self.boost)
+        return lp
+
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None) -> list[Any]:
+        out = []
+        for request in requests:
+            words = request.text.split()
+            ids = [int(_unit("id", w) * 50000) for w in words]
+            lps, mus, sigmas, ranks = [], [], [], []
+            for i in range(1, len(words)):
+                prev = words[i - 1]
+                if request.ngram is not None and i >= request.ngram:
+                    # shorter context than the full prefix: a different (fake) value
+                    prev = "ngram|" + "|".join(words[i - request.ngram : i])
+                lp = self._word_logprob(prev, words[i])
+                lps.append(lp)
+                mus.append(-3.0 - _unit("mu", words[i - 1]))
+                sigmas.append(1.0 + _unit("sigma", words[i - 1]))
+                ranks.append(1 + int(math.exp(-lp)))
+            stats = request.stats
+            out.append(
+                TokenLogprobs(
+                    token_ids=ids,
+                    logprobs=lps,
+                    mu=mus if stats else None,
+                    sigma=sigmas if stats else None,
+                    rank=ranks if stats else None,
+                    tokens=words,
+                )
+            )
+            self.calls[request.kind] += 1
+            if progress:
+                progress(1)
+        return out
+
+    def _answer_generate(self, requests: list[GenerateRequest], progress=None) -> list[Any]:
+        out = []
+        for request in requests:
+            if self.generate_fn is not None:
+                text = self.generate_fn(request)
+            else:
+                source = request.prompt or (request.messages[-1][1] if request.messages else "")
+                text = " ".join(source.split()[-request.max_tokens :])
+            for stop in request.stop:
+                if stop and stop in text:
+                    text = text[: text.index(stop)]
+            out.append(
+                Generation(
+                    text=text,
+                    finish_reason="stop",
+                    prompt_tokens=len((request.prompt or "").split()),
+                    completion_tokens=len(text.split()),
+                )
+            )
+            self.calls[request.kind] += 1
+            if progress:
+                progress(1)
+        return out
+
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None) -> list[Any]:
+        out = []
+        for request in requests:
+            raw = {c: -1.0 - 4.0 * _unit(self.spec, request.prompt, c) for c in request.choices}
+            norm = math.log(sum(math.exp(v) for v in raw.values())) if raw else 0.0
+            out.append(ChoiceLogprobs(logprobs={c: v - norm for c, v in raw.items()}))
+            self.calls[request.kind] += 1
+            if progress:
+                progress(1)
+        return out
