@@ -1,0 +1,386 @@
+"""Membership-inference metrics: AUC, TPR at low FPR, bootstrap intervals, documents.
+
+Labels are 1 = member, 0 = non-member; scores are higher = more likely a member.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import precision_recall_fscore_support, roc_auc_score, roc_curve
+
+from copyprobe.errors import ConfigError, DataError
+
+Metric = Callable[[np.ndarray, np.ndarray], float]
+
+# more single-class resamples than this fraction and the interval is not reported: the
+# surviving resamples would no longer describe the sampling distribution
+MAX_DEGENERATE_FRACTION = 0.1
+# cells of the (resamples x rows) weight matrix handled at once by the fast AUC path
+_CHUNK_CELLS = 4_000_000
+
+
+def _arrays(labels: Any, scores: Any, what: str = "scores") -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(labels)
+    s = np.asarray(scores, dtype=float)
+    if y.ndim != 1 or s.ndim != 1 or len(y) != len(s):
+        raise ValueError(f"labels and {what} must be 1-d and of equal length, "
+                         f"got shapes {y.shape} and {s.shape}")
+    bad = ~np.isin(y, (0, 1))
+    if bad.any():
+        raise DataError(f"labels must be 0 or 1, got {y[bad][0]!r}")
+    if np.isnan(s).any():
+        raise DataError(f"{what} contain NaN at position {int(np.flatnonzero(np.isnan(s))[0])}; "
+                        f"leave those rows out")
+    return y.astype(int), s
+
+
+def _need_both(y: np.ndarray) -> None:
+    if len(np.unique(y)) < 2:
+        only = "none" if len(y) == 0 else f"only label {int(y[0])}"
+        raise DataError(f"AUC needs both members (1) and non-members (0), got {only}")
+
+
+def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """Area under the ROC curve (ties count one half)."""
+    y, s = _arrays(labels, scores)
+    _need_both(y)
+    return float(roc_auc_score(y, s))
+
+
+def tpr_at_fpr(labels: Sequence[int], scores: Sequence[float], fpr: float) -> float:
+    """The largest true-positive rate on the ROC curve whose false-positive rate <= ``fpr``.
+
+    Every threshold is kept (``drop_intermediate=False``) so no operating point is lost.
+    """
+    if not 0 <= fpr <= 1:
+        raise ConfigError(f"fpr must lie in [0, 1], got {fpr!r}")
+    y, s = _arrays(labels, scores)
+    _need_both(y)
+    fprs, tprs, _ = roc_curve(y, s, drop_intermediate=False)
+    # fprs[0] == 0 always, so the selection is never empty
+    return float(tprs[fprs <= fpr + 1e-12].max())
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    low: float  # NaN when too many resamples were degenerate
+    high: float
+    n_resamples: int  # resamples drawn
+    n_degenerate: int  # resamples with a single class, skipped
+
+    @property
+    def ok(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+
+def _group_index(groups: Sequence[Any] | None, n: int) -> tuple[np.ndarray, int]:
+    """Map each row to a group number 0..G-1; without groups every row is its own group."""
+    if groups is None:
+        return np.arange(n), n
+    g = pd.Series(list(groups), dtype=object)
+    if len(g) != n:
+        raise ValueError(f"groups must have one entry per row ({n}), got {len(g)}")
+    if g.isna().any():
+        raise DataError(f"group (document) ids missing for {int(g.isna().sum())} rows")
+    codes, uniques = pd.factorize(g.astype(str))
+    return codes, len(uniques)
+
+
+def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
+                  codes: np.ndarray) -> np.ndarray:
+    """AUC of each resample, given as group counts (resamples x groups) and row->group codes.
+
+    Equals the AUC of the data with row i repeated ``counts[b, codes[i]]`` times: each
+    positive beats every lower-scored negative and ties half the equal-scored ones.
+    Positives and negatives are summed per distinct score, so one pass over the rows
+    serves all resamples. NaN where a resample lacks a class.
+    """
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    pos, neg = pos[np.argsort(s[pos], kind="stable")], neg[np.argsort(s[neg], kind="stable")]
+    sp, sn = s[pos], s[neg]
+    starts_p = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+    starts_n = np.flatnonzero(np.r_[True, sn[1:] != sn[:-1]])
+    up, un = sp[starts_p], sn[starts_n]
+    # negatives strictly below / at most each distinct positive score, as prefix counts
+    lo = np.searchsorted(un, up, side="left")
+    hi = np.searchsorted(un, up, side="right")
+    out = np.empty(counts.shape[0])
+    step = max(1, _CHUNK_CELLS // max(1, len(y)))
+    for a in range(0, counts.shape[0], step):
+        c = counts[a:a + step].astype(float)
+        wp, wn = c[:, codes[pos]], c[:, codes[neg]]
+        p = wp if len(starts_p) == len(pos) else np.add.reduceat(wp, starts_p, axis=1)
+        q = wn if len(starts_n) == len(neg) else np.add.reduceat(wn, starts_n, axis=1)
+        cq = np.zeros((q.shape[0], q.shape[1] + 1))
+        np.cumsum(q, axis=1, out=cq[:, 1:])
+        num = (p * (cq[:, lo] + cq[:, hi])).sum(axis=1) * 0.5
+        den = p.sum(axis=1) * cq[:, -1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[a:a + step] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    return out
+
+
+def _draw_counts(rng: np.random.Generator, n_groups: int, n_resamples: int) -> np.ndarray:
+    """How often each group is drawn when drawing n_groups with replacement, per resample."""
+    draws = rng.integers(0, n_groups, size=(n_resamples, n_groups))
+    flat = (draws + np.arange(n_resamples)[:, None] * n_groups).ravel()
+    return np.bincount(flat, minlength=n_resamples * n_groups).reshape(n_resamples, n_groups)
+
+
+def bootstrap_ci(
+    labels: Sequence[int],
+    scores: Sequence[float],
+    metric: Metric = roc_auc,
+    *,
+    groups: Sequence[Any] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    max_degenerate_fraction: float = MAX_DEGENERATE_FRACTION,
+) -> BootstrapCI:
+    """Percentile bootstrap interval of ``metric(labels, scores)``.
+
+    With ``groups`` (document ids) whole groups are drawn with replacement, as many as
+    there are groups, so passages of one document stay together: they are not
+    independent samples. Resamples with a single class are skipped and counted; if more
+    than ``max_degenerate_fraction`` of them are, the bounds are NaN.
+
+    ``metric=roc_auc`` takes a vectorised path (all resamples at once); any other callable
+    is called once per resample. The same seed draws the same resamples, so intervals of
+    different methods on the same rows are paired.
+    """
+    if n_resamples < 1:
+        raise ConfigError(f"n_resamples must be at least 1, got {n_resamples!r}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence!r}")
+    y, s = _arrays(labels, scores)
+    codes, n_groups = _group_index(groups, len(y))
+    if n_groups == 0:
+        return BootstrapCI(math.nan, math.nan, n_resamples, n_resamples)
+    rng = np.random.default_rng(seed)
+    counts = _draw_counts(rng, n_groups, n_resamples)
+    if metric is roc_auc:
+        values = _weighted_auc(y, s, counts, codes)
+    else:
+        weights = counts[:, codes]  # row i appears as often as its group was drawn
+        values = np.full(n_resamples, np.nan)
+        rows = np.arange(len(y))
+        for b in range(n_resamples):
+            idx = np.repeat(rows, weights[b])
+            if len(np.unique(y[idx])) == 2:
+                values[b] = metric(y[idx], s[idx])
+    valid = values[~np.isnan(values)]
+    n_degenerate = n_resamples - len(valid)
+    if len(valid) == 0 or n_degenerate > max_degenerate_fraction * n_resamples:
+        return BootstrapCI(math.nan, math.nan, n_resamples, n_degenerate)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(valid, [alpha / 2, 1 - alpha / 2])
+    return BootstrapCI(float(low), float(high), n_resamples, n_degenerate)
+
+
+def aggregate_documents(
+    frame: pd.DataFrame,
+    score_columns: Sequence[str],
+    *,
+    doc_column: str = "doc_id",
+    label_column: str = "label",
+    how: str = "mean",
+) -> pd.DataFrame:
+    """One row per document: its label, the ``how`` of each score column over its
+    passages (missing scores ignored; NaN when a document has none), and ``n_passages``.
+
+    Without ``label_column`` in the frame only scores are aggregated. Passages of one
+    document with different labels raise DataError.
+    """
+    if how not in ("mean", "median", "max"):
+        raise ConfigError(f"how must be 'mean', 'median' or 'max', got {how!r}")
+    missing = [c for c in [doc_column, *score_columns] if c not in frame.columns]
+    if missing:
+        raise DataError(f"column(s) {', '.join(map(repr, missing))} not in the scores; "
+                        f"columns: {', '.join(map(str, frame.columns))}")
+    if frame[doc_column].isna().any():
+        raise DataError(f"{int(frame[doc_column].isna().sum())} rows have no document id in "
+                        f"column {doc_column!r}")
+    grouped = frame.groupby(doc_column, sort=True)
+    out = pd.DataFrame(index=grouped.size().index)
+    for c in score_columns:
+        out[c] = pd.to_numeric(frame[c], errors="coerce").groupby(frame[doc_column],
+                                                                  sort=True).agg(how)
+    if label_column in frame.columns:
+        n_labels = grouped[label_column].nunique(dropna=False)
+        mixed = n_labels[n_labels > 1]
+        if len(mixed):
+            doc = mixed.index[0]
+            values = sorted(map(str, frame.loc[frame[doc_column] == doc, label_column].unique()))
+            raise DataError(f"document {doc!r} has passages with different labels "
+                            f"({', '.join(values)}); a document is a member or not as a whole"
+                            + (f" ({len(mixed)} such documents)" if len(mixed) > 1 else ""))
+        out.insert(0, label_column, grouped[label_column].first())
+    out["n_passages"] = grouped.size()
+    return out.reset_index()
+
+
+class PRF(NamedTuple):
+    precision: float
+    recall: float
+    fbeta: float
+
+
+def precision_recall_fbeta(labels: Sequence[int], decisions: Sequence[int],
+                           beta: float = 0.1) -> PRF:
+    """Precision, recall and F-beta of yes/no membership decisions (1 = "member").
+
+    The small default beta weighs precision far above recall: a false accusation of
+    training on a text costs more than a missed one. Undefined ratios (no positive
+    decisions, no members) are 0.
+    """
+    if not beta > 0:
+        raise ConfigError(f"beta must be positive, got {beta!r}")
+    y = np.asarray(labels)
+    d = np.asarray(decisions)
+    if len(y) != len(d):
+        raise ValueError(f"labels and decisions differ in length ({len(y)} vs {len(d)})")
+    for name, arr in (("labels", y), ("decisions", d)):
+        bad = ~np.isin(arr, (0, 1))
+        if bad.any():
+            raise DataError(f"{name} must be 0 or 1, got {arr[bad][0]!r}")
+    p, r, f, _ = precision_recall_fscore_support(y.astype(int), d.astype(int), beta=beta,
+                                                 average="binary", pos_label=1,
+                                                 zero_division=0.0)
+    return PRF(float(p), float(r), float(f))
+
+
+# -- the metrics.json block ------------------------------------------------------------
+
+def _level(y: np.ndarray, s: np.ndarray, groups: np.ndarray | None, n_bootstrap: int,
+           seed: int, label: str, notes: list[str]) -> dict[str, Any]:
+    auc = roc_auc(y, s)
+    low = high = None
+    if n_bootstrap > 0:
+        ci = bootstrap_ci(y, s, roc_auc, groups=groups, n_resamples=n_bootstrap, seed=seed)
+        if ci.ok:
+            low, high = ci.low, ci.high
+            if ci.n_degenerate:
+                notes.append(f"{label}: {ci.n_degenerate} of {ci.n_resamples} bootstrap "
+                             f"resamples had one class only and were skipped")
+        else:
+            notes.append(f"{label}: {ci.n_degenerate} of {ci.n_resamples} bootstrap resamples "
+                         f"had one class only; no confidence interval (too few "
+                         f"{'documents' if groups is not None else 'rows'})")
+    return {
+        "auc": auc,
+        "auc_low": low,
+        "auc_high": high,
+        "tpr_at_1pct_fpr": tpr_at_fpr(y, s, 0.01),
+        "tpr_at_5pct_fpr": tpr_at_fpr(y, s, 0.05),
+        "n": int(len(y)),
+    }
+
+
+def _one_class_note(level: str, unit: str, y: np.ndarray) -> str:
+    if len(y) == 0:
+        return f"{level} level: no {unit}; no metrics"
+    return (f"{level} level: all {len(y)} {unit} have label {int(y[0])}; AUC and TPR need "
+            f"both members and non-members, so no {level} metrics")
+
+
+def evaluate(
+    frame: pd.DataFrame,
+    methods: Iterable[str],
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    exclude: Mapping[str, Iterable[Any]] | None = None,
+) -> dict[str, Any]:
+    """Build the ``metrics.json`` block from a scores frame.
+
+    ``frame`` has ``id``, ``label``, optionally ``doc_id``, and one score column per
+    method. A row with no score (None/NaN/inf) for a method is left out of that method's
+    metrics; ``exclude`` maps a method to row ids also left out (its training rows).
+    Document scores are the mean of a document's remaining passage scores. With
+    documents, passage-level intervals resample documents.
+
+    Returns ``{"passage": {method: {...}}, "document": {...} (only with documents),
+    "notes": [...]}``; a bound that cannot be computed is None.
+    """
+    methods = list(methods)
+    exclude = {m: {str(i) for i in ids} for m, ids in (exclude or {}).items()}
+    notes: list[str] = []
+    has_docs = "doc_id" in frame.columns and frame["doc_id"].notna().any()
+    result: dict[str, Any] = {"passage": {}}
+    if has_docs:
+        result["document"] = {}
+    result["notes"] = notes
+
+    if "label" not in frame.columns or frame["label"].isna().all():
+        notes.append("no labels; metrics skipped")
+        return result
+    if frame["label"].isna().any():
+        raise DataError(f"{int(frame['label'].isna().sum())} of {len(frame)} rows have no "
+                        f"label; label all rows or none")
+    missing = [m for m in methods if m not in frame.columns]
+    if missing:
+        raise DataError(f"no score column for method(s) {', '.join(missing)}")
+    if exclude and "id" not in frame.columns:
+        raise DataError("the scores have no 'id' column, needed to leave out training rows")
+    if has_docs and frame["doc_id"].isna().any():
+        raise DataError(f"{int(frame['doc_id'].isna().sum())} rows have no document id; give "
+                        f"every row a document or none")
+
+    labels = frame["label"].to_numpy()
+    bad = ~np.isin(labels, (0, 1))
+    if bad.any():
+        raise DataError(f"labels must be 0 or 1, got {labels[bad][0]!r}")
+    labels = labels.astype(int)
+    passage_ok = len(np.unique(labels)) == 2
+    if not passage_ok:
+        notes.append(_one_class_note("passage", "passages", labels))
+    doc_ok = False
+    if has_docs:
+        docs = aggregate_documents(frame[["doc_id", "label"]], [])  # checks label agreement
+        doc_labels = docs["label"].to_numpy().astype(int)
+        doc_ok = len(np.unique(doc_labels)) == 2
+        if not doc_ok:
+            notes.append(_one_class_note("document", "documents", doc_labels))
+    if not passage_ok and not doc_ok:
+        return result
+
+    ids = frame["id"].astype(str).to_numpy() if "id" in frame.columns else None
+    for m in methods:
+        scores = pd.to_numeric(frame[m], errors="coerce").to_numpy(dtype=float)
+        keep = np.isfinite(scores)
+        n_missing = int((~keep).sum())
+        if n_missing:
+            notes.append(f"{m}: {n_missing} of {len(scores)} passages have no score and are "
+                         f"left out")
+        if m in exclude:
+            excluded = np.isin(ids, list(exclude[m]))
+            if excluded.any():
+                notes.append(f"{m}: {int((excluded & keep).sum())} training rows left out")
+            keep &= ~excluded
+        y, s = labels[keep], scores[keep]
+        if passage_ok:
+            if len(np.unique(y)) == 2:
+                groups = frame["doc_id"].to_numpy()[keep] if has_docs else None
+                result["passage"][m] = _level(y, s, groups, n_bootstrap, seed,
+                                              f"{m} (passage)", notes)
+            else:
+                notes.append(f"{m}: the {len(y)} passages left are of one class; no passage "
+                             f"metrics")
+        if doc_ok:
+            sub = frame.loc[keep, ["doc_id", "label"]].assign(**{"__score": s})
+            agg = aggregate_documents(sub, ["__score"])
+            dy = agg["label"].to_numpy().astype(int)
+            ds = agg["__score"].to_numpy(dtype=float)
+            if len(np.unique(dy)) == 2:
+                result["document"][m] = _level(dy, ds, None, n_bootstrap, seed,
+                                               f"{m} (document)", notes)
+            else:
+                notes.append(f"{m}: the {len(dy)} documents left are of one class; no "
+                             f"document metrics")
+    return result

@@ -1,0 +1,72 @@
+"""Document verdicts (DE-COP section 5.1): are a suspect set's scores higher than a clean set's?
+
+The clean set holds documents the model cannot have seen (e.g. published after its
+training cut-off); the suspect set the documents in question. Both tests are one-sided:
+a small p-value says the suspect scores are larger.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+MIN_N = 2  # per group; a variance (Welch) needs two values, and one value says nothing
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    statistic: float  # NaN when the test could not be run
+    p_value: float  # NaN when the test could not be run
+    n_suspect: int  # finite values used
+    n_clean: int
+    reason: str | None = None  # why the test could not be run
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+def _clean(values: Sequence[float]) -> np.ndarray:
+    a = np.asarray(values, dtype=float).ravel()
+    return a[np.isfinite(a)]  # rows without a score (NaN) carry no evidence
+
+
+def _too_small(s: np.ndarray, c: np.ndarray) -> ComparisonResult | None:
+    if len(s) >= MIN_N and len(c) >= MIN_N:
+        return None
+    return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                            f"needs at least {MIN_N} scores per group, got {len(s)} suspect "
+                            f"and {len(c)} clean")
+
+
+def welch_t_greater(suspect_scores: Sequence[float],
+                    clean_scores: Sequence[float]) -> ComparisonResult:
+    """One-sided Welch t-test (unequal variances) that suspect > clean."""
+    s, c = _clean(suspect_scores), _clean(clean_scores)
+    small = _too_small(s, c)
+    if small:
+        return small
+    if np.ptp(s) == 0 and np.ptp(c) == 0:
+        # t is undefined (0/0 or x/0); scipy would warn and return NaN
+        return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                                "both groups have zero variance; the t statistic is undefined")
+    res = stats.ttest_ind(s, c, equal_var=False, alternative="greater")
+    return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))
+
+
+def mann_whitney_greater(suspect_scores: Sequence[float],
+                         clean_scores: Sequence[float]) -> ComparisonResult:
+    """One-sided Mann-Whitney U test that suspect scores tend to exceed clean ones.
+
+    The statistic is U of the suspect group (scipy's convention).
+    """
+    s, c = _clean(suspect_scores), _clean(clean_scores)
+    small = _too_small(s, c)
+    if small:
+        return small
+    res = stats.mannwhitneyu(s, c, alternative="greater")
+    return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))
