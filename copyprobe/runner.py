@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
-from copyprobe.backends.base import Backend, Request
+from copyprobe.backends.base import Backend, Request, RequestFailed
 from copyprobe.errors import CopyprobeError, RowError
 
 
@@ -30,6 +30,8 @@ class DriveStats:
     requests_total: int = 0  # requests yielded by all generators
     requests_unique: int = 0  # after de-duplication, i.e. what reached the (cached) backends
     by_model_kind: dict[str, int] = field(default_factory=dict)
+    tokens_by_model: dict[str, int] = field(default_factory=dict)  # tokens in log-prob answers
+    failed_requests: list[dict[str, str]] = field(default_factory=list)
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -81,7 +83,9 @@ def drive(
         stats.rounds += 1
         # group unique requests by (model, kind), keeping first-seen order
         groups: dict[tuple[str | None, str], OrderedDict[tuple, Request]] = {}
-        for _, requests in pending.values():
+        for key, (gen, requests) in list(pending.items()):
+            requests = [backend_for(r.model).canonical(r) for r in requests]
+            pending[key] = (gen, requests)
             for request in requests:
                 stats.requests_total += 1
                 group = groups.setdefault((request.model, request.kind), OrderedDict())
@@ -99,10 +103,21 @@ def drive(
             responses = backend_for(model).answer(unique, progress=tick)
             for identity, response in zip(group.keys(), responses):
                 answers[identity] = response
+                if isinstance(response, RequestFailed):
+                    stats.failed_requests.append({"model": model or "target", "kind": kind, "reason": response.reason})
+                elif hasattr(response, "token_ids"):
+                    name = model or "target"
+                    stats.tokens_by_model[name] = stats.tokens_by_model.get(name, 0) + len(response.token_ids)
         current = list(pending.items())
         pending.clear()
         for key, (gen, requests) in current:
-            advance(key, gen, [answers[_identity(r)] for r in requests])
+            responses = [answers[_identity(r)] for r in requests]
+            failed = next((r for r in responses if isinstance(r, RequestFailed)), None)
+            if failed is not None:
+                gen.close()
+                results[key] = Failure(reason=f"request failed: {failed.reason}")
+                continue
+            advance(key, gen, responses)
     return results
 
 

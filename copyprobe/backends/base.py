@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Sequence
 
 from copyprobe.errors import CapabilityError
@@ -190,6 +190,17 @@ class ChoiceLogprobs:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class RequestFailed:
+    """Returned in place of a response when a request failed for good (after retries).
+
+    The runner fails only the rows that needed it, records the reason, and never caches
+    it, so the next run asks again.
+    """
+
+    reason: str
+
+
 RESPONSE_TYPES: dict[str, type] = {
     TokenLogprobsRequest.kind: TokenLogprobs,
     GenerateRequest.kind: Generation,
@@ -223,6 +234,22 @@ class Backend:
                 f"model {self.spec!r} cannot answer {', '.join(missing)} requests "
                 f"(it supports: {', '.join(sorted(self.capabilities)) or 'nothing'})"
             )
+
+    def canonical(self, request: Request) -> Request:
+        """The request this backend will actually answer for ``request``.
+
+        Distribution statistics cost almost nothing once the logits exist, so a backend
+        that can give them answers every token-logprob request with them: methods that
+        need mu/sigma and methods that do not then share one forward pass and one cache
+        entry per text.
+        """
+        if (
+            isinstance(request, TokenLogprobsRequest)
+            and not request.stats
+            and DISTRIBUTION_STATS in self.capabilities
+        ):
+            return replace(request, stats=True)
+        return request
 
     def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
         """Answer requests of one kind, in order. ``progress(n)`` is called as n more are done."""

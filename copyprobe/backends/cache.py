@@ -1,0 +1,167 @@
+"""A SQLite cache of model responses that wraps any backend from outside.
+
+Entries are keyed by (model fingerprint, request kind, request hash), so a second run,
+or a new method asking for the same texts, makes no new model calls. Misses are answered
+in chunks and each chunk is committed in its own transaction: a crash loses at most one
+chunk, and a transaction either lands whole or not at all, so no entry is ever half
+written. WAL mode lets several processes share one file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed
+from copyprobe.errors import BackendError, ConfigError
+
+SCHEMA_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("COPYPROBE_CACHE_DIR")
+    if base:
+        return Path(base)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("copyprobe"))
+
+
+def default_cache_path() -> Path:
+    return default_cache_dir() / "responses.sqlite"
+
+
+class ResponseCache:
+    """The SQLite file. Safe to share between processes."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc.strerror}") from None
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses ("
+                " fingerprint TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,"
+                " response TEXT NOT NULL, created REAL NOT NULL,"
+                " PRIMARY KEY (fingerprint, kind, key))"
+            )
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            row = self._db.execute("PRAGMA quick_check").fetchone()
+            if not row or row[0] != "ok":
+                raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(
+                f"cache file {self.path} is unreadable or corrupt ({exc}); "
+                "delete it or run with --no-cache"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot open cache file {self.path}: {exc}") from None
+
+    def get_many(self, fingerprint: str, kind: str, keys: Sequence[str]) -> dict[str, dict]:
+        found: dict[str, dict] = {}
+        chunk = 500  # SQLite limits the number of bound parameters
+        for start in range(0, len(keys), chunk):
+            part = list(keys[start : start + chunk])
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
+                [fingerprint, kind, *part],
+            ).fetchall()
+            for key, text in rows:
+                try:
+                    found[key] = json.loads(text)
+                except json.JSONDecodeError:
+                    # never trust a damaged entry: treat it as a miss and overwrite it
+                    continue
+        return found
+
+    def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, dict]]) -> None:
+        if not items:
+            return
+        now = time.time()
+        rows = [(fingerprint, kind, key, json.dumps(value, separators=(",", ":")), now) for key, value in items]
+        try:
+            with self._db:  # one transaction: all rows land or none
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", rows)
+        except sqlite3.OperationalError as exc:
+            raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
+
+    def count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class CachedBackend(Backend):
+    """Answers from the cache what it can and asks the wrapped backend for the rest."""
+
+    def __init__(self, backend: Backend, cache: ResponseCache, chunk_size: int = 32):
+        self.backend = backend
+        self.cache = cache
+        self.chunk_size = chunk_size
+        self.hits = 0
+        self.misses = 0
+        self.spec = backend.spec
+        self.capabilities = backend.capabilities
+
+    @property
+    def fingerprint(self) -> str:
+        return self.backend.fingerprint
+
+    def canonical(self, request: Request) -> Request:
+        return self.backend.canonical(request)
+
+    def info(self) -> dict[str, Any]:
+        return self.backend.info()
+
+    def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
+        if not requests:
+            return []
+        self.check(requests)
+        kind = requests[0].kind
+        response_type = RESPONSE_TYPES[kind]
+        fingerprint = self.fingerprint
+        keys = [r.key() for r in requests]
+        cacheable = [r.cacheable() for r in requests]
+        stored = self.cache.get_many(fingerprint, kind, [k for k, c in zip(keys, cacheable) if c])
+        results: list[Any] = [None] * len(requests)
+        missing: list[int] = []
+        for i, (key, can) in enumerate(zip(keys, cacheable)):
+            if can and key in stored:
+                results[i] = response_type.from_json(stored[key])
+                self.hits += 1
+            else:
+                missing.append(i)
+        if progress and len(requests) - len(missing):
+            progress(len(requests) - len(missing))
+        # Similar lengths together keep padding low in the wrapped backend's batches.
+        missing.sort(key=lambda i: len(getattr(requests[i], "text", "") or ""))
+        # answer misses in chunks, committing each, so an interrupted run keeps its work
+        for start in range(0, len(missing), self.chunk_size):
+            part = missing[start : start + self.chunk_size]
+            answers = self.backend.answer([requests[i] for i in part], progress=progress)
+            self.misses += len(part)
+            to_store = []
+            for i, response in zip(part, answers):
+                results[i] = response
+                if cacheable[i] and not isinstance(response, RequestFailed):
+                    to_store.append((keys[i], response.to_json()))
+            self.cache.put_many(fingerprint, kind, to_store)
+        return results
+
+    def close(self) -> None:
+        self.backend.close()

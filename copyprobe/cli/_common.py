@@ -1,0 +1,150 @@
+"""Pieces shared by subcommands: common options, --param parsing, progress bars, tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from copyprobe.errors import ConfigError
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")
+    group.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+
+
+def cache_setting(args: argparse.Namespace) -> Any:
+    if args.no_cache:
+        return False
+    return args.cache or True
+
+
+def check_batch_size(value: int) -> int:
+    if value < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {value}")
+    return value
+
+
+def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
+    """`METHOD.NAME=VALUE` strings -> {method: {name: typed value}}."""
+    from copyprobe.registry import convert_param, method_class
+
+    params: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        method, dot, name = key.strip().partition(".")
+        if not sep or not dot or not method or not name:
+            raise ConfigError(f"bad --param {item!r}: expected METHOD.NAME=VALUE, e.g. min_k.k=0.1")
+        if method not in methods:
+            raise ConfigError(f"--param {item!r} names method {method!r}, which is not in --methods")
+        cls = method_class(method)
+        params.setdefault(method, {})[name] = convert_param(cls, name, raw)
+    return params
+
+
+def split_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--methods is empty (run `copyprobe methods` to list them)")
+    return names
+
+
+@contextmanager
+def progress_bars(enabled: bool = True) -> Iterator[Any]:
+    """A progress factory for copyprobe.runner.drive: one bar per (request kind, model)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+        console=_console(),
+    ) as progress:
+
+        def factory(label: str, total: int):
+            task = progress.add_task(label, total=total)
+            return lambda n: progress.advance(task, n)
+
+        yield factory
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def print_metrics(metrics: dict[str, Any] | None, scores, method_names: list[str], notes: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if metrics:
+        for level in ("passage", "document"):
+            block = metrics.get(level) or {}
+            if not block:
+                continue
+            table = Table(title=f"{level}-level membership detection")
+            for column in ("method", "AUC", "95% CI", "TPR@1%FPR", "TPR@5%FPR", "n"):
+                table.add_column(column, justify="left" if column == "method" else "right")
+            for name in method_names:
+                m = block.get(name)
+                if not m:
+                    continue
+                table.add_row(
+                    name,
+                    _fmt(m.get("auc")),
+                    f"[{_fmt(m.get('auc_low'))}, {_fmt(m.get('auc_high'))}]",
+                    _fmt(m.get("tpr_at_1pct_fpr")),
+                    _fmt(m.get("tpr_at_5pct_fpr")),
+                    str(m.get("n", "")),
+                )
+            blind = metrics.get("blind_baseline") if level == "passage" else None
+            if blind and blind.get("auc") is not None:
+                table.add_row(
+                    "[dim]blind baseline (no model)[/dim]",
+                    _fmt(blind.get("auc")),
+                    f"[{_fmt(blind.get('auc_low'))}, {_fmt(blind.get('auc_high'))}]",
+                    "", "", str(blind.get("n", "")),
+                )
+            console.print(table)
+        blind = metrics.get("blind_baseline") or {}
+        if blind.get("warning"):
+            console.print(f"[bold red]WARNING:[/bold red] {blind['warning']}")
+    else:
+        table = Table(title="scores (first rows)")
+        table.add_column("id")
+        for name in method_names:
+            table.add_column(name, justify="right")
+        for _, row in scores.head(10).iterrows():
+            table.add_row(str(row["id"]), *(_fmt(row.get(n)) for n in method_names))
+        console.print(table)
+    for note in notes:
+        if not (metrics or {}).get("blind_baseline", {}).get("warning") == note:
+            console.print(f"note: {note}")
+
+
+def _fmt(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if number != number:
+        return "–"
+    return f"{number:.3f}"
+
+
+def stderr(message: str) -> None:
+    print(message, file=sys.stderr)

@@ -1,0 +1,152 @@
+"""Likelihood baselines that need only the text's own token log-probs: loss, zlib,
+lowercase, Min-K% and Min-K%++. All of them share one forward pass per text: they ask
+for the same TokenLogprobsRequest, which the runner answers once.
+
+Formulas follow the Min-K%++ authors' code (zjysteven/mink-plus-plus, run.py) and the
+Min-K% authors' code (swj0419/detect-pretrain-code) for lowercase; in all of them
+``ll`` is the mean token log-likelihood (= -loss) over the scored tokens.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import numpy as np
+
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import RowError
+from copyprobe.methods.base import GREY_BOX_FULL, Method, check_fraction
+from copyprobe.registry import register
+
+
+def token_logprobs(response: TokenLogprobs) -> np.ndarray:
+    values = np.asarray(response.logprobs, dtype=np.float64)
+    if values.size == 0:
+        raise RowError("text has fewer than two tokens: nothing to score")
+    return values
+
+
+def mean_loglik(response: TokenLogprobs) -> float:
+    """Mean log-probability of the scored tokens, i.e. minus the LM loss."""
+    return float(token_logprobs(response).mean())
+
+
+def lowest_k_mean(values: np.ndarray, k: float) -> float:
+    """Mean of the lowest floor(k*T) values, at least one (Min-K% / Min-K%++)."""
+    count = max(1, int(len(values) * k))
+    return float(np.sort(values)[:count].mean())
+
+
+def zlib_length(text: str) -> int:
+    return len(zlib.compress(text.encode("utf-8")))
+
+
+class _OwnLogprobsMethod(Method):
+    """A method that needs exactly one TokenLogprobsRequest of the text itself."""
+
+    needs_stats = False
+
+    def requests(self, example: Example) -> list[TokenLogprobsRequest]:
+        # Backends that can give mu/sigma cheaply upgrade stats=False requests to
+        # stats=True (Backend.canonical), so all these methods still share one pass.
+        return [TokenLogprobsRequest(example.text, stats=self.needs_stats)]
+
+
+@register
+class Loss(_OwnLogprobsMethod):
+    name = "loss"
+    summary = "Mean token log-likelihood (-loss); Yeom et al. 2018 / Carlini et al. 2021"
+
+    def __init__(self):
+        pass
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        return mean_loglik(responses[0])
+
+
+@register
+class Zlib(_OwnLogprobsMethod):
+    name = "zlib"
+    summary = "Log-likelihood divided by the zlib-compressed byte length (Carlini et al. 2021)"
+
+    def __init__(self):
+        pass
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        # As in the Min-K%++ code: ll / len(zlib.compress(text)). ll < 0, so texts the
+        # model finds likely relative to their information content score higher.
+        return mean_loglik(responses[0]) / zlib_length(example.text)
+
+
+@register
+class Lowercase(Method):
+    name = "lowercase"
+    summary = "Loss of the text relative to the loss of its lower-cased copy (Carlini et al. 2021)"
+
+    def __init__(self):
+        pass
+
+    def requests(self, example: Example) -> list[TokenLogprobsRequest]:
+        return [
+            TokenLogprobsRequest(example.text, stats=False),
+            TokenLogprobsRequest(example.text.lower(), stats=False),
+        ]
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        # Min-K% code: -(log ppl / log ppl_lower) = -(loss / loss_lower). A member's
+        # original casing is much likelier than its lower-cased copy, so the ratio is small.
+        loss = -mean_loglik(responses[0])
+        loss_lower = -mean_loglik(responses[1])
+        if loss_lower == 0:
+            raise RowError("lower-cased text has zero loss: ratio undefined")
+        return -(loss / loss_lower)
+
+
+@register
+class MinK(_OwnLogprobsMethod):
+    name = "min_k"
+    summary = "Mean of the lowest k% token log-probs (Shi et al. 2024, Min-K% Prob)"
+    param_help = {"k": "fraction of tokens with the lowest log-prob to average, in (0, 1]"}
+
+    def __init__(self, k: float = 0.2):
+        self.k = k
+
+    def validate(self) -> None:
+        check_fraction(self, "k", self.k)
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        return lowest_k_mean(token_logprobs(responses[0]), self.k)
+
+
+def min_k_pp_values(response: TokenLogprobs) -> np.ndarray:
+    """Per token (log p - mu) / sigma, with mu, sigma of log p under the next-token
+    distribution (Zhang et al. 2024, Min-K%++)."""
+    values = token_logprobs(response)
+    if response.mu is None or response.sigma is None:
+        raise RowError("backend returned no next-token distribution statistics")
+    mu = np.asarray(response.mu, dtype=np.float64)
+    sigma = np.asarray(response.sigma, dtype=np.float64)
+    # A (near-)deterministic position has sigma ~ 0; the authors' code divides anyway
+    # and gets inf/nan. Clamp so one such token cannot dominate or poison the mean.
+    return (values - mu) / np.maximum(sigma, 1e-6)
+
+
+@register
+class MinKPlusPlus(_OwnLogprobsMethod):
+    name = "min_k_pp"
+    access = GREY_BOX_FULL
+    needs_stats = True
+    summary = "Min-K% over token log-probs standardised by the next-token distribution (Zhang et al. 2024)"
+    param_help = {"k": "fraction of tokens with the lowest standardised log-prob to average, in (0, 1]"}
+
+    def __init__(self, k: float = 0.2):
+        self.k = k
+
+    def validate(self) -> None:
+        check_fraction(self, "k", self.k)
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        return lowest_k_mean(min_k_pp_values(responses[0]), self.k)
+

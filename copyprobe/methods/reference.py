@@ -1,0 +1,43 @@
+"""Reference-model calibration (Carlini et al. 2021): a text the target finds much
+likelier than a reference model does was probably in the target's training data."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError
+from copyprobe.methods.base import Method
+from copyprobe.methods.likelihood import mean_loglik
+from copyprobe.registry import register
+
+
+@register
+class Reference(Method):
+    name = "reference"
+    summary = "Target log-likelihood minus a reference model's (Carlini et al. 2021)"
+    param_help = {
+        "model": "reference model spec; 'auto' = gemma-3-270m for smollm2 targets, smollm2 for gemma"
+    }
+
+    def __init__(self, model: str = "auto"):
+        self.model = model
+
+    def validate(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError("reference.model must be a model spec")
+
+    def models(self) -> set[str]:
+        return {self.model}
+
+    def requests(self, example: Example) -> list[TokenLogprobsRequest]:
+        if self.model == "auto":
+            raise ConfigError("reference.model 'auto' must be resolved against the target model first")
+        return [
+            TokenLogprobsRequest(example.text, stats=False),
+            TokenLogprobsRequest(example.text, stats=False, model=self.model),
+        ]
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
+        return mean_loglik(responses[0]) - mean_loglik(responses[1])
