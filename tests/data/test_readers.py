@@ -1,0 +1,423 @@
+import csv
+import hashlib
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from copyprobe.data import Dataset, Example, load_dataset, write_jsonl
+from copyprobe.errors import ConfigError, DataError
+
+ROWS = [
+    {"id": "a", "text": "The quick brown fox.", "label": 1, "doc_id": "d1", "title": "Fox"},
+    {"id": "b", "text": "Jumps over the lazy dog.", "label": 0, "doc_id": "d2", "title": "Dog"},
+    {"id": "c", "text": "Ünïcödé — text, with \"quotes\"\nand a newline", "label": 1,
+     "doc_id": "d1", "title": "Fox"},
+]
+EXPECTED = [
+    Example(id=r["id"], text=r["text"], label=r["label"], doc_id=r["doc_id"],
+            meta={"title": r["title"]})
+    for r in ROWS
+]
+
+
+def _write(path, fmt, rows):
+    frame = pd.DataFrame(rows)
+    if fmt in ("jsonl", "json-lines"):
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                        encoding="utf-8")
+    elif fmt == "json":
+        path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    elif fmt == "csv":
+        frame.to_csv(path, index=False)
+    elif fmt == "tsv":
+        frame.to_csv(path, index=False, sep="\t")
+    elif fmt == "parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        raise AssertionError(fmt)
+
+
+def _lines(path, *objs):
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs), encoding="utf-8")
+    return path
+
+
+# -- every format round-trips -----------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json-lines", "json", "csv", "tsv", "parquet"])
+def test_formats_round_trip(tmp_path, fmt):
+    path = tmp_path / f"data.{fmt}"
+    _write(path, fmt, ROWS)
+    ds = load_dataset(path)
+    assert isinstance(ds, Dataset)
+    assert [(e.id, e.text, e.label, e.doc_id) for e in ds.examples] == \
+        [(e.id, e.text, e.label, e.doc_id) for e in EXPECTED]
+    assert [e.meta for e in ds.examples] == [e.meta for e in EXPECTED]
+    assert ds.n_rows == 3 and ds.n_skipped == 0
+    assert ds.has_labels and ds.has_documents
+    assert ds.columns == {"text": "text", "label": "label", "doc_id": "doc_id", "id": "id"}
+    assert ds.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert ds.path == str(path)
+
+
+def _save_hf(tmp_path, splits):
+    datasets = pytest.importorskip("datasets")
+    parts = {name: datasets.Dataset.from_list(rows) for name, rows in splits.items()}
+    target = tmp_path / "hf"
+    if list(splits) == [None]:
+        parts[None].save_to_disk(str(target))
+    else:
+        datasets.DatasetDict(parts).save_to_disk(str(target))
+    return target
+
+
+def test_hf_dataset_round_trip(tmp_path):
+    path = _save_hf(tmp_path, {None: ROWS})
+    ds = load_dataset(path)
+    assert ds.examples == EXPECTED
+    assert [e.meta for e in ds.examples] == [e.meta for e in EXPECTED]
+    assert ds.has_labels and ds.has_documents and ds.n_rows == 3
+    # the digest covers the directory's files: changing one changes it
+    before = ds.sha256
+    assert len(before) == 64
+    (path / "dataset_info.json").write_text(
+        (path / "dataset_info.json").read_text() + " ", encoding="utf-8")
+    assert load_dataset(path).sha256 != before
+
+
+def test_hf_dataset_dict_splits(tmp_path):
+    path = _save_hf(tmp_path, {"train": ROWS[:2], "test": ROWS[2:]})
+    with pytest.raises(DataError, match=r"several splits \((train, test|test, train)\)"):
+        load_dataset(path)
+    assert [e.id for e in load_dataset(path, split="test").examples] == ["c"]
+    assert [e.id for e in load_dataset(path, split="train").examples] == ["a", "b"]
+    with pytest.raises(DataError, match="no split 'dev'; splits: "):
+        load_dataset(path, split="dev")
+
+
+def test_hf_dataset_dict_single_split_is_used(tmp_path):
+    path = _save_hf(tmp_path, {"validation": ROWS})
+    assert [e.id for e in load_dataset(path).examples] == ["a", "b", "c"]
+
+
+def test_split_on_plain_file_is_a_config_error(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "x"})
+    with pytest.raises(ConfigError, match="split='train'"):
+        load_dataset(path, split="train")
+
+
+def test_directory_that_is_not_a_dataset(tmp_path):
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(DataError, match="not a Hugging Face dataset saved with save_to_disk"):
+        load_dataset(tmp_path)
+
+
+# -- column discovery ----------------------------------------------------------------------
+
+def test_decop_style_columns(tmp_path):
+    path = _lines(tmp_path / "d.jsonl",
+                  {"ID": "book1", "Example_A": "passage one", "Example_B": "para",
+                   "Label": 1},
+                  {"ID": "book2", "Example_A": "passage two", "Example_B": "para2",
+                   "Label": 0})
+    ds = load_dataset(path)
+    assert ds.columns == {"text": "Example_A", "label": "Label", "doc_id": "ID", "id": None}
+    assert [(e.id, e.doc_id, e.label) for e in ds.examples] == [("0", "book1", 1),
+                                                                 ("1", "book2", 0)]
+    assert ds.examples[0].meta == {"Example_B": "para"}
+
+
+def test_first_matching_name_wins_and_explicit_overrides(tmp_path):
+    path = _lines(tmp_path / "d.jsonl",
+                  {"input": "from input", "snippet": "from snippet", "book": "B", "book_id": 7})
+    ds = load_dataset(path)
+    assert ds.examples[0].text == "from input"
+    assert ds.examples[0].doc_id == "7"  # book_id precedes book
+    assert ds.examples[0].meta == {"snippet": "from snippet", "book": "B"}
+    ds = load_dataset(path, text_column="snippet", doc_column="book")
+    assert ds.examples[0].text == "from snippet" and ds.examples[0].doc_id == "B"
+    assert ds.columns["text"] == "snippet"
+
+
+def test_explicit_column_that_does_not_exist(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "x", "y": 1})
+    with pytest.raises(DataError, match=r"label_column='lab' is not a column; columns: text, y"):
+        load_dataset(path, label_column="lab")
+
+
+def test_no_text_column_lists_columns_and_names_tried(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"body": "x", "label": 1})
+    with pytest.raises(DataError) as err:
+        load_dataset(path)
+    msg = str(err.value)
+    assert "no text column" in msg and "columns found: body, label" in msg
+    assert "names tried: text, input, snippet, Example_A" in msg
+    assert "\n" not in msg
+
+
+def test_no_labels_no_documents(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "x"}, {"text": "y"})
+    ds = load_dataset(path)
+    assert not ds.has_labels and not ds.has_documents
+    assert [e.label for e in ds.examples] == [None, None]
+    assert list(ds.to_frame().columns) == ["id", "text"]
+
+
+def test_to_frame(tmp_path):
+    path = tmp_path / "d.jsonl"
+    _write(path, "jsonl", ROWS)
+    ds = load_dataset(path)
+    frame = ds.to_frame()
+    assert list(frame.columns) == ["id", "text", "label", "doc_id"]
+    assert frame["label"].tolist() == [1, 0, 1]
+    assert frame["label"].dtype == "int64"
+    assert list(ds.to_frame(meta=True).columns) == ["id", "text", "label", "doc_id", "title"]
+
+
+# -- skipping and labels -----------------------------------------------------------------
+
+def test_empty_whitespace_and_null_texts_are_skipped_and_counted(tmp_path):
+    path = _lines(tmp_path / "d.jsonl",
+                  {"text": "keep", "label": 1}, {"text": "", "label": 0},
+                  {"text": "  \n\t", "label": "yes"}, {"text": None, "label": 1},
+                  {"label": 0}, {"text": "also", "label": 0})
+    ds = load_dataset(path)
+    assert ds.n_rows == 6 and ds.n_skipped == 4
+    # default ids are row numbers, stable whatever is skipped
+    assert [e.id for e in ds.examples] == ["0", "5"]
+
+
+def test_all_rows_empty(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": " "}, {"text": None})
+    with pytest.raises(DataError, match=r"all 2 rows have empty text in column 'text'"):
+        load_dataset(path)
+
+
+@pytest.mark.parametrize("value,expected", [
+    (1, 1), (0, 0), (True, 1), (False, 0), (1.0, 1), (0.0, 0), ("1", 1), ("0", 0),
+])
+def test_accepted_label_spellings(tmp_path, value, expected):
+    path = _lines(tmp_path / "d.jsonl", {"text": "x", "label": value})
+    assert load_dataset(path).examples[0].label == expected
+
+
+@pytest.mark.parametrize("value,shown", [("yes", "'yes'"), (2, "2"), (-1, "-1"),
+                                         (0.5, "0.5"), (float("nan"), "nan")])
+def test_rejected_labels_name_row_id_and_value(tmp_path, value, shown):
+    path = _lines(tmp_path / "d.jsonl", {"id": "r1", "text": "x", "label": 1},
+                  {"id": "r2", "text": "y", "label": value})
+    with pytest.raises(DataError) as err:
+        load_dataset(path)
+    msg = str(err.value)
+    assert "line 2" in msg and "id 'r2'" in msg
+    assert f"label must be 0 or 1, got {shown}" in msg
+
+
+def test_csv_labels_as_strings_and_bools(tmp_path):
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"text": ["a", "b"], "label": [True, False]}).to_csv(path, index=False)
+    assert [e.label for e in load_dataset(path).examples] == [1, 0]
+
+
+def test_single_class_loads(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "a", "label": 1}, {"text": "b", "label": 1})
+    ds = load_dataset(path)
+    assert ds.has_labels and {e.label for e in ds.examples} == {1}
+
+
+def test_mix_of_labelled_and_unlabelled_rows(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "a", "label": 1}, {"text": "b", "label": None},
+                  {"text": "c"})
+    with pytest.raises(DataError, match="some rows have a label and some do not"):
+        load_dataset(path)
+
+
+def test_mix_in_csv_with_empty_cells(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("text,label\na,1\nb,\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 3 id '1' has none in column 'label'"):
+        load_dataset(path)
+
+
+def test_all_null_labels_means_unlabelled(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "a", "label": None}, {"text": "b"})
+    ds = load_dataset(path)
+    assert not ds.has_labels and ds.columns["label"] is None
+
+
+def test_mix_of_rows_with_and_without_document(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": "a", "doc_id": "x"}, {"text": "b"})
+    with pytest.raises(DataError, match="some rows have a document id and some do not"):
+        load_dataset(path)
+
+
+# -- ids --------------------------------------------------------------------------------
+
+def test_duplicate_ids_are_named(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"id": "p1", "text": "a"}, {"id": "p2", "text": "b"},
+                  {"id": "p1", "text": "c"})
+    with pytest.raises(DataError, match=r"duplicate id 'p1' \(line 1 and line 3\)"):
+        load_dataset(path)
+
+
+def test_numeric_ids_become_strings(tmp_path):
+    path = tmp_path / "d.parquet"
+    pd.DataFrame({"id": [10.0, 11.0], "text": ["a", "b"]}).to_parquet(path)
+    assert [e.id for e in load_dataset(path).examples] == ["10", "11"]
+
+
+def test_missing_id_value(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"id": "p1", "text": "a"}, {"text": "b"})
+    with pytest.raises(DataError, match=r"line 2 has no id in column 'id'"):
+        load_dataset(path)
+
+
+# -- file-level errors -------------------------------------------------------------------
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError, match=r"data file not found: .*nope\.jsonl"):
+        load_dataset(tmp_path / "nope.jsonl")
+
+
+def test_unsupported_extension(tmp_path):
+    path = tmp_path / "d.xlsx"
+    path.write_bytes(b"whatever")
+    with pytest.raises(DataError, match=r"unsupported data file type '\.xlsx'.*supported: \.jsonl"):
+        load_dataset(path)
+
+
+def test_invalid_json_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "ok"}\n\n{"text": broken}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"invalid JSON on line 3"):
+        load_dataset(path)
+
+
+def test_jsonl_line_not_an_object(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "ok"}\n["a"]\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 2 is a JSON list, expected an object"):
+        load_dataset(path)
+
+
+def test_invalid_json_file(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text('[{"text": "a"},\n {"text": }]', encoding="utf-8")
+    with pytest.raises(DataError, match=r"invalid JSON on line 2"):
+        load_dataset(path)
+
+
+def test_json_object_instead_of_list(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text('{"data": [{"text": "a"}]}', encoding="utf-8")
+    with pytest.raises(DataError, match="expected a JSON list of objects"):
+        load_dataset(path)
+
+
+def test_json_file_holding_json_lines(tmp_path):
+    path = _lines(tmp_path / "d.json", {"text": "a"}, {"text": "b"})
+    assert [e.text for e in load_dataset(path).examples] == ["a", "b"]
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"text": "a"}\n\x00\x01\x02')
+    with pytest.raises(DataError, match=r"looks like a binary file.*byte offset 14"):
+        load_dataset(path)
+
+
+def test_not_parquet(tmp_path):
+    path = tmp_path / "d.parquet"
+    path.write_text("text\nhello\n")
+    with pytest.raises(DataError, match=r"cannot read .*d\.parquet as Parquet"):
+        load_dataset(path)
+
+
+def test_invalid_utf8_names_file_and_offset(tmp_path):
+    path = tmp_path / "d.csv"
+    good = "text\ncafé\n".encode("utf-8")
+    path.write_bytes(good + "naïve\n".encode("latin-1"))
+    offset = len(good) + len(b"na")  # where the latin-1 ï starts
+    with pytest.raises(DataError) as err:
+        load_dataset(path)
+    msg = str(err.value)
+    assert str(path) in msg and "not valid UTF-8" in msg
+    assert f"byte offset {offset} (line 3)" in msg
+
+
+def test_utf16_file(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes("text\nhello\n".encode("utf-16"))
+    with pytest.raises(DataError, match="UTF-16"):
+        load_dataset(path)
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"\xef\xbb\xbftext,label\nhi,1\n")
+    ds = load_dataset(path)
+    assert ds.columns["text"] == "text" and ds.examples[0].text == "hi"
+
+
+def test_csv_row_with_too_many_fields(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("text,label\na,1\nb,0,extra\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 3 has 3 fields but the header has 2"):
+        load_dataset(path)
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "d.jsonl").write_text("")
+    with pytest.raises(DataError, match="has no rows"):
+        load_dataset(tmp_path / "d.jsonl")
+
+
+def test_text_of_wrong_type(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"text": ["a", "b"]})
+    with pytest.raises(DataError, match=r"line 1: column 'text' holds a list"):
+        load_dataset(path)
+
+
+def test_meta_values_are_json_friendly(tmp_path):
+    path = tmp_path / "d.parquet"
+    pd.DataFrame({"text": ["a"], "when": [pd.Timestamp("2024-01-02")], "n": [3],
+                  "refs": [["x", "y"]], "score": [float("nan")]}).to_parquet(path)
+    meta = load_dataset(path).examples[0].meta
+    json.dumps(meta, allow_nan=False)  # must not raise
+    assert meta["n"] == 3 and meta["refs"] == ["x", "y"] and meta["score"] is None
+    assert meta["when"].startswith("2024-01-02")
+
+
+# -- write_jsonl ---------------------------------------------------------------------------
+
+def test_write_jsonl_round_trip_and_atomic(tmp_path):
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "out" / "scores.jsonl"
+    rows = [{"id": "a", "x": np.float64(0.5), "n": np.int64(3), "bad": float("nan"),
+             "t": "ü"}, {"id": "b", "x": 1.0, "n": 1, "bad": None, "t": "x"}]
+    assert write_jsonl(path, rows) == 2
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"id": "a", "x": 0.5, "n": 3, "bad": None, "t": "ü"},
+        {"id": "b", "x": 1.0, "n": 1, "bad": None, "t": "x"}]
+    assert os.listdir(path.parent) == ["scores.jsonl"]  # no temp file left behind
+    # loads back as a dataset
+    path2 = tmp_path / "texts.jsonl"
+    write_jsonl(path2, ROWS)
+    assert load_dataset(path2).examples == EXPECTED
+
+
+def test_write_jsonl_failure_keeps_old_file(tmp_path):
+    path = tmp_path / "scores.jsonl"
+    write_jsonl(path, [{"id": "old"}])
+
+    def rows():
+        yield {"id": "new"}
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_jsonl(path, rows())
+    assert json.loads(path.read_text()) == {"id": "old"}
+    assert os.listdir(tmp_path) == ["scores.jsonl"]
