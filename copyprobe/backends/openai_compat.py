@@ -1,0 +1,495 @@
+"""A backend for any OpenAI-compatible HTTP server: OpenAI itself, vLLM, llama.cpp's
+server, llama-cpp-python's server, TGI, LM Studio, ...
+
+Spec: ``openai:<model>@<base_url>``, e.g. ``openai:gpt-4o-mini@https://api.openai.com/v1``
+or ``openai:smollm2@http://127.0.0.1:8000/v1``. A base URL without a path gets ``/v1``.
+Without ``@<base_url>``, ``$OPENAI_BASE_URL`` or OpenAI's URL is used.
+
+The API key comes from an environment variable only (``OPENAI_API_KEY`` unless
+``api_key_env`` names another). Local servers need none. The key is sent in the
+Authorization header and nowhere else: not in the spec, fingerprint, info(), logs or
+exception messages (server error texts are scrubbed of it too).
+
+What each request kind becomes:
+
+* GenerateRequest with ``messages`` -> ``POST /chat/completions``; with ``prompt`` ->
+  ``POST /completions``. ``seed`` is passed when set; ``top_logprobs`` asks for
+  top-k log-probs of the generated tokens (when the server gives them).
+* ChoiceLogprobsRequest -> one generated token (``max_tokens=1``, temperature 0) with the
+  top ``choice_top_k`` (20) log-probs of that token; each choice gets the log-sum-exp of
+  the top tokens equal to it after stripping whitespace (" A" and "A"). Choices that are
+  not among the top-k are left out of the answer's dict.
+* TokenLogprobsRequest -> ``POST /completions`` with ``echo=true``, ``logprobs=1`` and
+  ``max_tokens=1`` (prompt log-probs, llama.cpp / OpenAI legacy style). Only when the
+  server supports it: ``prompt_logprobs=None`` probes once, lazily, on first need. The
+  API gives no token ids, so ``token_ids`` holds -1 per token (``tokens`` has the text).
+  Distribution statistics (mu/sigma/rank) and n-gram log-probs are never available over
+  HTTP, so methods that need them (min_k_pp, ...) fail up front in ``check``.
+
+Requests run concurrently (``concurrency`` threads, default 8). 429 (honouring
+Retry-After), 5xx, timeouts, connection errors and unreadable JSON are retried with
+exponential backoff and jitter, up to ``max_retries`` times. A request that still fails
+is answered with :class:`~copyprobe.backends.base.RequestFailed` carrying the reason, so
+only the rows that needed it fail. Errors that concern every request -- server
+unreachable, wrong model name (404), authentication (401/403) -- raise
+:class:`~copyprobe.errors.BackendError` at once.
+
+``usage`` totals requests, retries, failures, prompt and completion tokens (from the
+responses' ``usage``) for cost accounting.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.client
+import json
+import math
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from copyprobe.backends.base import (
+    CHOICE_LOGPROBS,
+    GENERATE,
+    TOKEN_LOGPROBS,
+    Backend,
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    Generation,
+    GenerateRequest,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+from copyprobe.errors import BackendError, ConfigError
+
+try:  # the core's marker for a request that failed for good
+    from copyprobe.backends.base import RequestFailed
+except ImportError:  # pragma: no cover - older base.py
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class RequestFailed:  # type: ignore[no-redef]
+        reason: str
+
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class _Retryable(Exception):
+    """A transient failure: try again after ``delay`` seconds (None = backoff)."""
+
+    def __init__(self, reason: str, delay: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+class _Fatal(Exception):
+    """A failure of this request that retrying will not fix (e.g. 400 prompt too long)."""
+
+
+class _RunWide(Exception):
+    """A failure that concerns every request (unreachable, 401/403/404)."""
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``openai:<model>@<base_url>`` -> (model, base_url)."""
+    body = spec[len("openai:") :] if spec.startswith("openai:") else spec
+    model, sep, url = body.partition("@")
+    model = model.strip()
+    if not model:
+        raise ConfigError(f"bad model spec {spec!r}: expected openai:<model>@<base_url>")
+    url = url.strip() if sep else os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"bad base URL {url!r} in model spec: expected http(s)://host[:port]/v1")
+    if parsed.path in ("", "/"):
+        url = url.rstrip("/") + "/v1"
+    return model, url.rstrip("/")
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+class OpenAIBackend(Backend):
+    def __init__(
+        self,
+        model: str,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        max_retries: int = 5,
+        timeout: float = 120.0,
+        backoff: float = 0.5,
+        max_backoff: float = 60.0,
+        prompt_logprobs: bool | None = None,
+        choice_top_k: int = 20,
+        spec: str | None = None,
+    ):
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not api_key_env or not isinstance(api_key_env, str):
+            raise ConfigError("api_key_env must name an environment variable")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.__key = os.environ.get(api_key_env) or None  # never stored elsewhere
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.timeout = float(timeout)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.choice_top_k = int(choice_top_k)
+        self._prompt_logprobs = prompt_logprobs
+        self.spec = spec or f"openai:{model}@{self.base_url}"
+        self._lock = threading.Lock()
+        self.usage: dict[str, int] = {
+            "requests": 0,  # HTTP requests sent, retries included
+            "retries": 0,
+            "failed": 0,  # requests that failed for good
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> "OpenAIBackend":
+        model, base_url = parse_spec(spec)
+        known = {
+            "api_key_env", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",
+            "prompt_logprobs", "choice_top_k",
+        }
+        options = {k: v for k, v in kwargs.items() if k in known and v is not None}
+        return cls(model, base_url, spec=spec, **options)
+
+    # -- identity --------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"openai\x1f{self.model}\x1f{self.base_url}".encode()).hexdigest()[:16]
+
+    @property
+    def capabilities(self) -> frozenset[str]:  # type: ignore[override]
+        caps = {GENERATE, CHOICE_LOGPROBS}
+        if self._prompt_logprobs is None:
+            return frozenset(caps | {TOKEN_LOGPROBS})  # decided in check() by probing
+        if self._prompt_logprobs:
+            caps.add(TOKEN_LOGPROBS)
+        return frozenset(caps)
+
+    def check(self, requests: Sequence[Any]) -> None:
+        needs_logprobs = any(TOKEN_LOGPROBS in r.capabilities() for r in requests)
+        if needs_logprobs and self._prompt_logprobs is None:
+            self._prompt_logprobs = self.probe_prompt_logprobs()
+        super().check(requests)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "fingerprint": self.fingerprint,
+            "backend": "openai-compatible",
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "api_key_set": self.__key is not None,
+            "concurrency": self.concurrency,
+            "max_retries": self.max_retries,
+            "timeout_s": self.timeout,
+            "prompt_logprobs": self._prompt_logprobs,
+            "usage": dict(self.usage),
+        }
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+    # -- HTTP ------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        if self.__key and self.__key in text:
+            text = text.replace(self.__key, "***")
+        return " ".join(text.split())[:300]
+
+    def _send(self, method: str, path: str, body: dict | None) -> dict:
+        """One HTTP exchange; raises _Retryable / _Fatal / _RunWide."""
+        url = self.base_url + path
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.__key:
+            headers["Authorization"] = "Bearer " + self.__key
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        with self._lock:
+            self.usage["requests"] += 1
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            try:
+                detail = exc.read().decode("utf-8", "replace")
+                parsed = json.loads(detail)
+                err = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+                if isinstance(err, dict):
+                    detail = str(err.get("message") or err.get("detail") or err)
+                else:
+                    detail = str(err)
+            except Exception:
+                detail = ""
+            detail = self._scrub(detail or exc.reason or "")
+            what = f"HTTP {status} from {self.base_url}{path}" + (f": {detail}" if detail else "")
+            if status == 429 or status >= 500 or status == 408:
+                raise _Retryable(what, _retry_after(exc.headers.get("Retry-After") if exc.headers else None)) from None
+            if status in (401, 403):
+                hint = "" if self.__key else f" (no API key: set ${self.api_key_env})"
+                raise _RunWide(what + hint) from None
+            if status == 404:
+                raise _RunWide(what + f" (is the model name {self.model!r} and the base URL right?)") from None
+            raise _Fatal(what) from None
+        except (socket.timeout, TimeoutError):
+            raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
+            raise _Retryable(f"cannot reach {self.base_url}: {self._scrub(str(reason))}") from None
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            raise _Retryable(f"connection to {self.base_url} failed: {self._scrub(type(exc).__name__ + ' ' + str(exc))}") from None
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+            if not isinstance(payload, dict):
+                raise ValueError("not an object")
+        except (ValueError, UnicodeDecodeError):
+            raise _Retryable(f"unreadable JSON from {self.base_url}{path}") from None
+        if "error" in payload and "choices" not in payload and "data" not in payload:
+            err = payload["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            raise _Fatal(f"error from {self.base_url}{path}: {self._scrub(str(msg))}")
+        return payload
+
+    def _call(self, path: str, body: dict) -> dict:
+        """POST with retries. Raises _Fatal (this request) or _RunWide (every request)."""
+        attempt = 0
+        while True:
+            try:
+                payload = self._send("POST", path, body)
+            except _Retryable as exc:
+                if attempt >= self.max_retries:
+                    if exc.reason.startswith("cannot reach"):
+                        raise _RunWide(exc.reason) from None
+                    raise _Fatal(f"{exc.reason} (gave up after {attempt + 1} attempts)") from None
+                delay = exc.delay
+                if delay is None:
+                    delay = self.backoff * (2**attempt) * random.uniform(0.5, 1.5)
+                delay = min(delay, self.max_backoff)
+                with self._lock:
+                    self.usage["retries"] += 1
+                self._sleep(delay)
+                attempt += 1
+                continue
+            usage = payload.get("usage") or {}
+            with self._lock:
+                self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+                self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            return payload
+
+    def _run_all(self, requests: list, one: Callable[[Any], Any], progress=None) -> list[Any]:
+        results: list[Any] = [None] * len(requests)
+        run_wide: list[str] = []
+
+        def work(i: int) -> None:
+            if run_wide:
+                results[i] = RequestFailed(reason=run_wide[0])
+                return
+            try:
+                results[i] = one(requests[i])
+            except _RunWide as exc:
+                run_wide.append(str(exc))
+                results[i] = RequestFailed(reason=str(exc))
+            except _Fatal as exc:
+                with self._lock:
+                    self.usage["failed"] += 1
+                results[i] = RequestFailed(reason=str(exc))
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                with self._lock:
+                    self.usage["failed"] += 1
+                results[i] = RequestFailed(reason=f"unexpected response from {self.base_url}: {type(exc).__name__} {self._scrub(str(exc))}")
+
+        if len(requests) == 1 or self.concurrency == 1:
+            for i in range(len(requests)):
+                work(i)
+                if progress:
+                    progress(1)
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
+                futures = [pool.submit(work, i) for i in range(len(requests))]
+                for future in futures:
+                    future.result()
+                    if progress:
+                        progress(1)
+        if run_wide:
+            raise BackendError(f"model {self.spec!r}: {run_wide[0]}")
+        return results
+
+    # -- probing ----------------------------------------------------------------------
+    def probe_prompt_logprobs(self) -> bool:
+        """Does ``/completions`` with echo give log-probs of the prompt's tokens?"""
+        try:
+            payload = self._call(
+                "/completions",
+                {"model": self.model, "prompt": "The quick brown fox", "max_tokens": 1,
+                 "echo": True, "logprobs": 1, "temperature": 0},
+            )
+            lp = payload["choices"][0]["logprobs"]
+            values = [v for v in lp["token_logprobs"] if v is not None]
+            return len(values) >= 2
+        except _RunWide as exc:
+            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except (_Fatal, KeyError, IndexError, TypeError):
+            return False
+
+    # -- answers ----------------------------------------------------------------------
+    @staticmethod
+    def _messages(messages) -> list[dict[str, str]]:
+        return [{"role": role, "content": content} for role, content in messages]
+
+    def _generate_one(self, request: GenerateRequest) -> Generation:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.repetition_penalty != 1.0:
+            # not part of OpenAI's API: vLLM reads repetition_penalty, llama.cpp repeat_penalty
+            body["repetition_penalty"] = request.repetition_penalty
+            body["repeat_penalty"] = request.repetition_penalty
+        chat = request.messages is not None
+        if chat:
+            body["messages"] = self._messages(request.messages)
+            if request.top_logprobs:
+                body["logprobs"] = True
+                body["top_logprobs"] = request.top_logprobs
+            payload = self._call("/chat/completions", body)
+            choice = payload["choices"][0]
+            text = (choice.get("message") or {}).get("content") or ""
+            top = None
+            content = ((choice.get("logprobs") or {}).get("content")) if request.top_logprobs else None
+            if content:
+                top = [{t["token"]: float(t["logprob"]) for t in (item.get("top_logprobs") or [])} for item in content]
+        else:
+            body["prompt"] = request.prompt or ""
+            if request.top_logprobs:
+                body["logprobs"] = request.top_logprobs
+            payload = self._call("/completions", body)
+            choice = payload["choices"][0]
+            text = choice.get("text") or ""
+            top = None
+            lp = choice.get("logprobs") if request.top_logprobs else None
+            if lp and lp.get("top_logprobs"):
+                top = [{k: float(v) for k, v in (d or {}).items()} for d in lp["top_logprobs"]]
+        usage = payload.get("usage") or {}
+        return Generation(
+            text=text,
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            top_logprobs=top,
+        )
+
+    def _answer_generate(self, requests: list[GenerateRequest], progress=None) -> list[Any]:
+        return self._run_all(requests, self._generate_one, progress)
+
+    def _choice_one(self, request: ChoiceLogprobsRequest) -> ChoiceLogprobs:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": 1, "temperature": 0}
+        if request.messages is not None:
+            body["messages"] = self._messages(request.messages)
+            body["logprobs"] = True
+            body["top_logprobs"] = self.choice_top_k
+            payload = self._call("/chat/completions", body)
+            content = ((payload["choices"][0].get("logprobs") or {}).get("content")) or []
+            tops = [(t["token"], float(t["logprob"])) for t in (content[0].get("top_logprobs") or [])] if content else []
+        else:
+            body["prompt"] = request.prompt
+            body["logprobs"] = self.choice_top_k
+            payload = self._call("/completions", body)
+            lp = payload["choices"][0].get("logprobs") or {}
+            first = (lp.get("top_logprobs") or [None])[0] or {}
+            tops = [(k, float(v)) for k, v in first.items()]
+        if not tops:
+            raise _RunWide(
+                f"the server returned no log-probs for {'chat' if request.messages is not None else 'completion'} "
+                "requests; use a mode that needs only generated text (e.g. decop.mode=blackbox)"
+            )
+        out: dict[str, float] = {}
+        for choice in request.choices:
+            matches = [v for token, v in tops if token.strip() == choice.strip() and math.isfinite(v)]
+            if matches:
+                out[choice] = _logsumexp(matches)
+        return ChoiceLogprobs(logprobs=out)
+
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None) -> list[Any]:
+        return self._run_all(requests, self._choice_one, progress)
+
+    def _token_logprobs_one(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+        payload = self._call(
+            "/completions",
+            {"model": self.model, "prompt": request.text, "max_tokens": 1, "echo": True,
+             "logprobs": 1, "temperature": 0},
+        )
+        choice = payload["choices"][0]
+        lp = choice["logprobs"]
+        tokens = list(lp["tokens"])
+        values = list(lp["token_logprobs"])
+        offsets = lp.get("text_offset")
+        # keep the prompt's tokens only (the generated token follows them)
+        n_prompt = (payload.get("usage") or {}).get("prompt_tokens")
+        if offsets:
+            n = sum(1 for o in offsets if o < len(request.text))
+        elif n_prompt:
+            n = int(n_prompt)
+        else:
+            n = len(tokens) - 1
+        tokens, values = tokens[:n], values[:n]
+        if len(tokens) < 2:
+            raise _Fatal("text too short: fewer than 2 tokens")
+        scored = [float(v) if v is not None else float("nan") for v in values[1:]]
+        if any(math.isnan(v) for v in scored):
+            raise _Fatal("the server left some prompt tokens without a log-prob")
+        return TokenLogprobs(token_ids=[-1] * len(tokens), logprobs=scored, tokens=tokens)
+
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None) -> list[Any]:
+        if self._prompt_logprobs is None:
+            self._prompt_logprobs = self.probe_prompt_logprobs()
+        if not self._prompt_logprobs:
+            super().check(requests)  # raises CapabilityError
+        return self._run_all(requests, self._token_logprobs_one, progress)

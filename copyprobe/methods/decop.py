@@ -1,0 +1,439 @@
+"""DE-COP (Duarte et al., 2024): can the model pick the verbatim passage out of three
+paraphrases?
+
+Per passage:
+
+1. Paraphrases. Rows that already hold them (BookTection columns ``Example_A`` ..
+   ``Example_D`` plus ``Answer``, the letter of the verbatim one, in ``Example.meta``) are
+   used as they are. Otherwise a paraphraser model (``paraphraser``: ``"target"`` or a
+   model spec; requests name it via ``model=``) is asked with the paper's Appendix B
+   prompts -- B.1 for passages of at most ``short_tokens`` tokens, B.2 for longer ones.
+   Methods never see a tokenizer, so the token count is estimated as words x 1.3.
+   Sampling uses the paper's temperature 0.1 with a seed, so answers are reproducible
+   and cacheable. An answer whose "Example B/C/D" parts cannot be parsed is asked again
+   with the next seed, up to ``paraphrase_attempts`` times in all, then the row fails
+   with the reason (never dropped silently).
+2. The multiple-choice prompt of Appendix C.2 (system + user message; title and author
+   from ``meta`` when present, "from your training data" otherwise) for all 24
+   orderings of the four options.
+3. ``mode="blackbox"``: greedy generation, the answered letter is parsed;
+   ``mode="logit"``: log-probabilities of the letters A-D as next token, renormalised
+   over the four letters (the authors' softmax over the four letter logits), optionally
+   calibrated (Appendix E, Algorithm 1) by adding per-letter offsets
+   Delta_l = 0.25 - mean P(l) over a clean set, then argmax.
+
+Score = fraction of the 24 orderings answered correctly (higher = member). The document
+score is the mean over its passages (the pipeline's document aggregation).
+
+Calibration: run ``decop`` in logit mode on known non-members, then
+:func:`calibration_offsets` turns the ``letter_probs`` recorded in each row's details into
+offsets (per-document means, then the mean over documents, as Algorithm 1), which are
+passed back as ``decop.calibration=A:0.04,B:-0.03,C:0.01,D:-0.02``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from copyprobe.backends.base import ChoiceLogprobs, ChoiceLogprobsRequest, Generation, GenerateRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, RowError
+from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.registry import register
+
+LETTERS = ("A", "B", "C", "D")
+ORDERINGS: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(4)))  # 24
+
+# Appendix B.1 (passages of 64 and 128 tokens). "<text>" is literal in the paper's prompt.
+PARAPHRASE_PROMPT_SHORT = (
+    "Generate always 3 possible paraphrases for the following text that is identified as "
+    "Example A: <text>. Format your output as:\n"
+    "Example B: <paraphrase 1>\n\n"
+    "Example C: <paraphrase 2>\n\n"
+    "Example D: <paraphrase 3>\n\n"
+    "—\n"
+    "Example A: {ref_text}"
+)
+# Appendix B.2 (passages of 256 tokens).
+PARAPHRASE_PROMPT_LONG = (
+    "Rewrite this entire text (all sentences with no exception) expressing the same meaning "
+    "using different words. Aim to keep the rewriting similar in length to the original text. "
+    "Do it three times. The text to be rewritten is identified as <Example A>. Format your output as:\n"
+    "Example B: <insert paraphrase B>\n\n"
+    "Example C: <insert paraphrase C>\n\n"
+    "Example D: <insert paraphrase D>\n\n"
+    "—\n"
+    "Example A: {ref_text}"
+)
+
+# Appendix C.2 (open models: system + user prompt). The authors' HF script writes
+# "... from the "{book}" book by {author}?\nOptions:\n" with single newlines between
+# options; we follow the paper's template (C.2) as the brief says: no "book", and the
+# system prompt's format line as printed in Table 10.
+MCQ_SYSTEM = (
+    "You are entering a multiple choice questions exam. You should directly answer each "
+    "question by choosing the correct option. Be concise and straight to the point in your "
+    "answer. Output only the letter corresponding to the correct answer.\n\n"
+    "Format your answer as '<put correct answer here>'."
+)
+MCQ_QUESTION_TITLE_AUTHOR = "Question: Which of the following passages is verbatim from the \u201c{title}\u201d by {author}?"
+MCQ_QUESTION_TITLE = "Question: Which of the following passages is verbatim from the \u201c{title}\u201d?"
+MCQ_QUESTION_PLAIN = "Question: Which of the following passages is verbatim from your training data?"
+
+TITLE_KEYS = ("title", "book_title", "book", "document_name", "doc_title")
+AUTHOR_KEYS = ("author", "author_name", "authors")
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count without a tokenizer: words x 1.3 (documented approximation)."""
+    return math.ceil(len(text.split()) * 1.3)
+
+
+def paraphrase_prompt(text: str, short_tokens: int = 128) -> str:
+    template = PARAPHRASE_PROMPT_SHORT if estimate_tokens(text) <= short_tokens else PARAPHRASE_PROMPT_LONG
+    return template.format(ref_text=text)
+
+
+_EXAMPLE_HEAD = re.compile(
+    r"(?:^|\n|\s)[\*_#>\s]*<?\s*Example\s*([A-D])\s*>?[\*_]*\s*[:.)\-\u2013\u2014]+[\*_]*",
+    re.IGNORECASE,
+)
+_SEPARATOR = re.compile(r"\n\s*(?:—|–|-{2,}|_{3,}|\*{3,})\s*(?:\n|$)")
+
+
+def parse_paraphrases(output: str, original: str | None = None) -> tuple[str, str, str]:
+    """The three paraphrases "Example B/C/D" of a paraphraser answer.
+
+    Raises ValueError with what is wrong (missing part, empty, copy of the original,
+    duplicates)."""
+    heads = list(_EXAMPLE_HEAD.finditer(output))
+    parts: dict[str, str] = {}
+    for i, match in enumerate(heads):
+        letter = match.group(1).upper()
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(output)
+        body = output[match.end() : end]
+        body = _SEPARATOR.split(body)[0]
+        body = body.strip().strip("\u2014\u2013-*_\"'").strip()
+        body = re.sub(r"\s+", " ", body)
+        if letter in ("B", "C", "D") and letter not in parts and body:
+            parts[letter] = body
+    missing = [f"Example {l}" for l in ("B", "C", "D") if l not in parts]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    out = (parts["B"], parts["C"], parts["D"])
+    norm = [re.sub(r"\W+", " ", p).strip().lower() for p in out]
+    if original is not None:
+        orig = re.sub(r"\W+", " ", original).strip().lower()
+        if orig in norm:
+            raise ValueError("a paraphrase repeats the original passage")
+    if len(set(norm)) < 3:
+        raise ValueError("paraphrases are not distinct")
+    placeholders = {"<paraphrase 1>", "<paraphrase 2>", "<paraphrase 3>"}
+    if any(p.lower().startswith("<paraphrase") or p.lower().startswith("<insert paraphrase") or p in placeholders for p in out):
+        raise ValueError("paraphrases are the prompt's placeholders")
+    return out
+
+
+_LEAD_LETTER = re.compile(r"^[\s\W_]*([A-D])(?![A-Za-z])")
+_ANSWER_IS = re.compile(r"answer\s*(?:is|:)?\s*(?:option\s*)?[\s\W_]*([A-D])(?![A-Za-z])", re.IGNORECASE)
+_OPTION = re.compile(r"(?:option|passage)\s*\(?([A-D])\)?(?![A-Za-z])", re.IGNORECASE)
+_STANDALONE = re.compile(r"(?<![A-Za-z])([A-D])(?![A-Za-z'])")
+
+
+def parse_letter(text: str) -> str | None:
+    """The option letter of a multiple-choice answer, or None when there is none or it is
+    ambiguous. Accepts "B", " B.", "(B)", "'B'", "Answer: B", "The answer is B",
+    "Option B" and a text naming exactly one distinct standalone letter."""
+    if not text:
+        return None
+    for pattern in (_LEAD_LETTER, _ANSWER_IS, _OPTION):
+        match = pattern.search(text)
+        if match:
+            return match.group(1).upper()
+    found = {m.group(1) for m in _STANDALONE.finditer(text)}
+    if len(found) == 1:
+        return found.pop()
+    return None
+
+
+def letter_probs(choice: ChoiceLogprobs) -> dict[str, float] | None:
+    """P(A..D) renormalised over the four letters; letters the backend did not give
+    (e.g. outside an API's top-k) get 0. None when no letter has a log-prob."""
+    lps = {l: choice.logprobs[l] for l in LETTERS if l in choice.logprobs and choice.logprobs[l] is not None and math.isfinite(choice.logprobs[l])}
+    if not lps:
+        return None
+    top = max(lps.values())
+    exp = {l: math.exp(v - top) for l, v in lps.items()}
+    total = sum(exp.values())
+    return {l: exp.get(l, 0.0) / total for l in LETTERS}
+
+
+def parse_calibration(value: Any) -> dict[str, float] | None:
+    """Per-letter offsets from None, a mapping, four numbers, or "A:0.1,B:-0.1,..."/"0.1,-0.1,0,0"."""
+    if value is None or value == "" or value == ():
+        return None
+    if isinstance(value, Mapping):
+        items = {str(k).strip().upper(): v for k, v in value.items()}
+    else:
+        parts: Sequence[Any]
+        if isinstance(value, str):
+            parts = [p for p in re.split(r"[,\s]+", value.strip()) if p]
+        else:
+            parts = list(value)
+        if parts and all(isinstance(p, str) and ":" in p for p in parts):
+            items = {p.split(":", 1)[0].strip().upper(): p.split(":", 1)[1] for p in parts}
+        else:
+            if len(parts) != 4:
+                raise ConfigError(f"decop.calibration needs 4 offsets (A, B, C, D), got {len(parts)}")
+            items = dict(zip(LETTERS, parts))
+    if set(items) != set(LETTERS):
+        raise ConfigError(f"decop.calibration needs offsets for exactly A, B, C, D, got {sorted(items)}")
+    try:
+        offsets = {l: float(items[l]) for l in LETTERS}
+    except (TypeError, ValueError):
+        raise ConfigError(f"decop.calibration offsets must be numbers, got {value!r}") from None
+    if not all(math.isfinite(v) for v in offsets.values()):
+        raise ConfigError("decop.calibration offsets must be finite")
+    return offsets
+
+
+def calibration_offsets(letter_probs_rows: Iterable[Mapping[str, float]], doc_ids: Iterable[Any] | None = None) -> dict[str, float]:
+    """Algorithm 1: Delta_l = 0.25 - mean over clean documents of the mean P(l) over
+    their passages (each passage's P(l) already averaged over its 24 orderings, as in
+    ``details["letter_probs"]``). Without ``doc_ids`` every passage is its own document."""
+    rows = list(letter_probs_rows)
+    if not rows:
+        raise ConfigError("calibration needs at least one clean passage scored in logit mode")
+    docs = list(doc_ids) if doc_ids is not None else list(range(len(rows)))
+    if len(docs) != len(rows):
+        raise ConfigError("calibration: doc_ids and rows differ in length")
+    per_doc: dict[Any, list[Mapping[str, float]]] = {}
+    for doc, row in zip(docs, rows):
+        per_doc.setdefault(doc, []).append(row)
+    doc_means = [{l: sum(r[l] for r in rs) / len(rs) for l in LETTERS} for rs in per_doc.values()]
+    return {l: 0.25 - sum(d[l] for d in doc_means) / len(doc_means) for l in LETTERS}
+
+
+def _meta_str(meta: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    for key in keys:
+        for k in (key, key.capitalize(), key.upper()):
+            value = meta.get(k)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return None
+
+
+def given_options(example: Example) -> tuple[str, tuple[str, str, str]] | None:
+    """(original, three paraphrases) from BookTection columns, None when the row has none.
+    A row that has some but not all of them is an error for that row."""
+    meta = example.meta or {}
+    keys = [f"Example_{l}" for l in LETTERS]
+    present = [k for k in keys if k in meta and meta[k] is not None and str(meta[k]).strip() != ""]
+    if not present and "Answer" not in meta:
+        return None
+    missing = [k for k in keys if k not in present]
+    if missing:
+        raise RowError(f"row has paraphrase columns but {', '.join(missing)} is missing or empty")
+    answer = meta.get("Answer")
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool) and int(answer) in range(4):
+        letter = LETTERS[int(answer)]
+    elif isinstance(answer, str) and answer.strip().upper() in LETTERS:
+        letter = answer.strip().upper()
+    else:
+        raise RowError(f"row has Example_A..Example_D but its Answer {answer!r} is not one of A, B, C, D")
+    original = str(meta[f"Example_{letter}"]).strip()
+    paraphrases = tuple(str(meta[f"Example_{l}"]).strip() for l in LETTERS if l != letter)
+    return original, paraphrases  # type: ignore[return-value]
+
+
+@register
+class DECOP(Method):
+    name = "decop"
+    access = BLACK_BOX
+    summary = "DE-COP: accuracy at picking the verbatim passage among 3 paraphrases, over all 24 orderings"
+    param_help = {
+        "mode": "blackbox (parse the generated letter) or logit (probabilities of A-D; needs log-probs)",
+        "paraphraser": "model that writes paraphrases: 'target' or a model spec (unused when rows hold Example_A..D)",
+        "calibration": "logit mode: per-letter offsets 'A:x,B:y,C:z,D:w' added to P(letter) (Appendix E); see decop.calibration_offsets",
+        "paraphrase_temperature": "sampling temperature of the paraphraser (paper: 0.1)",
+        "paraphrase_attempts": "how many times to ask for parseable paraphrases (new seed each time) before the row fails",
+        "paraphrase_max_tokens": "generation budget for the three paraphrases; 0 = auto (about 4x the passage's estimated tokens + 64)",
+        "short_tokens": "passages of at most this many estimated tokens (words x 1.3) use prompt B.1, longer ones B.2",
+        "answer_max_tokens": "blackbox mode: tokens generated for the answer",
+        "seed": "seed of the first paraphrase request (attempt i uses seed + i)",
+    }
+
+    def __init__(
+        self,
+        mode: str = "blackbox",
+        paraphraser: str = "target",
+        calibration: Any = None,
+        paraphrase_temperature: float = 0.1,
+        paraphrase_attempts: int = 3,
+        paraphrase_max_tokens: int = 0,
+        short_tokens: int = 128,
+        answer_max_tokens: int = 8,
+        seed: int = 0,
+    ):
+        self.mode = mode
+        self.paraphraser = paraphraser
+        self.calibration = calibration
+        self.paraphrase_temperature = paraphrase_temperature
+        self.paraphrase_attempts = paraphrase_attempts
+        self.paraphrase_max_tokens = paraphrase_max_tokens
+        self.short_tokens = short_tokens
+        self.answer_max_tokens = answer_max_tokens
+        self.seed = seed
+
+    # -- parameters ----------------------------------------------------------------
+    def validate(self) -> None:
+        if self.mode not in ("blackbox", "logit"):
+            raise ConfigError(f"decop.mode must be 'blackbox' or 'logit', got {self.mode!r}")
+        if not isinstance(self.paraphraser, str) or not self.paraphraser.strip():
+            raise ConfigError("decop.paraphraser must be 'target' or a model spec")
+        offsets = parse_calibration(self.calibration)
+        if offsets is not None and self.mode != "logit":
+            raise ConfigError("decop.calibration needs decop.mode=logit (it shifts letter probabilities)")
+        for name in ("paraphrase_attempts", "answer_max_tokens", "short_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"decop.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.paraphrase_max_tokens, bool) or not isinstance(self.paraphrase_max_tokens, int) or self.paraphrase_max_tokens < 0:
+            raise ConfigError(f"decop.paraphrase_max_tokens must be an integer >= 0, got {self.paraphrase_max_tokens!r}")
+        t = self.paraphrase_temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+            raise ConfigError(f"decop.paraphrase_temperature must be >= 0, got {t!r}")
+
+    def _paraphraser_model(self) -> str | None:
+        return None if self.paraphraser.strip() == "target" else self.paraphraser.strip()
+
+    def models(self) -> set[str]:
+        model = self._paraphraser_model()
+        return {model} if model else set()
+
+    # -- prompts -------------------------------------------------------------------
+    def paraphrase_request(self, text: str, attempt: int) -> GenerateRequest:
+        budget = self.paraphrase_max_tokens or 4 * estimate_tokens(text) + 64
+        return GenerateRequest(
+            messages=(("user", paraphrase_prompt(text, self.short_tokens)),),
+            max_tokens=budget,
+            temperature=float(self.paraphrase_temperature),
+            seed=self.seed + attempt,
+            model=self._paraphraser_model(),
+        )
+
+    @staticmethod
+    def question(example: Example) -> str:
+        meta = example.meta or {}
+        title = _meta_str(meta, TITLE_KEYS)
+        author = _meta_str(meta, AUTHOR_KEYS)
+        if title and author:
+            return MCQ_QUESTION_TITLE_AUTHOR.format(title=title, author=author)
+        if title:
+            return MCQ_QUESTION_TITLE.format(title=title)
+        return MCQ_QUESTION_PLAIN
+
+    @staticmethod
+    def mcq_messages(question: str, options: Sequence[str]) -> tuple[tuple[str, str], ...]:
+        body = question + "\n\nOptions:\n\n" + "\n\n".join(f"{l}. {o}" for l, o in zip(LETTERS, options)) + "\n\nAnswer:"
+        return (("system", MCQ_SYSTEM), ("user", body))
+
+    def orderings(self, original: str, paraphrases: Sequence[str]) -> list[tuple[tuple[str, ...], str]]:
+        """All 24 (options, correct letter) pairs; option 0 of the pool is the original."""
+        pool = (original, *paraphrases)
+        out = []
+        for perm in ORDERINGS:
+            options = tuple(pool[i] for i in perm)
+            out.append((options, LETTERS[perm.index(0)]))
+        return out
+
+    # -- the run -------------------------------------------------------------------
+    def run(self, example: Example) -> MethodRun:
+        offsets = parse_calibration(self.calibration)
+        given = given_options(example)
+        details: dict[str, Any] = {"mode": self.mode}
+        if given is not None:
+            original, paraphrases = given
+            details["paraphrases_from"] = "data"
+        else:
+            original = example.text.strip()
+            if not original:
+                raise RowError("empty passage")
+            errors = []
+            paraphrases = None
+            for attempt in range(self.paraphrase_attempts):
+                (generation,) = yield [self.paraphrase_request(original, attempt)]
+                try:
+                    paraphrases = parse_paraphrases(generation.text, original)
+                    break
+                except ValueError as exc:
+                    errors.append(str(exc))
+            if paraphrases is None:
+                raise RowError(
+                    f"paraphraser output could not be parsed in {self.paraphrase_attempts} attempts ({'; '.join(errors)})"
+                )
+            details["paraphrases_from"] = self.paraphraser
+            details["paraphrase_attempts"] = len(errors) + 1
+        details["paraphrases"] = list(paraphrases)
+        question = self.question(example)
+        orderings = self.orderings(original, paraphrases)
+        if self.mode == "blackbox":
+            requests = [
+                GenerateRequest(messages=self.mcq_messages(question, options), max_tokens=self.answer_max_tokens, temperature=0.0)
+                for options, _ in orderings
+            ]
+        else:
+            requests = [
+                ChoiceLogprobsRequest(messages=self.mcq_messages(question, options), choices=LETTERS)
+                for options, _ in orderings
+            ]
+        responses = yield requests
+        return self.score_orderings([c for _, c in orderings], responses, offsets, details)
+
+    def score_orderings(
+        self,
+        correct: Sequence[str],
+        responses: Sequence[Any],
+        offsets: dict[str, float] | None,
+        details: dict[str, Any],
+    ) -> Score:
+        predicted: list[str | None] = []
+        if self.mode == "blackbox":
+            for response in responses:
+                assert isinstance(response, Generation)
+                predicted.append(parse_letter(response.text))
+            details["raw_answers"] = [r.text for r in responses]
+        else:
+            sums = {l: 0.0 for l in LETTERS}
+            n_probs = 0
+            for response in responses:
+                probs = letter_probs(response)
+                if probs is None:
+                    predicted.append(None)
+                    continue
+                n_probs += 1
+                for l in LETTERS:
+                    sums[l] += probs[l]
+                adjusted = {l: probs[l] + (offsets[l] if offsets else 0.0) for l in LETTERS}
+                # ties broken by letter order, like torch.argmax in the authors' script
+                predicted.append(max(LETTERS, key=lambda l: (adjusted[l], -LETTERS.index(l))))
+            if n_probs:
+                details["letter_probs"] = {l: sums[l] / n_probs for l in LETTERS}
+            if offsets:
+                details["calibration"] = offsets
+        unanswered = sum(p is None for p in predicted)
+        if unanswered == len(predicted):
+            what = "no parseable letter in any answer" if self.mode == "blackbox" else "no log-prob for any of A-D in any answer"
+            raise RowError(f"decop: {what} ({len(predicted)} orderings)")
+        n_correct = sum(p == c for p, c in zip(predicted, correct))
+        details.update(
+            answers=[p or "?" for p in predicted],
+            correct=list(correct),
+            n_correct=n_correct,
+            n_orderings=len(predicted),
+            n_unanswered=unanswered,
+        )
+        return Score(value=n_correct / len(predicted), details=details)

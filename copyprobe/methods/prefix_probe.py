@@ -1,0 +1,148 @@
+"""Prefix probing (Liu et al., 2023; the black-box baseline of DE-COP section 5.1.1).
+
+A passage x = [p || s] is split into a prefix p of k "tokens" and a suffix s of the same
+length (DE-COP: length(p) = length(s), k in {32, 50}). The target continues p greedily
+and the completion is compared with s. Methods never see a tokenizer, so tokens are
+approximated by whitespace words: p = the first ``prefix_tokens`` words, s = the next
+``prefix_tokens`` words (fewer when the passage is shorter), and the completion is cut
+to as many words as s before comparing.
+
+Similarities (all in [0, 1], all recorded in the details):
+
+* ``token_sort``: rapidfuzz ``fuzz.token_sort_ratio`` / 100 (the paper's "Token Sort",
+  thefuzz and rapidfuzz compute the same ratio);
+* ``rouge_l``: ROUGE-L F-measure (rouge-score, no stemming);
+* ``lcs``: longest common subsequence of words / number of words of s.
+
+Score = the chosen ``similarity``; ``match`` = similarity > ``threshold`` (paper: "higher
+than 80%").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from copyprobe.backends.base import GenerateRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, RowError
+from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.registry import register
+
+SIMILARITIES = ("token_sort", "rouge_l", "lcs")
+
+CHAT_INSTRUCTION = "Continue the following text exactly as it appears in its source. Output only the continuation.\n\n"
+
+
+def lcs_words(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two word lists."""
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, 1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def token_sort(a: str, b: str) -> float:
+    try:
+        from rapidfuzz import fuzz
+    except ImportError:
+        raise ConfigError("prefix_probe needs rapidfuzz: pip install rapidfuzz") from None
+    return fuzz.token_sort_ratio(a, b) / 100.0
+
+
+_ROUGE = None
+
+
+def rouge_l(reference: str, candidate: str) -> float:
+    global _ROUGE
+    if _ROUGE is None:
+        try:
+            from rouge_score import rouge_scorer
+        except ImportError:
+            raise ConfigError("prefix_probe needs rouge-score: pip install rouge-score") from None
+        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+    return _ROUGE.score(reference, candidate)["rougeL"].fmeasure
+
+
+def similarities(reference: str, candidate: str) -> dict[str, float]:
+    ref_words, cand_words = reference.split(), candidate.split()
+    n_lcs = lcs_words(ref_words, cand_words)
+    return {
+        "token_sort": token_sort(reference, candidate),
+        "rouge_l": rouge_l(reference, candidate),
+        "lcs": n_lcs / len(ref_words) if ref_words else 0.0,
+        "lcs_words": n_lcs,
+    }
+
+
+@register
+class PrefixProbe(Method):
+    name = "prefix_probe"
+    access = BLACK_BOX
+    summary = "prefix probing: continue the first k words greedily, similarity to the true next k words"
+    param_help = {
+        "prefix_tokens": "length k of the prefix and of the compared suffix, in whitespace words (paper: 32 or 50 tokens)",
+        "similarity": "score: token_sort (rapidfuzz), rouge_l, or lcs (LCS words / suffix words)",
+        "threshold": "a completion matches when its similarity is above this (paper: 0.8)",
+        "chat": "ask with a chat instruction (for chat-only APIs) instead of a plain completion prompt",
+        "max_tokens": "tokens generated; 0 = auto (2 x prefix_tokens + 8)",
+    }
+
+    def __init__(
+        self,
+        prefix_tokens: int = 32,
+        similarity: str = "token_sort",
+        threshold: float = 0.8,
+        chat: bool = False,
+        max_tokens: int = 0,
+    ):
+        self.prefix_tokens = prefix_tokens
+        self.similarity = similarity
+        self.threshold = threshold
+        self.chat = chat
+        self.max_tokens = max_tokens
+
+    def validate(self) -> None:
+        k = self.prefix_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"prefix_probe.prefix_tokens must be a positive integer, got {k!r}")
+        if self.similarity not in SIMILARITIES:
+            raise ConfigError(f"prefix_probe.similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
+            raise ConfigError(f"prefix_probe.threshold must be in [0, 1], got {t!r}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 0:
+            raise ConfigError(f"prefix_probe.max_tokens must be an integer >= 0, got {self.max_tokens!r}")
+
+    def split(self, text: str) -> tuple[str, str]:
+        words = text.split()
+        k = self.prefix_tokens
+        if len(words) <= k:
+            raise RowError(f"prefix_probe: passage has {len(words)} words, needs more than prefix_tokens={k}")
+        return " ".join(words[:k]), " ".join(words[k : 2 * k])
+
+    def request(self, prefix: str) -> GenerateRequest:
+        budget = self.max_tokens or 2 * self.prefix_tokens + 8
+        if self.chat:
+            return GenerateRequest(messages=(("user", CHAT_INSTRUCTION + prefix),), max_tokens=budget, temperature=0.0)
+        return GenerateRequest(prompt=prefix, max_tokens=budget, temperature=0.0)
+
+    def run(self, example: Example) -> MethodRun:
+        prefix, suffix = self.split(example.text)
+        (generation,) = yield [self.request(prefix)]
+        n = len(suffix.split())
+        completion = " ".join(generation.text.split()[:n])
+        sims = similarities(suffix, completion)
+        value = sims[self.similarity]
+        details: dict[str, Any] = {
+            "prefix": prefix,
+            "suffix": suffix,
+            "completion": completion,
+            **sims,
+            "match": value > self.threshold,
+        }
+        return Score(value=value, details=details)
