@@ -24,6 +24,12 @@ MAX_DEGENERATE_FRACTION = 0.1
 _CHUNK_CELLS = 4_000_000
 
 
+def _first(values: np.ndarray) -> Any:
+    # a plain Python value, so messages read "2", not "np.int64(2)"
+    v = values[0]
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _arrays(labels: Any, scores: Any, what: str = "scores") -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(labels)
     s = np.asarray(scores, dtype=float)
@@ -32,7 +38,7 @@ def _arrays(labels: Any, scores: Any, what: str = "scores") -> tuple[np.ndarray,
                          f"got shapes {y.shape} and {s.shape}")
     bad = ~np.isin(y, (0, 1))
     if bad.any():
-        raise DataError(f"labels must be 0 or 1, got {y[bad][0]!r}")
+        raise DataError(f"labels must be 0 or 1, got {_first(y[bad])!r}")
     if np.isnan(s).any():
         raise DataError(f"{what} contain NaN at position {int(np.flatnonzero(np.isnan(s))[0])}; "
                         f"leave those rows out")
@@ -248,7 +254,7 @@ def precision_recall_fbeta(labels: Sequence[int], decisions: Sequence[int],
     for name, arr in (("labels", y), ("decisions", d)):
         bad = ~np.isin(arr, (0, 1))
         if bad.any():
-            raise DataError(f"{name} must be 0 or 1, got {arr[bad][0]!r}")
+            raise DataError(f"{name} must be 0 or 1, got {_first(arr[bad])!r}")
     p, r, f, _ = precision_recall_fscore_support(y.astype(int), d.astype(int), beta=beta,
                                                  average="binary", pos_label=1,
                                                  zero_division=0.0)
@@ -335,7 +341,7 @@ def evaluate(
     labels = frame["label"].to_numpy()
     bad = ~np.isin(labels, (0, 1))
     if bad.any():
-        raise DataError(f"labels must be 0 or 1, got {labels[bad][0]!r}")
+        raise DataError(f"labels must be 0 or 1, got {_first(labels[bad])!r}")
     labels = labels.astype(int)
     passage_ok = len(np.unique(labels)) == 2
     if not passage_ok:
