@@ -1,3 +1,67 @@
-"""copyprobe: training-data membership and copying evaluation for language models."""
+"""copyprobe: was a language model trained on this text, and how much of it does it reproduce?
+
+The public API (the CLI uses exactly this)::
+
+    import copyprobe
+    result = copyprobe.detect("smollm2-135m-instruct", "passages.jsonl",
+                              ["loss", "min_k", "min_k_pp"], params={"min_k": {"k": 0.1}},
+                              out="runs/first")
+    result.scores    # pandas DataFrame, one row per passage, one column per method
+    result.metrics   # {"passage": {method: {"auc", "auc_low", ...}}, "document": ...}
+"""
+
+from __future__ import annotations
 
 __version__ = "0.1.0"
+
+from copyprobe.backends.base import (
+    Backend,
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    Generation,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+from copyprobe.data.example import Example
+from copyprobe.detect import DetectResult, Session, detect
+from copyprobe.errors import CopyprobeError
+from copyprobe.methods.base import Method, Score
+from copyprobe.registry import make_method, method_names, register
+
+
+def load_model(spec: str, **kwargs) -> Backend:
+    """Load a backend from a model spec (``smollm2-135m-instruct``, ``gemma-3-270m``,
+    ``hf:DIR``, ``gguf:FILE``, ``openai:MODEL@URL``)."""
+    from copyprobe.backends.specs import load_backend
+
+    return load_backend(spec, **kwargs)
+
+
+def load_dataset(path, **kwargs):
+    """Read a JSONL / CSV / Parquet file or a saved Hugging Face dataset into examples."""
+    from copyprobe.data.readers import load_dataset as _load
+
+    return _load(path, **kwargs)
+
+
+__all__ = [
+    "Backend",
+    "ChoiceLogprobsRequest",
+    "CopyprobeError",
+    "DetectResult",
+    "Example",
+    "GenerateRequest",
+    "Generation",
+    "Method",
+    "Score",
+    "Session",
+    "TokenLogprobs",
+    "TokenLogprobsRequest",
+    "__version__",
+    "detect",
+    "load_dataset",
+    "load_model",
+    "make_method",
+    "method_names",
+    "register",
+]
