@@ -8,6 +8,7 @@ a small p-value says the suspect scores are larger.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -54,7 +55,11 @@ def welch_t_greater(suspect_scores: Sequence[float],
         # t is undefined (0/0 or x/0); scipy would warn and return NaN
         return ComparisonResult(math.nan, math.nan, len(s), len(c),
                                 "both groups have zero variance; the t statistic is undefined")
-    res = stats.ttest_ind(s, c, equal_var=False, alternative="greater")
+    with warnings.catch_warnings():
+        # scipy warns about "precision loss" when one group is constant (e.g. every
+        # suspect answer right); the other group's variance keeps t well defined
+        warnings.filterwarnings("ignore", message="Precision loss", category=RuntimeWarning)
+        res = stats.ttest_ind(s, c, equal_var=False, alternative="greater")
     return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))
 
 
