@@ -1,0 +1,278 @@
+"""Learned aggregation of likelihood features, and the dataset-level t-test
+(Maini et al. 2024, "LLM Dataset Inference: Did you train on my dataset?").
+
+Feature vector of one text (``feature_names(ks, reference)`` gives the names), computed
+from the per-token losses ``l_i = -log p(x_i | x_<i)`` of its T scored tokens, as in
+the authors' ``metrics.py`` (which sorts *losses*, so their "k_min_probs" are the
+lowest losses, i.e. the most likely tokens)::
+
+    index            name               value
+    0                loss               mean(l)                       (the authors use ppl = exp(loss);
+                                                                       the log keeps outliers in check)
+    1 .. K           k_min_loss_<k>     mean of the max(1, floor(k*T)) lowest losses
+    K+1 .. 2K        k_max_loss_<k>     mean of the max(1, floor(k*T)) highest losses
+                                        (= minus Min-K% Prob at that k)
+    2K+1             zlib_ratio         mean(l) / len(zlib.compress(text as UTF-8))
+    2K+2 (optional)  ref_loss_ratio     mean(l) / mean(l_ref), l_ref the losses of the
+                                        ``reference`` model (only when it is set)
+
+with ``ks`` = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6) by default (K = 7, 16 features; 17 with
+a reference), the list of the authors' demo code and of VeilProbe's comparison. The
+authors' perturbation features (synonym substitution, typos, ...) are not included.
+
+The method sets ``trains = True``: ``run`` returns the feature vector (a list of
+floats), the runner picks a seeded, stratified training subset of ``n_train`` labelled
+rows (``stratified_subset`` below does that choice), calls ``fit`` and ``predict``,
+and leaves the training rows out of the metrics. The model is a standardisation
+followed by an L2-regularised logistic regression (the authors train a linear layer
+with a logistic loss); the score is the predicted member probability.
+
+``dataset_test`` is the paper's dataset-level decision: a one-sided two-sample t-test
+that the suspect set's scores are higher than a clean (held-out, known non-member)
+set's.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, DataError, RowError
+from copyprobe.methods.base import GREY_BOX, Method, MethodRun
+from copyprobe.registry import register
+
+DEFAULT_KS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def _losses(response: TokenLogprobs) -> np.ndarray:
+    values = -np.asarray(response.logprobs, dtype=np.float64)
+    if values.size == 0:
+        raise RowError("text has fewer than two tokens: nothing to score")
+    return values
+
+
+def _k_mean(sorted_values: np.ndarray, k: float) -> float:
+    count = max(1, int(len(sorted_values) * k))
+    return float(sorted_values[:count].mean())
+
+
+def _parse_ks(ks: Any) -> tuple[float, ...]:
+    try:
+        values = tuple(float(k) for k in ks)
+    except (TypeError, ValueError):
+        raise ConfigError(f"feature_agg.ks must be numbers in (0, 1], got {ks!r}") from None
+    if not values or any(not 0 < k <= 1 for k in values):
+        raise ConfigError(f"feature_agg.ks must be numbers in (0, 1], got {ks!r}")
+    return values
+
+
+def feature_names(ks: Sequence[float] = DEFAULT_KS, reference: bool = False) -> list[str]:
+    ks = _parse_ks(ks)
+    names = ["loss"]
+    names += [f"k_min_loss_{k:g}" for k in ks]
+    names += [f"k_max_loss_{k:g}" for k in ks]
+    names.append("zlib_ratio")
+    if reference:
+        names.append("ref_loss_ratio")
+    return names
+
+
+def text_features(
+    text: str,
+    response: TokenLogprobs,
+    ks: Sequence[float] = DEFAULT_KS,
+    reference: TokenLogprobs | None = None,
+) -> list[float]:
+    """The feature vector of one text (layout in the module docstring)."""
+    ks = _parse_ks(ks)
+    losses = _losses(response)
+    loss = float(losses.mean())
+    ascending = np.sort(losses)
+    descending = ascending[::-1]
+    values = [loss]
+    values += [_k_mean(ascending, k) for k in ks]
+    values += [_k_mean(descending, k) for k in ks]
+    values.append(loss / len(zlib.compress(text.encode("utf-8"))))
+    if reference is not None:
+        ref_loss = float(_losses(reference).mean())
+        if ref_loss == 0:
+            raise RowError("reference model has zero loss on the text: ratio undefined")
+        values.append(loss / ref_loss)
+    if not all(math.isfinite(v) for v in values):
+        raise RowError("a feature is not finite (infinite token loss?)")
+    return values
+
+
+def stratified_subset(labels: Sequence[int | None], n_train: int, seed: int) -> list[int]:
+    """Indices of a seeded training subset of the labelled rows, with members and
+    non-members in proportion to their counts (at least one of each when both exist).
+    Unlabelled rows (None) are never chosen."""
+    rng = np.random.default_rng(seed)
+    by_class: dict[int, list[int]] = {}
+    for i, label in enumerate(labels):
+        if label is not None:
+            by_class.setdefault(int(label), []).append(i)
+    total = sum(len(v) for v in by_class.values())
+    n = min(n_train, total)
+    if n <= 0:
+        return []
+    classes = sorted(by_class)
+    take = {c: int(round(n * len(by_class[c]) / total)) for c in classes}
+    for c in classes:  # one of each class when possible
+        if take[c] == 0 and n >= len(classes):
+            take[c] = 1
+    while sum(take.values()) > n:  # rounding overshoot: trim the largest
+        c = max(classes, key=lambda c: take[c])
+        take[c] -= 1
+    while sum(take.values()) < n:
+        c = max(classes, key=lambda c: len(by_class[c]) - take[c])
+        take[c] += 1
+    chosen: list[int] = []
+    for c in classes:
+        chosen += rng.choice(by_class[c], size=min(take[c], len(by_class[c])), replace=False).tolist()
+    return sorted(int(i) for i in chosen)
+
+
+@register
+class FeatureAgg(Method):
+    name = "feature_agg"
+    access = GREY_BOX
+    trains = True
+    summary = "Logistic regression on loss, min/max-k and zlib features, trained on labelled rows (Maini et al. 2024)"
+    param_help = {
+        "n_train": "labelled rows (seeded, stratified) used to train the linear model; excluded from metrics",
+        "reference": "model spec of a reference model: adds the loss-ratio feature (default: none)",
+        "ks": "fractions k of the min-k / max-k loss features",
+        "C": "inverse L2 regularisation strength of the logistic regression",
+        "seed": "seed of the training subset",
+    }
+
+    def __init__(
+        self,
+        n_train: int = 50,
+        reference: str | None = None,
+        ks: tuple = DEFAULT_KS,
+        C: float = 1.0,
+        seed: int = 0,
+    ):
+        self.n_train = n_train
+        self.reference = reference
+        self.ks = ks
+        self.C = C
+        self.seed = seed
+
+    def validate(self) -> None:
+        if isinstance(self.n_train, bool) or not isinstance(self.n_train, int) or self.n_train < 2:
+            raise ConfigError(f"feature_agg.n_train must be an integer >= 2, got {self.n_train!r}")
+        _parse_ks(self.ks)
+        C = self.C
+        if isinstance(C, bool) or not isinstance(C, (int, float)) or not math.isfinite(C) or C <= 0:
+            raise ConfigError(f"feature_agg.C must be a positive number, got {C!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"feature_agg.seed must be an integer, got {self.seed!r}")
+        if self.reference is not None and (not isinstance(self.reference, str) or not self.reference.strip()):
+            raise ConfigError("feature_agg.reference must be a model spec")
+
+    def models(self) -> set[str]:
+        return {self.reference} if self.reference else set()
+
+    def feature_names(self) -> list[str]:
+        return feature_names(self.ks, reference=bool(self.reference))
+
+    def run(self, example: Example) -> MethodRun:
+        requests = [TokenLogprobsRequest(example.text, stats=False)]
+        if self.reference:
+            requests.append(TokenLogprobsRequest(example.text, stats=False, model=self.reference))
+        responses = yield requests
+        return text_features(
+            example.text, responses[0], self.ks, reference=responses[1] if self.reference else None
+        )
+
+    def fit(self, features: Sequence[Sequence[float]], labels: Sequence[int]) -> "FeatureAgg":
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        X = self._matrix(features)
+        y = np.asarray([int(v) for v in labels])
+        if len(y) != len(X):
+            raise ConfigError(f"feature_agg.fit got {len(X)} feature rows and {len(y)} labels")
+        if set(y.tolist()) != {0, 1}:
+            raise DataError(
+                "feature_agg needs labelled members and non-members among its training rows "
+                f"(got labels {sorted(set(y.tolist()))}); raise feature_agg.n_train or add labels"
+            )
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=float(self.C), max_iter=1000))
+        model.fit(X, y)
+        self.model_ = model
+        return self
+
+    def predict(self, features: Sequence[Sequence[float]]) -> list[float]:
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise ConfigError("feature_agg.predict called before fit")
+        if not len(features):
+            return []
+        proba = model.predict_proba(self._matrix(features))
+        member = list(model.classes_).index(1)
+        return [float(p) for p in proba[:, member]]
+
+    def _matrix(self, features: Sequence[Sequence[float]]) -> np.ndarray:
+        X = np.asarray(features, dtype=np.float64)
+        width = len(self.feature_names())
+        if X.ndim != 2 or X.shape[1] != width:
+            raise ConfigError(f"feature_agg expects feature rows of {width} values, got shape {X.shape}")
+        return X
+
+
+@dataclass(frozen=True)
+class DatasetTest:
+    """One-sided two-sample t-test: H1 = suspect scores are higher than clean scores."""
+
+    statistic: float
+    p_value: float
+    n_suspect: int
+    n_clean: int
+    mean_suspect: float
+    mean_clean: float
+    equal_var: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dataset_test(
+    suspect_scores: Sequence[float], clean_scores: Sequence[float], *, equal_var: bool = False
+) -> DatasetTest:
+    """p-value that the suspect set scores higher than the clean set (small = the suspect
+    set was likely trained on). Welch's test by default (``equal_var=False``); the
+    authors' code uses Student's (``scipy.stats.ttest_ind`` default). When both sets
+    have zero variance the statistic is +-inf and the p-value 0 or 1 (scipy gives nan)."""
+    from scipy import stats
+
+    s = np.asarray(suspect_scores, dtype=np.float64)
+    c = np.asarray(clean_scores, dtype=np.float64)
+    if s.size < 2 or c.size < 2:
+        raise DataError(
+            f"the dataset test needs at least 2 suspect and 2 clean scores, got {s.size} and {c.size}"
+        )
+    if not (np.isfinite(s).all() and np.isfinite(c).all()):
+        raise DataError("the dataset test got scores that are not finite numbers")
+    mean_s, mean_c = float(s.mean()), float(c.mean())
+    if s.var() == 0 and c.var() == 0:
+        if mean_s > mean_c:
+            statistic, p_value = math.inf, 0.0
+        elif mean_s < mean_c:
+            statistic, p_value = -math.inf, 1.0
+        else:
+            statistic, p_value = 0.0, 1.0
+    else:
+        result = stats.ttest_ind(s, c, equal_var=equal_var, alternative="greater")
+        statistic, p_value = float(result.statistic), float(result.pvalue)
+    return DatasetTest(statistic, p_value, int(s.size), int(c.size), mean_s, mean_c, equal_var)

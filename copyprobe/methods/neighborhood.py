@@ -1,0 +1,207 @@
+"""Neighbourhood comparison (Mattern et al. 2023, "Membership Inference Attacks against
+Language Models via Neighbourhood Comparison", Findings of ACL 2023).
+
+A member is likelier under the target model than texts that differ from it by a few
+words; a non-member is not special among its neighbours. For each text:
+
+1. make ``n_neighbours`` neighbours: neighbour j replaces ``max(1, round(fraction * W))``
+   of the text's W replaceable words (every word but the first), chosen with a
+   random generator seeded by (``seed``, j, text). Each substitute is proposed by a
+   causal LM (``neighbour_model``: ``"target"`` or any model spec) as the first word it
+   generates after the text's left context, sampled at ``temperature`` with a seed
+   derived from (``seed``, j, position), so neighbours are reproducible and cached. A
+   substitute equal to the original word (ignoring case) leaves it unchanged; a
+   neighbour with no change at all is dropped;
+2. score the text and its neighbours with TokenLogprobsRequests (shared batching and
+   cache with every other method);
+3. score = ll(text) - mean_j ll(neighbour_j), where ll is the **mean** token
+   log-probability. Higher = member.
+
+Rounds: (1) the text's log-probs and all substitute generations, (2) the neighbours'
+log-probs.
+
+Differences from the paper: Mattern et al. propose substitutes with BERT (a masked LM
+that sees both sides of the word, with dropout on the word's embedding) and keep the
+most likely replacements; copyprobe has no masked-LM request, so a causal LM proposes a
+continuation of the left context only. Substitutes therefore fit the left context and
+may fit the right context less well, which lowers neighbours' likelihood a little for
+members and non-members alike. The paper compares the models' *loss*, which for a
+causal LM is the mean per-token negative log-likelihood: using the mean (not the sum)
+also keeps neighbours with longer or shorter substitutes comparable to the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from copyprobe.backends.base import GenerateRequest, Generation, TokenLogprobs, TokenLogprobsRequest
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, RowError
+from copyprobe.methods.base import GREY_BOX, Method, MethodRun, Score, check_fraction
+from copyprobe.registry import register
+
+TARGET = "target"
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_FIRST_WORD = re.compile(r"\s*([^\W_]+(?:['\u2019][^\W_]+)*)")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
+
+
+def replaceable_words(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every word that has some text before it (the first word is
+    context only: a substitute needs a prompt)."""
+    return [(m.start(), m.end()) for m in _WORD.finditer(text) if text[: m.start()].strip()]
+
+
+def choose_positions(text: str, n_words: int, fraction: float, seed: int, neighbour: int) -> list[int]:
+    """Indices (into ``replaceable_words``) that neighbour ``neighbour`` replaces."""
+    count = min(n_words, max(1, round(fraction * n_words)))
+    rng = random.Random(_digest("positions", seed, neighbour, text))
+    return sorted(rng.sample(range(n_words), count))
+
+
+def substitute_seed(seed: int, neighbour: int, start: int) -> int:
+    return int(_digest("substitute", seed, neighbour, start)[:8], 16)
+
+
+def first_word(generated: str) -> str | None:
+    match = _FIRST_WORD.match(generated)
+    return match.group(1) if match else None
+
+
+def apply_substitutes(text: str, spans: Sequence[tuple[int, int]], words: Sequence[str | None]) -> tuple[str, int]:
+    """Replace each span with its word (None or the same word = keep). Returns the new
+    text and how many words changed."""
+    out, last, changed = [], 0, 0
+    for (start, end), word in zip(spans, words):
+        original = text[start:end]
+        if word is None or word.lower() == original.lower():
+            continue
+        if original[:1].isupper() and word[:1].islower():
+            word = word[:1].upper() + word[1:]
+        out.append(text[last:start])
+        out.append(word)
+        last = end
+        changed += 1
+    out.append(text[last:])
+    return "".join(out), changed
+
+
+def mean_ll(response: TokenLogprobs) -> float:
+    if not response.logprobs:
+        raise RowError("text has fewer than two tokens: nothing to score")
+    return float(np.mean(response.logprobs))
+
+
+def neighbourhood_score(text_ll: float, neighbour_lls: Sequence[float]) -> float:
+    """ll(text) - mean ll(neighbours), ll = mean token log-prob."""
+    if not len(neighbour_lls):
+        raise RowError("no neighbour differs from the text")
+    return float(text_ll - np.mean(neighbour_lls))
+
+
+@register
+class Neighbourhood(Method):
+    name = "neighborhood"
+    access = GREY_BOX
+    summary = "Log-likelihood relative to LM-proposed word-substitution neighbours (Mattern et al. 2023)"
+    param_help = {
+        "n_neighbours": "neighbours per text (paper: 10 to 100; VeilProbe's comparison: 10)",
+        "fraction": "fraction of the words each neighbour replaces (at least one word), in (0, 1]",
+        "neighbour_model": "model that proposes substitute words: 'target' or a model spec",
+        "temperature": "sampling temperature of the substitute proposals (> 0)",
+        "max_new_tokens": "tokens generated per substitute proposal (its first word is used)",
+        "seed": "seed of the word positions and substitute samples",
+    }
+
+    def __init__(
+        self,
+        n_neighbours: int = 10,
+        fraction: float = 0.1,
+        neighbour_model: str = TARGET,
+        temperature: float = 1.0,
+        max_new_tokens: int = 4,
+        seed: int = 0,
+    ):
+        self.n_neighbours = n_neighbours
+        self.fraction = fraction
+        self.neighbour_model = neighbour_model
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+
+    def validate(self) -> None:
+        for name in ("n_neighbours", "max_new_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"neighborhood.{name} must be a positive integer, got {value!r}")
+        check_fraction(self, "fraction", self.fraction)
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise ConfigError(f"neighborhood.temperature must be a positive number, got {t!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"neighborhood.seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.neighbour_model, str) or not self.neighbour_model.strip():
+            raise ConfigError("neighborhood.neighbour_model must be 'target' or a model spec")
+
+    def models(self) -> set[str]:
+        return set() if self.neighbour_model == TARGET else {self.neighbour_model}
+
+    def _proposal_model(self) -> str | None:
+        return None if self.neighbour_model == TARGET else self.neighbour_model
+
+    def run(self, example: Example) -> MethodRun:
+        text = example.text
+        spans = replaceable_words(text)
+        if not spans:
+            raise RowError("text has no word to replace (needs at least two words)")
+        plan = [choose_positions(text, len(spans), self.fraction, self.seed, j) for j in range(self.n_neighbours)]
+        model = self._proposal_model()
+        generate = [
+            GenerateRequest(
+                prompt=text[: spans[i][0]].rstrip(),
+                max_tokens=self.max_new_tokens,
+                temperature=float(self.temperature),
+                seed=substitute_seed(self.seed, j, spans[i][0]),
+                stop=("\n",),
+                model=model,
+            )
+            for j, positions in enumerate(plan)
+            for i in positions
+        ]
+        responses = yield [TokenLogprobsRequest(text, stats=False), *generate]
+        text_ll = mean_ll(responses[0])
+        generations: list[Generation] = list(responses[1:])
+
+        neighbours: list[str] = []
+        changed_words: list[int] = []
+        cursor = 0
+        for positions in plan:
+            words = [first_word(g.text) for g in generations[cursor : cursor + len(positions)]]
+            cursor += len(positions)
+            neighbour, changed = apply_substitutes(text, [spans[i] for i in positions], words)
+            if changed and neighbour != text:
+                neighbours.append(neighbour)
+                changed_words.append(changed)
+        if not neighbours:
+            raise RowError("no neighbour differs from the text (every proposed substitute was the original word)")
+
+        scored = yield [TokenLogprobsRequest(n, stats=False) for n in neighbours]
+        neighbour_lls = [mean_ll(r) for r in scored]
+        return Score(
+            neighbourhood_score(text_ll, neighbour_lls),
+            {
+                "ll": text_ll,
+                "neighbour_ll": float(np.mean(neighbour_lls)),
+                "neighbours": len(neighbours),
+                "words_replaced": float(np.mean(changed_words)),
+            },
+        )
