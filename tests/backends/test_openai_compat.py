@@ -1,0 +1,367 @@
+"""OpenAIBackend against a scripted OpenAI-compatible server on 127.0.0.1: request
+bodies, answers of each kind, retries (429 + Retry-After, 5xx, timeouts, garbled JSON),
+failures per request vs for the whole run, concurrency, and the key staying secret."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from copyprobe.backends.base import (
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    RequestFailed,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+from copyprobe.backends.openai_compat import OpenAIBackend, parse_spec
+from copyprobe.data.example import Example
+from copyprobe.errors import BackendError, CapabilityError, ConfigError
+from copyprobe.registry import make_method
+from copyprobe.runner import Failure, drive
+
+SECRET = "sk-test-very-secret-key-0123456789"
+
+
+def default_answer(path: str, body: dict) -> dict:
+    usage = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+    if path.endswith("/chat/completions"):
+        text = "reply to: " + body["messages"][-1]["content"]
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            k = body.get("top_logprobs", 0)
+            top = [{"token": " A", "logprob": math.log(0.3)}, {"token": "A", "logprob": math.log(0.2)},
+                   {"token": "B", "logprob": math.log(0.1)}, {"token": "Z", "logprob": math.log(0.05)}][:k]
+            choice["logprobs"] = {"content": [{"token": " A", "logprob": math.log(0.3), "top_logprobs": top}]}
+        return {"choices": [choice], "usage": usage}
+    if path.endswith("/completions"):
+        prompt = body["prompt"]
+        if body.get("echo"):
+            words = prompt.split(" ")
+            tokens, offsets, pos = [], [], 0
+            for i, w in enumerate(words):
+                tok = w if i == 0 else " " + w
+                tokens.append(tok)
+                offsets.append(pos)
+                pos += len(tok)
+            tokens.append(" next")
+            offsets.append(pos)
+            lps = [None] + [-float(i) for i in range(1, len(tokens))]
+            return {"choices": [{"text": prompt + " next", "logprobs": {"tokens": tokens, "token_logprobs": lps,
+                    "text_offset": offsets, "top_logprobs": None}, "finish_reason": "length"}], "usage": usage}
+        choice = {"text": " completion of " + prompt, "finish_reason": "length"}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"tokens": [" C"], "top_logprobs": [{" C": math.log(0.5), " D": math.log(0.25)}]}
+        return {"choices": [choice], "usage": usage}
+    return {"data": [{"id": "m"}]}
+
+
+class FakeAPI:
+    """Each request pops the next scripted action (default: a correct answer).
+
+    Actions: ("ok",), ("status", code, headers, body_text), ("sleep", seconds),
+    ("garbled",), ("close",)."""
+
+    def __init__(self):
+        self.script: list[tuple] = []
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.delay = 0.0
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._reply(200, {}, json.dumps({"data": [{"id": "m"}]}).encode())
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with api.lock:
+                    api.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                    action = api.script.pop(0) if api.script else ("ok",)
+                if api.delay:
+                    time.sleep(api.delay)
+                if action[0] == "sleep":
+                    time.sleep(action[1])
+                    action = ("ok",)
+                if action[0] == "ok":
+                    self._reply(200, {}, json.dumps(default_answer(self.path, body)).encode())
+                elif action[0] == "status":
+                    self._reply(action[1], action[2], action[3].encode())
+                elif action[0] == "garbled":
+                    self._reply(200, {}, b'{"choices": [{"text": "unterminated')
+                elif action[0] == "close":
+                    self.close_connection = True
+                    self.wfile.flush()
+                    self.connection.close()
+
+            def _reply(self, code, headers, data):
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api():
+    server = FakeAPI()
+    yield server
+    server.close()
+
+
+def backend_for(api, monkeypatch, key=SECRET, **kwargs):
+    if key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    backend = OpenAIBackend.from_spec(f"openai:tiny-model@{api.base_url}", **kwargs)
+    sleeps: list[float] = []
+    backend._sleep = sleeps.append  # no real waiting; record the delays
+    backend.sleeps = sleeps
+    return backend
+
+
+# -- spec, identity, secrecy ------------------------------------------------------------------
+
+def test_parse_spec():
+    assert parse_spec("openai:gpt-4o-mini@https://api.example.com/v1") == ("gpt-4o-mini", "https://api.example.com/v1")
+    assert parse_spec("openai:m@http://127.0.0.1:8000") == ("m", "http://127.0.0.1:8000/v1")
+    with pytest.raises(ConfigError):
+        parse_spec("openai:@http://x/v1")
+    with pytest.raises(ConfigError):
+        parse_spec("openai:m@ftp//nowhere")
+
+
+def test_fingerprint_and_info_never_hold_the_key(api, monkeypatch):
+    a = backend_for(api, monkeypatch, key=SECRET)
+    b = backend_for(api, monkeypatch, key="another-key")
+    assert a.fingerprint == b.fingerprint  # the key does not change answers
+    other = OpenAIBackend.from_spec(f"openai:other-model@{api.base_url}")
+    assert other.fingerprint != a.fingerprint
+    text = json.dumps(a.info()) + repr(a) + a.spec + a.fingerprint
+    assert SECRET not in text and a.info()["api_key_set"] is True
+
+
+def test_key_from_named_env_var_is_sent_and_none_for_local(api, monkeypatch):
+    monkeypatch.setenv("MY_KEY", "k-123")
+    backend = backend_for(api, monkeypatch, key=None, api_key_env="MY_KEY")
+    backend.answer([GenerateRequest(prompt="hi")])
+    assert api.requests[-1]["headers"]["Authorization"] == "Bearer k-123"
+    monkeypatch.delenv("MY_KEY")
+    keyless = backend_for(api, monkeypatch, key=None)
+    keyless.answer([GenerateRequest(prompt="hi")])
+    assert "Authorization" not in api.requests[-1]["headers"]
+
+
+# -- request kinds ------------------------------------------------------------------------
+
+def test_chat_generate_body_and_usage(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    (gen,) = backend.answer([GenerateRequest(messages=(("system", "be brief"), ("user", "hello")), max_tokens=5,
+                                             temperature=0.7, seed=42, stop=("\n",), top_logprobs=2)])
+    sent = api.requests[-1]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["body"]["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+    assert sent["body"]["seed"] == 42 and sent["body"]["max_tokens"] == 5 and sent["body"]["stop"] == ["\n"]
+    assert sent["body"]["temperature"] == 0.7 and sent["body"]["top_logprobs"] == 2
+    assert sent["headers"]["Authorization"] == f"Bearer {SECRET}"
+    assert gen.text == "reply to: hello" and gen.finish_reason == "stop"
+    assert gen.prompt_tokens == 10 and gen.completion_tokens == 3
+    assert gen.top_logprobs == [{" A": pytest.approx(math.log(0.3)), "A": pytest.approx(math.log(0.2))}]
+    assert backend.usage["prompt_tokens"] == 10 and backend.usage["completion_tokens"] == 3
+
+
+def test_completion_generate_without_seed(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    gens = backend.answer([GenerateRequest(prompt="one"), GenerateRequest(prompt="two")])
+    assert [g.text for g in gens] == [" completion of one", " completion of two"]
+    assert all(r["path"] == "/v1/completions" and "seed" not in r["body"] for r in api.requests)
+    assert backend.usage == {"requests": 2, "retries": 0, "failed": 0, "prompt_tokens": 20, "completion_tokens": 6}
+
+
+def test_choice_logprobs_sum_token_variants(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    chat, completion = backend.answer([
+        ChoiceLogprobsRequest(messages=(("user", "pick"),), choices=("A", "B", "C", "D")),
+        ChoiceLogprobsRequest(prompt="pick", choices=("A", "B", "C", "D")),
+    ])
+    # " A" and "A" are the same answer: log(0.3 + 0.2); C and D are not in the top-k
+    assert chat == ChoiceLogprobs({"A": pytest.approx(math.log(0.5)), "B": pytest.approx(math.log(0.1))})
+    assert completion.logprobs == {"C": pytest.approx(math.log(0.5)), "D": pytest.approx(math.log(0.25))}
+    by_path = {r["path"]: r["body"] for r in api.requests}  # sent concurrently: any order
+    chat_body = by_path["/v1/chat/completions"]
+    assert chat_body["max_tokens"] == 1 and chat_body["top_logprobs"] == 20 and chat_body["temperature"] == 0
+    assert by_path["/v1/completions"]["logprobs"] == 20 and by_path["/v1/completions"]["max_tokens"] == 1
+
+
+def test_choice_logprobs_without_logprobs_is_one_clear_error(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    plain = json.dumps({"choices": [{"message": {"content": "A"}, "finish_reason": "length"}]})
+    api.script = [("status", 200, {}, plain)] * 3
+    with pytest.raises(BackendError, match="no log-probs.*decop.mode=blackbox"):
+        backend.answer([ChoiceLogprobsRequest(messages=(("user", "pick"),), choices=("A", "B"))] * 3)
+
+
+def test_token_logprobs_via_echo_drops_the_generated_token(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    (tl,) = backend.answer([TokenLogprobsRequest(text="the cat sat down", stats=False)])
+    assert isinstance(tl, TokenLogprobs)
+    assert tl.tokens == ["the", " cat", " sat", " down"]
+    assert tl.logprobs == [-1.0, -2.0, -3.0]  # the first token is context only
+    assert len(tl.token_ids) == 4 and tl.mu is None
+    echo = api.requests[-1]["body"]
+    assert echo["echo"] is True and echo["logprobs"] == 1 and echo["prompt"] == "the cat sat down"
+
+
+def test_capabilities_distribution_stats_never_and_prompt_logprobs_probed(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    with pytest.raises(CapabilityError, match="distribution_stats"):
+        backend.check([TokenLogprobsRequest(text="a b c", stats=True)])
+    with pytest.raises(CapabilityError, match="ngram_logprobs"):
+        backend.check([TokenLogprobsRequest(text="a b c", stats=False, ngram=2)])
+    backend.check([TokenLogprobsRequest(text="a b c", stats=False)])  # probe says yes
+    probes = [r for r in api.requests if r["body"].get("echo")]
+    assert len(probes) == 1
+    backend.check([TokenLogprobsRequest(text="x y", stats=False)])
+    assert len([r for r in api.requests if r["body"].get("echo")]) == 1  # probed once
+
+    no_echo = backend_for(api, monkeypatch)
+    api.script = [("status", 400, {}, json.dumps({"error": {"message": "echo not supported"}}))]
+    with pytest.raises(CapabilityError, match="token_logprobs"):
+        no_echo.check([TokenLogprobsRequest(text="a b c", stats=False)])
+    fixed = backend_for(api, monkeypatch, prompt_logprobs=False)
+    with pytest.raises(CapabilityError):
+        fixed.answer([TokenLogprobsRequest(text="a b c", stats=False)])
+
+
+def test_min_k_pp_fails_before_any_request(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    method = make_method("min_k_pp")
+    with pytest.raises(CapabilityError, match="distribution_stats"):
+        drive({"x": method.run(Example("x", "some words to score here"))}, lambda spec: backend)
+    assert not [r for r in api.requests if r["body"].get("prompt") == "some words to score here"]
+
+
+# -- retries and failures -------------------------------------------------------------------
+
+def test_429_honours_retry_after(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    api.script = [("status", 429, {"Retry-After": "3"}, '{"error": {"message": "slow down"}}')]
+    (gen,) = backend.answer([GenerateRequest(prompt="x")])
+    assert gen.text == " completion of x"
+    assert backend.sleeps == [3.0] and backend.usage["retries"] == 1 and backend.usage["requests"] == 2
+
+
+def test_5xx_exponential_backoff_with_jitter(api, monkeypatch):
+    backend = backend_for(api, monkeypatch, backoff=1.0)
+    api.script = [("status", 500, {}, "oops"), ("status", 502, {}, ""), ("status", 503, {}, "")]
+    (gen,) = backend.answer([GenerateRequest(prompt="x")])
+    assert gen.text == " completion of x"
+    assert len(backend.sleeps) == 3
+    for i, delay in enumerate(backend.sleeps):
+        assert 0.5 * 2**i <= delay <= 1.5 * 2**i
+
+
+def test_timeout_is_retried(api, monkeypatch):
+    backend = backend_for(api, monkeypatch, timeout=0.3)
+    api.script = [("sleep", 1.0)]
+    (gen,) = backend.answer([GenerateRequest(prompt="x")])
+    assert gen.text == " completion of x" and backend.usage["retries"] == 1
+
+
+def test_garbled_json_then_failure_after_retries_is_per_request(api, monkeypatch):
+    backend = backend_for(api, monkeypatch, max_retries=2, concurrency=1)
+    api.script = [("garbled",)] * 3  # the first request gets all three
+    first, second = backend.answer([GenerateRequest(prompt="bad"), GenerateRequest(prompt="good")])
+    assert isinstance(first, RequestFailed)
+    assert "unreadable JSON" in first.reason and "gave up after 3 attempts" in first.reason
+    assert second.text == " completion of good"
+    assert backend.usage["failed"] == 1 and backend.usage["retries"] == 2
+
+
+def test_dropped_connection_is_retried(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    api.script = [("close",)]
+    (gen,) = backend.answer([GenerateRequest(prompt="x")])
+    assert gen.text == " completion of x" and backend.usage["retries"] == 1
+
+
+def test_400_fails_that_request_without_retry(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    api.script = [("status", 400, {}, json.dumps({"error": {"message": "context length exceeded"}}))]
+    (result,) = backend.answer([GenerateRequest(prompt="x")])
+    assert isinstance(result, RequestFailed) and "HTTP 400" in result.reason and "context length exceeded" in result.reason
+    assert backend.usage["retries"] == 0
+
+
+def test_wrong_model_and_auth_errors_stop_the_run_and_hide_the_key(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    api.script = [("status", 404, {}, json.dumps({"error": {"message": "model tiny-model not found"}}))]
+    with pytest.raises(BackendError, match="404.*model name 'tiny-model'") as info:
+        backend.answer([GenerateRequest(prompt="x")])
+    # a server that echoes the key back in its error text
+    api.script = [("status", 401, {}, json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}"}}))]
+    with pytest.raises(BackendError, match="401") as info:
+        backend.answer([GenerateRequest(prompt="x")])
+    assert SECRET not in str(info.value) and "***" in str(info.value)
+
+
+def test_unreachable_server_is_one_clear_error(monkeypatch):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    backend = OpenAIBackend.from_spec(f"openai:m@http://127.0.0.1:{port}/v1", max_retries=1)
+    backend._sleep = lambda s: None
+    with pytest.raises(BackendError, match="cannot reach") as info:
+        backend.answer([GenerateRequest(prompt="x"), GenerateRequest(prompt="y")])
+    assert "\n" not in str(info.value) and SECRET not in str(info.value)
+
+
+def test_requests_run_concurrently(api, monkeypatch):
+    backend = backend_for(api, monkeypatch, concurrency=8)
+    api.delay = 0.3
+    done = []
+    start = time.perf_counter()
+    gens = backend.answer([GenerateRequest(prompt=f"p{i}") for i in range(8)], progress=done.append)
+    elapsed = time.perf_counter() - start
+    assert [g.text for g in gens] == [f" completion of p{i}" for i in range(8)]  # order kept
+    assert sum(done) == 8
+    assert elapsed < 8 * 0.3 / 2  # serial would take 2.4 s
+
+
+def test_failed_request_fails_only_its_row_in_the_runner(api, monkeypatch):
+    backend = backend_for(api, monkeypatch, max_retries=0, concurrency=1)
+    api.script = [("status", 503, {}, "")]
+    method = make_method("prefix_probe", prefix_tokens=3)
+    examples = [Example("a", "w0 w1 w2 w3 w4 w5"), Example("b", "v0 v1 v2 v3 v4 v5")]
+    results = drive({e.id: method.run(e) for e in examples}, lambda spec: backend)
+    assert isinstance(results["a"], Failure) and "HTTP 503" in results["a"].reason
+    assert not isinstance(results["b"], Failure) and 0 <= results["b"].value <= 1
