@@ -104,7 +104,7 @@ def load_dataset(
     ``split`` picks the split of a saved ``DatasetDict``; it is needed only when the
     dict has more than one split.
     """
-    p = Path(path)
+    p = Path(path).expanduser()
     name = str(path)
     if not p.exists():
         raise DataError(f"data file not found: {name}")
@@ -203,6 +203,8 @@ def _parse_json(text: str, name: str) -> Rows:
 
 
 def _parse_csv(text: str, name: str, delimiter: str) -> Rows:
+    # the default limit (128 KiB per field) is too small for whole chapters or books
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader, None)
@@ -298,8 +300,8 @@ def _union_columns(records: Iterable[dict[str, Any]]) -> list[str]:
 
 # -- building examples ----------------------------------------------------------------
 
-def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], role: str,
-          kwarg: str, name: str) -> str | None:
+def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], kwarg: str,
+          name: str) -> str | None:
     if explicit is not None:
         if explicit not in columns:
             raise DataError(f"{name}: {kwarg}={explicit!r} is not a column; columns: "
@@ -312,7 +314,8 @@ def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], role
 
 
 def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+    return (value is None or (isinstance(value, float) and math.isnan(value))
+            or (isinstance(value, str) and value == ""))
 
 
 def _key_str(value: Any) -> str:
@@ -371,13 +374,13 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
            label_column: str | None, doc_column: str | None, id_column: str | None) -> Dataset:
     if not rows:
         raise DataError(f"{name} has no rows")
-    text_col = _pick(columns, text_column, TEXT_NAMES, "text", "text_column", name)
+    text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
     if text_col is None:
         raise DataError(f"{name}: no text column; columns found: {', '.join(columns) or '(none)'}; "
                         f"names tried: {', '.join(TEXT_NAMES)} (or pass text_column=)")
-    label_col = _pick(columns, label_column, LABEL_NAMES, "label", "label_column", name)
-    doc_col = _pick(columns, doc_column, DOC_NAMES, "document", "doc_column", name)
-    id_col = _pick(columns, id_column, ID_NAMES, "id", "id_column", name)
+    label_col = _pick(columns, label_column, LABEL_NAMES, "label_column", name)
+    doc_col = _pick(columns, doc_column, DOC_NAMES, "doc_column", name)
+    id_col = _pick(columns, id_column, ID_NAMES, "id_column", name)
     roles = [c for c in (text_col, label_col, doc_col, id_col) if c is not None]
     if len(set(roles)) != len(roles):
         raise DataError(f"{name}: one column is used for two roles "
@@ -407,6 +410,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
             raise DataError(f"{name}: {where}: column {text_col!r} holds a "
                             f"{type(text).__name__} ({_short(text)}), expected text")
         if not text.strip():
+            # nothing to score: the row's other columns (even a bad label) do not matter
             n_skipped += 1
             continue
 

@@ -107,6 +107,8 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
     serves all resamples. NaN where a resample lacks a class.
     """
     pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    if len(pos) == 0 or len(neg) == 0:
+        return np.full(counts.shape[0], np.nan)
     pos, neg = pos[np.argsort(s[pos], kind="stable")], neg[np.argsort(s[neg], kind="stable")]
     sp, sn = s[pos], s[neg]
     starts_p = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])

@@ -421,3 +421,17 @@ def test_write_jsonl_failure_keeps_old_file(tmp_path):
         write_jsonl(path, rows())
     assert json.loads(path.read_text()) == {"id": "old"}
     assert os.listdir(tmp_path) == ["scores.jsonl"]
+
+
+def test_csv_with_a_very_long_field(tmp_path):
+    long_text = "word " * 60_000  # 300k characters, over the csv module's default limit
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"text": [long_text, "short"], "label": [1, 0]}).to_csv(path, index=False)
+    assert [e.text for e in load_dataset(path).examples] == [long_text, "short"]
+
+
+def test_skipped_rows_are_not_validated(tmp_path):
+    path = _lines(tmp_path / "d.jsonl", {"id": "x", "text": "a", "label": 1},
+                  {"id": "x", "text": "", "label": "junk"}, {"id": "y", "text": "b", "label": 0})
+    ds = load_dataset(path)
+    assert [e.id for e in ds.examples] == ["x", "y"] and ds.n_skipped == 1

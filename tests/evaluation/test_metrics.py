@@ -402,3 +402,8 @@ def test_precision_recall_fbeta_edge_cases():
         precision_recall_fbeta([1, 0], [1, 2])
     with pytest.raises(ConfigError, match="beta must be positive"):
         precision_recall_fbeta([1, 0], [1, 0], beta=0)
+
+
+def test_bootstrap_single_class_input_is_all_degenerate():
+    ci = bootstrap_ci([1, 1, 1], [0.1, 0.2, 0.3], n_resamples=20)
+    assert not ci.ok and ci.n_degenerate == 20
