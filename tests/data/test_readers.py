@@ -1,4 +1,3 @@
-import csv
 import hashlib
 import json
 import os
