@@ -1,0 +1,149 @@
+"""Blind baseline guard: fires on a shifted member/non-member split, quiet on a random one."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.evaluation.blind import BLIND_AUC_THRESHOLD, blind_baseline, blind_warning, text_features
+
+SUBJECTS = ["the captain", "a merchant", "the old sailor", "my neighbour", "the clerk", "a widow",
+            "the engineer", "our teacher", "the farmer", "a stranger"]
+VERBS = ["walked to", "wrote about", "looked at", "spoke of", "returned from", "thought of",
+         "dreamed of", "argued over", "laughed at", "waited for"]
+OBJECTS = ["the harbour", "the market", "a letter", "the river", "the station", "a garden",
+           "the church", "the hill", "a small house", "the bridge"]
+TAILS = ["before dinner.", "in the rain.", "with some care.", "for a long time.", "at dawn.",
+         "without a word.", "once more.", "after the storm.", "in silence.", "by the window."]
+
+OLD_TOPIC = ["the whaling ship", "the steam engine", "the telegraph office", "the horse carriage",
+             "the gas lamps", "the parliament of the queen"]
+NEW_TOPIC = ["the smartphone app", "the cloud server", "the electric scooter", "the streaming service",
+             "the social media feed", "the video call"]
+MONTHS = ["January", "March", "May", "July", "September", "November"]
+
+
+def sentence(rng: random.Random) -> str:
+    return f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}"
+
+
+def passage(rng: random.Random, k: int = 4) -> str:
+    return " ".join(sentence(rng) for _ in range(k))
+
+
+def shifted_dataset(n_per_class: int = 60, seed: int = 1) -> tuple[list[str], list[int]]:
+    """Members: 1800s texts about steam and whaling; non-members: 2024 texts about apps."""
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(n_per_class):
+        texts.append(f"In {rng.choice(MONTHS)} {rng.randint(1820, 1889)}, {passage(rng, 2)} "
+                     f"Everyone spoke of {rng.choice(OLD_TOPIC)}. {passage(rng, 1)}")
+        labels.append(1)
+        texts.append(f"In {rng.choice(MONTHS)} 2024, {passage(rng, 2)} "
+                     f"Everyone spoke of {rng.choice(NEW_TOPIC)}. {passage(rng, 1)}")
+        labels.append(0)
+    return texts, labels
+
+
+def homogeneous_dataset(n: int = 120, seed: int = 2) -> tuple[list[str], list[int]]:
+    """One pool of shuffled sentences; labels assigned by a random split."""
+    rng = random.Random(seed)
+    texts = [passage(rng, 4) for _ in range(n)]
+    labels = [1] * (n // 2) + [0] * (n - n // 2)
+    rng.shuffle(labels)
+    return texts, labels
+
+
+def test_warning_fires_on_shifted_dataset():
+    texts, labels = shifted_dataset()
+    result = blind_baseline(texts, labels, seed=0)
+    assert result["auc"] >= 0.95
+    assert result["auc_low"] is not None and result["auc_low"] <= result["auc"] <= result["auc_high"]
+    assert result["n"] == 120 and result["n_members"] == 60 and result["n_nonmembers"] == 60
+    assert result["folds"] == 5 and result["grouped"] is False
+    assert "TF-IDF" in result["features"]
+    assert set(result["components"]) == {"char_ngrams", "length_date"}
+    # the years and topic words alone give it away
+    assert result["components"]["length_date"] >= 0.9
+    assert result["warning"] is not None and "WARNING" in result["warning"]
+    # with a best method below it, the warning says so
+    message = blind_warning(result["auc"], 0.8)
+    assert message is not None and "best method (0.80)" in message
+
+
+def test_quiet_on_random_split_of_homogeneous_corpus():
+    texts, labels = homogeneous_dataset()
+    result = blind_baseline(texts, labels, seed=0)
+    assert result["auc"] < BLIND_AUC_THRESHOLD
+    assert abs(result["auc"] - 0.5) < 0.15
+    assert result["warning"] is None
+    # a method that carries real signal keeps the warning quiet
+    assert blind_warning(result["auc"], 0.75) is None
+
+
+def test_grouped_folds_keep_documents_together():
+    # every document's passages are near-duplicates: without groups the classifier would
+    # recognise documents it saw in training; with groups it cannot
+    rng = random.Random(3)
+    texts, labels, groups = [], [], []
+    for d in range(40):
+        base = passage(rng, 5)
+        label = d % 2
+        for p in range(5):
+            texts.append(base + f" Part {p}.")
+            labels.append(label)
+            groups.append(f"doc{d}")
+    ungrouped = blind_baseline(texts, labels, seed=0)
+    grouped = blind_baseline(texts, labels, groups=groups, seed=0)
+    assert grouped["grouped"] is True
+    assert ungrouped["auc"] > 0.8  # recognises documents seen in other folds
+    assert ungrouped["warning"] is not None
+    assert grouped["auc"] < BLIND_AUC_THRESHOLD
+    assert grouped["auc_low"] < 0.5 < grouped["auc_high"]  # documents resampled: a wide interval
+    assert grouped["warning"] is None
+
+
+def test_blind_warning_rules():
+    assert blind_warning(None, 0.9) is None
+    assert blind_warning(float("nan"), 0.9) is None
+    assert blind_warning(0.69, None) is None
+    assert blind_warning(0.70, None) is not None  # at the threshold
+    assert blind_warning(0.60, 0.65) is None
+    above = blind_warning(0.60, 0.55)
+    assert above is not None and "0.55" in above and "0.60" in above
+    assert "\n" not in blind_warning(0.9, 0.95)
+
+
+def test_too_few_examples_is_skipped_not_crashed():
+    result = blind_baseline(["a b c", "d e f", "g h i"], [1, 0, 0])
+    assert result["auc"] is None and "skipped" in result and result["warning"] is None
+
+
+@pytest.mark.parametrize(
+    "texts,labels,kwargs,error",
+    [
+        (["a", "b"], [1], {}, DataError),
+        (["a", "b"], [1, 2], {}, DataError),
+        (["a", None], [1, 0], {}, DataError),
+        (["a", "b"], [1, 0], {"groups": ["x"]}, DataError),
+        (["a", "b"], [1, 0], {"folds": 1}, ConfigError),
+    ],
+)
+def test_bad_input_raises_copyprobe_errors(texts, labels, kwargs, error):
+    with pytest.raises(error) as info:
+        blind_baseline(texts, labels, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_text_features_counts_date_tokens():
+    feats = text_features(["On 3 May 1999 and in 2024 we met; see 2020-01-05.", "In 1851 nothing."])
+    names = ["log_chars", "log_words", "mean_word_len", "digit_frac", "upper_frac", "punct_frac",
+             "years_1900_2099", "years_1000_1899", "month_names", "numeric_dates"]
+    row0, row1 = dict(zip(names, feats[0])), dict(zip(names, feats[1]))
+    assert row0["years_1900_2099"] == 3 and row0["month_names"] == 1 and row0["numeric_dates"] == 1
+    assert row1["years_1000_1899"] == 1 and row1["years_1900_2099"] == 0
+    assert math.isclose(row1["log_chars"], np.log1p(len("In 1851 nothing.")))
