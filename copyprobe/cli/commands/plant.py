@@ -1,0 +1,66 @@
+"""copyprobe plant: fine-tune a model on a random half of a corpus, so membership is known."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "plant",
+        help="fine-tune a model on a random part of a corpus: a benchmark with known members",
+        description="Cut a corpus into passages, split them at random (with --seed) into members "
+        "and non-members, fine-tune --model on the members and save OUT/model (load it with "
+        "hf:OUT/model) and OUT/data.jsonl (label 1 = member), ready for `copyprobe detect`. "
+        "Rerunning the same command resumes an interrupted run or reuses a finished one.",
+    )
+    parser.add_argument("--model", required=True,
+                        help="base model: smollm2-135m-instruct, gemma-3-270m, hf:DIR or gguf:FILE")
+    parser.add_argument("--corpus", required=True,
+                        help="data file (JSONL/CSV/Parquet, rows used as passages), .txt/.md/.epub book "
+                        "(cut into passages) or a directory of these")
+    parser.add_argument("--out", required=True, help="plant directory to write")
+    parser.add_argument("--passage-tokens", type=int, default=128,
+                        help="passage length for cut books, in model tokens (default 128; BookTection uses 64/128/256)")
+    parser.add_argument("--member-fraction", type=float, default=0.5, help="share of passages trained on (default 0.5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split and of training (default 0)")
+    parser.add_argument("--epochs", type=int, default=1, help="passes over the members (default 1)")
+    parser.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5; use ~1e-3 with --lora)")
+    parser.add_argument("--batch-size", type=int, default=4, help="passages per optimizer step (default 4)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    parser.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) and merge them before saving")
+    parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default 8)")
+    parser.add_argument("--text-column", help="text column of a data-file corpus (default: found by name)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps (default auto)")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="skip the member / non-member loss before and after training")
+    parser.add_argument("--force", action="store_true", help="replace a plant with other settings in --out")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from copyprobe.plant.finetune import PlantSettings, plant
+
+    settings = PlantSettings(
+        model=args.model, corpus=args.corpus, out=args.out, passage_tokens=args.passage_tokens,
+        member_fraction=args.member_fraction, seed=args.seed, epochs=args.epochs, lr=args.lr,
+        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps,
+        text_column=args.text_column, device=args.device, eval_loss=not args.no_eval,
+        force=args.force, progress=not args.no_progress,
+    )
+    record = plant(settings, command=["copyprobe", *sys.argv[1:]])
+    split = record["split"]
+    print(f"members: {split['n_members']}, non-members: {split['n_nonmembers']} (seed {split['seed']})")
+    losses = record.get("losses_eval") or {}
+    if losses:
+        parts = [f"{k.replace('_', ' ')} {v:.4f}" for k, v in losses.items() if v is not None]
+        print("loss (nats/token): " + ", ".join(parts))
+    timings = record.get("timings") or {}
+    if timings and not record.get("reused"):
+        print(f"trained {record.get('steps')} steps in {timings.get('train_s')} s on {record.get('device')}")
+    print(f"model: {record['model']}")
+    print(f"data: {args.out.rstrip('/')}/data.jsonl")
+    print(f"next: copyprobe detect --model {record['model']} --data {args.out.rstrip('/')}/data.jsonl --out RUN_DIR")
+    return 0

