@@ -31,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="run directory to write")
     parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
+    parser.add_argument("--label-column", help="column holding 1 = member / 0 = non-member")
+    parser.add_argument("--doc-column", help="column holding the document id")
+    parser.add_argument("--id-column", help="column holding the passage id")
+    parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
     parser.add_argument("--seed", type=int, default=0, help="seed for bootstrap and training splits (default 0)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default 1000)")
     parser.add_argument("--report", action="store_true", help="also write report.html into the run directory")
@@ -49,7 +53,14 @@ def run(args: argparse.Namespace) -> int:
     build_methods(names, params)  # unknown methods and bad values fail before any loading
     check_batch_size(args.batch_size)
     prepare_out_dir(args.out)
-    dataset = load_dataset(args.data, text_column=args.text_column)
+    dataset = load_dataset(
+        args.data,
+        text_column=args.text_column,
+        label_column=args.label_column,
+        doc_column=args.doc_column,
+        id_column=args.id_column,
+        split=args.split,
+    )
     with progress_bars(not args.no_progress) as progress:
         result = detect(
             args.model,

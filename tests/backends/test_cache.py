@@ -1,0 +1,115 @@
+"""The SQLite response cache: hits and misses, keys, uncacheable requests, damage."""
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from copyprobe.backends.base import GenerateRequest, RequestFailed, TokenLogprobsRequest
+from copyprobe.backends.cache import CachedBackend, ResponseCache
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.errors import ConfigError
+
+
+def test_second_answer_comes_from_the_cache(tmp_path):
+    fake = FakeBackend()
+    cached = CachedBackend(fake, ResponseCache(tmp_path / "c.sqlite"))
+    requests = [TokenLogprobsRequest(f"text number {i}") for i in range(5)]
+    first = cached.answer(requests)
+    assert (cached.hits, cached.misses) == (0, 5)
+    again = CachedBackend(fake, ResponseCache(tmp_path / "c.sqlite"))
+    second = again.answer(requests)
+    assert (again.hits, again.misses) == (5, 0)
+    assert second == first
+    assert fake.calls["token_logprobs"] == 5
+
+
+def test_entries_are_per_model_fingerprint(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    a = CachedBackend(FakeBackend(spec="a"), cache)
+    b = CachedBackend(FakeBackend(spec="b"), cache)
+    a.answer([TokenLogprobsRequest("same text")])
+    b.answer([TokenLogprobsRequest("same text")])
+    assert b.misses == 1 and cache.count() == 2
+
+
+def test_request_fields_change_the_key():
+    assert TokenLogprobsRequest("t").key() != TokenLogprobsRequest("t", ngram=2).key()
+    assert GenerateRequest(prompt="p", seed=1).key() != GenerateRequest(prompt="p", seed=2).key()
+    assert TokenLogprobsRequest("t").key() == TokenLogprobsRequest("t").key()
+
+
+def test_unseeded_sampling_is_not_cached(tmp_path):
+    fake = FakeBackend()
+    cached = CachedBackend(fake, ResponseCache(tmp_path / "c.sqlite"))
+    sampled = GenerateRequest(prompt="once upon", temperature=0.8)
+    cached.answer([sampled])
+    cached.answer([sampled])
+    assert fake.calls["generate"] == 2
+    seeded = GenerateRequest(prompt="once upon", temperature=0.8, seed=3)
+    cached.answer([seeded])
+    cached.answer([seeded])
+    assert fake.calls["generate"] == 3
+
+
+def test_failed_requests_are_not_cached(tmp_path):
+    class Failing(FakeBackend):
+        def _answer_generate(self, requests, progress=None):
+            self.calls["generate"] += len(requests)
+            return [RequestFailed("timeout") for _ in requests]
+    failing = Failing()
+    cached = CachedBackend(failing, ResponseCache(tmp_path / "c.sqlite"))
+    assert isinstance(cached.answer([GenerateRequest(prompt="x")])[0], RequestFailed)
+    cached.answer([GenerateRequest(prompt="x")])
+    assert failing.calls["generate"] == 2
+
+
+def test_corrupt_cache_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigError, match="corrupt"):
+        ResponseCache(path)
+
+
+def test_damaged_entry_is_treated_as_a_miss(tmp_path):
+    fake = FakeBackend()
+    path = tmp_path / "c.sqlite"
+    cached = CachedBackend(fake, ResponseCache(path))
+    cached.answer([TokenLogprobsRequest("a b c")])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE responses SET response = '{broken'")
+    again = CachedBackend(fake, ResponseCache(path))
+    again.answer([TokenLogprobsRequest("a b c")])
+    assert again.misses == 1 and fake.calls["token_logprobs"] == 2
+
+
+def test_two_processes_share_one_cache_file(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from copyprobe.backends.base import TokenLogprobsRequest
+        from copyprobe.backends.cache import CachedBackend, ResponseCache
+        from copyprobe.backends.fake import FakeBackend
+        cached = CachedBackend(FakeBackend(), ResponseCache({str(path)!r}), chunk_size=3)
+        worker = int(sys.argv[1])
+        requests = [TokenLogprobsRequest(f"text {{i}} of a shared set") for i in range(200)]
+        order = requests if worker == 0 else requests[::-1]
+        answers = cached.answer(order)
+        assert all(a.logprobs for a in answers)
+        print(cached.hits + cached.misses)
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(w)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in (0, 1)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err
+        assert out.strip() == "200"
+    cache = ResponseCache(path)
+    assert cache.count() == 200
+    # every stored entry decodes and equals a fresh answer
+    fresh = FakeBackend().answer([TokenLogprobsRequest(f"text {i} of a shared set") for i in range(200)])
+    stored = CachedBackend(FakeBackend(), cache).answer([TokenLogprobsRequest(f"text {i} of a shared set") for i in range(200)])
+    assert stored == fresh

@@ -1,0 +1,111 @@
+"""The detect pipeline end to end on the model-free FakeBackend."""
+
+import json
+
+import pytest
+
+import copyprobe
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.data.example import Example
+from copyprobe.data.readers import load_dataset
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.evaluation.metrics import roc_auc
+
+CORE = ["loss", "zlib", "lowercase", "min_k", "min_k_pp", "slope"]
+
+
+@pytest.fixture
+def demo():
+    from copyprobe.cli.commands.demo import demo_data_path
+
+    return load_dataset(demo_data_path())
+
+
+def fake_for(dataset):
+    return FakeBackend(member_texts=[e.text for e in dataset.examples if e.label == 1])
+
+
+def test_run_directory_follows_the_contract(tmp_path, demo):
+    result = copyprobe.detect(fake_for(demo), demo, CORE, out=tmp_path / "run", cache=tmp_path / "c.sqlite")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert len(rows) == 48
+    assert {"id", "doc_id", "label", *CORE} <= set(rows[0])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    for level in ("passage", "document"):
+        for name in CORE:
+            assert set(metrics[level][name]) >= {"auc", "auc_low", "auc_high", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr", "n"}
+    # metrics agree with an independent AUC over the written scores
+    labels = [r["label"] for r in rows]
+    assert metrics["passage"]["loss"]["auc"] == pytest.approx(roc_auc(labels, [r["loss"] for r in rows]))
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["methods"]["min_k"] == {"k": 0.2}
+    assert run["data"]["sha256"] and run["n_tokens"] > 0
+    assert set(run["timings"]) >= {"load_s", "score_s"} and set(run["cache"]) >= {"hits", "misses"}
+    assert result.scores.shape[0] == 48
+
+
+def test_one_forward_pass_serves_all_own_text_methods(tmp_path, demo):
+    fake = fake_for(demo)
+    result = copyprobe.detect(fake, demo, ["loss", "zlib", "min_k", "min_k_pp", "slope"], cache=False)
+    assert fake.calls["token_logprobs"] == 48
+    assert result.run["requests"]["total"] == 5 * 48
+
+
+def test_warm_cache_rerun_makes_no_model_calls(tmp_path, demo):
+    cache = tmp_path / "c.sqlite"
+    copyprobe.detect(fake_for(demo), demo, CORE, cache=cache)
+    fake = fake_for(demo)
+    result = copyprobe.detect(fake, demo, CORE, cache=cache)
+    assert result.run["cache"]["misses"] == 0 and not fake.calls
+
+
+def test_identical_runs_write_identical_scores_and_metrics(tmp_path, demo):
+    for name in ("a", "b"):
+        copyprobe.detect(fake_for(demo), demo, CORE, out=tmp_path / name, cache=False)
+    for file in ("scores.jsonl", "metrics.json"):
+        assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes()
+
+
+def test_single_class_writes_scores_and_skips_metrics(tmp_path):
+    examples = [Example(id=str(i), text=f"member text number {i} here", label=1) for i in range(4)]
+    result = copyprobe.detect(FakeBackend(), examples, ["loss"], out=tmp_path / "run", cache=False)
+    assert result.metrics is None
+    assert any("both classes" in n for n in result.notes)
+    assert (tmp_path / "run" / "scores.jsonl").exists() and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_row_failures_are_null_with_a_reason(tmp_path):
+    examples = [Example(id="short", text="one", label=0), Example(id="ok", text="two words here", label=1)]
+    result = copyprobe.detect(FakeBackend(), examples, ["loss"], out=tmp_path / "run", cache=False)
+    rows = [json.loads(l) for l in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert rows[0]["loss"] is None and "fewer than two tokens" in rows[0]["errors"]["loss"]
+    assert rows[1]["loss"] is not None and "errors" not in rows[1]
+    assert result.run["failures"] == [{"id": "short", "errors": rows[0]["errors"]}]
+
+
+def test_auto_reference_model_is_resolved_and_recorded(tmp_path):
+    from copyprobe.detect import Session
+
+    target = FakeBackend(spec="smollm2-135m-instruct")
+    session = Session(target, cache=False, loader=lambda spec: FakeBackend(spec=spec))
+    result = copyprobe.detect(session, ["a b c d", "e f g h"], ["reference"])
+    assert result.run["methods"]["reference"] == {"model": "gemma-3-270m"}
+    assert "gemma-3-270m" in result.run["models"]
+
+
+def test_unknown_method_and_parameter_fail_before_work():
+    fake = FakeBackend()
+    with pytest.raises(ConfigError, match="did you mean 'min_k'"):
+        copyprobe.detect(fake, ["a b"], ["min_kk"], cache=False)
+    with pytest.raises(ConfigError, match="no parameter"):
+        copyprobe.detect(fake, ["a b"], ["min_k"], params={"min_k": {"kk": 0.1}}, cache=False)
+    assert not fake.calls
+
+
+def test_unwritable_output_directory_fails_before_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    fake = FakeBackend()
+    with pytest.raises(ConfigError, match="cannot write"):
+        copyprobe.detect(fake, ["a b"], ["loss"], out=blocker / "run", cache=False)
+    assert not fake.calls

@@ -1,0 +1,90 @@
+"""The round-based driver: de-duplication, multi-stage methods, per-row failures."""
+
+import pytest
+
+from copyprobe.backends.base import GenerateRequest, RequestFailed, TokenLogprobsRequest, TOKEN_LOGPROBS
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.errors import CapabilityError, RowError
+from copyprobe.runner import DriveStats, Failure, drive
+
+
+def test_identical_requests_are_answered_once():
+    fake = FakeBackend()
+    def one(text):
+        responses = yield [TokenLogprobsRequest(text), TokenLogprobsRequest(text)]
+        return len(responses)
+    runs = {i: one("a b c") for i in range(5)}
+    stats = DriveStats()
+    results = drive(runs, lambda spec: fake, stats=stats)
+    assert results == {i: 2 for i in range(5)}
+    assert fake.calls["token_logprobs"] == 1
+    assert stats.requests_total == 10 and stats.requests_unique == 1
+
+
+def test_stats_false_requests_share_the_stats_request():
+    fake = FakeBackend()
+    def run(stats_flag):
+        responses = yield [TokenLogprobsRequest("x y z", stats=stats_flag)]
+        return responses[0].mu is not None
+    results = drive({"a": run(True), "b": run(False)}, lambda spec: fake)
+    assert results == {"a": True, "b": True}
+    assert fake.calls["token_logprobs"] == 1
+
+
+def test_multi_stage_generators_take_rounds():
+    fake = FakeBackend(generate_fn=lambda r: r.prompt.upper())
+    def two_stage(text):
+        first = yield [GenerateRequest(prompt=text)]
+        second = yield [TokenLogprobsRequest(first[0].text)]
+        return second[0].tokens
+    stats = DriveStats()
+    results = drive({1: two_stage("a b"), 2: two_stage("c d")}, lambda spec: fake, stats=stats)
+    assert results == {1: ["A", "B"], 2: ["C", "D"]}
+    assert stats.rounds == 2
+
+
+def test_requests_go_to_the_named_model():
+    target, other = FakeBackend(spec="t"), FakeBackend(spec="o")
+    def run():
+        responses = yield [TokenLogprobsRequest("a b"), TokenLogprobsRequest("a b", model="o")]
+        return [r.logprobs[0] for r in responses]
+    results = drive({0: run()}, lambda spec: other if spec == "o" else target)
+    assert target.calls["token_logprobs"] == 1 and other.calls["token_logprobs"] == 1
+    assert results[0][0] != results[0][1]
+
+
+def test_row_errors_fail_one_row_only():
+    fake = FakeBackend()
+    def bad():
+        yield [TokenLogprobsRequest("a b")]
+        raise RowError("no probe: nothing surprising")
+    def good():
+        responses = yield [TokenLogprobsRequest("a b")]
+        return 1.0
+    results = drive({"bad": bad(), "good": good()}, lambda spec: fake)
+    assert results["good"] == 1.0
+    assert isinstance(results["bad"], Failure) and "no probe" in results["bad"].reason
+
+
+def test_failed_requests_fail_their_rows_with_the_reason():
+    class Flaky(FakeBackend):
+        def _answer_generate(self, requests, progress=None):
+            return [RequestFailed("HTTP 500 after 5 retries") if r.prompt == "x" else super(Flaky, self)._answer_generate([r])[0] for r in requests]
+    flaky = Flaky()
+    def run(prompt):
+        responses = yield [GenerateRequest(prompt=prompt)]
+        return responses[0].text
+    stats = DriveStats()
+    results = drive({"x": run("x"), "y": run("y")}, lambda spec: flaky, stats=stats)
+    assert results["y"] == "y"
+    assert isinstance(results["x"], Failure) and "HTTP 500" in results["x"].reason
+    assert stats.failed_requests[0]["reason"] == "HTTP 500 after 5 retries"
+
+
+def test_missing_capability_fails_before_any_work():
+    text_only = FakeBackend(capabilities=[TOKEN_LOGPROBS])
+    def run():
+        yield [GenerateRequest(prompt="hi")]
+    with pytest.raises(CapabilityError, match="generate"):
+        drive({0: run()}, lambda spec: text_only)
+    assert not text_only.calls
