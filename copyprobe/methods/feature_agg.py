@@ -21,9 +21,10 @@ a reference), the list of the authors' demo code and of VeilProbe's comparison. 
 authors' perturbation features (synonym substitution, typos, ...) are not included.
 
 The method sets ``trains = True``: ``run`` returns the feature vector (a list of
-floats), the runner picks a seeded, stratified training subset of ``n_train`` labelled
-rows (``stratified_subset`` below does that choice), calls ``fit`` and ``predict``,
-and leaves the training rows out of the metrics. The model is a standardisation
+floats), the detect pipeline picks a seeded, stratified training subset of about
+``n_train`` labelled rows (``copyprobe.detect._train_split``, seeded by the run's
+``--seed``), calls ``fit`` and ``predict``, and leaves the training rows out of the
+metrics. The model is a standardisation
 followed by an L2-regularised logistic regression (the authors train a linear layer
 with a logistic loss); the score is the predicted member probability.
 
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -44,6 +44,7 @@ import numpy as np
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, RowError
+from copyprobe.evaluation.stats import ComparisonResult, welch_t_greater
 from copyprobe.methods.base import GREY_BOX, Method, MethodRun
 from copyprobe.registry import register
 
@@ -109,36 +110,6 @@ def text_features(
     return values
 
 
-def stratified_subset(labels: Sequence[int | None], n_train: int, seed: int) -> list[int]:
-    """Indices of a seeded training subset of the labelled rows, with members and
-    non-members in proportion to their counts (at least one of each when both exist).
-    Unlabelled rows (None) are never chosen."""
-    rng = np.random.default_rng(seed)
-    by_class: dict[int, list[int]] = {}
-    for i, label in enumerate(labels):
-        if label is not None:
-            by_class.setdefault(int(label), []).append(i)
-    total = sum(len(v) for v in by_class.values())
-    n = min(n_train, total)
-    if n <= 0:
-        return []
-    classes = sorted(by_class)
-    take = {c: int(round(n * len(by_class[c]) / total)) for c in classes}
-    for c in classes:  # one of each class when possible
-        if take[c] == 0 and n >= len(classes):
-            take[c] = 1
-    while sum(take.values()) > n:  # rounding overshoot: trim the largest
-        c = max(classes, key=lambda c: take[c])
-        take[c] -= 1
-    while sum(take.values()) < n:
-        c = max(classes, key=lambda c: len(by_class[c]) - take[c])
-        take[c] += 1
-    chosen: list[int] = []
-    for c in classes:
-        chosen += rng.choice(by_class[c], size=min(take[c], len(by_class[c])), replace=False).tolist()
-    return sorted(int(i) for i in chosen)
-
-
 @register
 class FeatureAgg(Method):
     name = "feature_agg"
@@ -150,7 +121,6 @@ class FeatureAgg(Method):
         "reference": "model spec of a reference model: adds the loss-ratio feature (default: none)",
         "ks": "fractions k of the min-k / max-k loss features",
         "C": "inverse L2 regularisation strength of the logistic regression",
-        "seed": "seed of the training subset",
     }
 
     def __init__(
@@ -159,13 +129,11 @@ class FeatureAgg(Method):
         reference: str | None = None,
         ks: tuple = DEFAULT_KS,
         C: float = 1.0,
-        seed: int = 0,
     ):
         self.n_train = n_train
         self.reference = reference
         self.ks = ks
         self.C = C
-        self.seed = seed
 
     def validate(self) -> None:
         if isinstance(self.n_train, bool) or not isinstance(self.n_train, int) or self.n_train < 2:
@@ -174,8 +142,6 @@ class FeatureAgg(Method):
         C = self.C
         if isinstance(C, bool) or not isinstance(C, (int, float)) or not math.isfinite(C) or C <= 0:
             raise ConfigError(f"feature_agg.C must be a positive number, got {C!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"feature_agg.seed must be an integer, got {self.seed!r}")
         if self.reference is not None and (not isinstance(self.reference, str) or not self.reference.strip()):
             raise ConfigError("feature_agg.reference must be a model spec")
 
@@ -231,48 +197,31 @@ class FeatureAgg(Method):
         return X
 
 
-@dataclass(frozen=True)
-class DatasetTest:
-    """One-sided two-sample t-test: H1 = suspect scores are higher than clean scores."""
-
-    statistic: float
-    p_value: float
-    n_suspect: int
-    n_clean: int
-    mean_suspect: float
-    mean_clean: float
-    equal_var: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def dataset_test(
     suspect_scores: Sequence[float], clean_scores: Sequence[float], *, equal_var: bool = False
-) -> DatasetTest:
-    """p-value that the suspect set scores higher than the clean set (small = the suspect
-    set was likely trained on). Welch's test by default (``equal_var=False``); the
-    authors' code uses Student's (``scipy.stats.ttest_ind`` default). When both sets
-    have zero variance the statistic is +-inf and the p-value 0 or 1 (scipy gives nan)."""
+) -> ComparisonResult:
+    """The paper's dataset-level test: one-sided two-sample t-test that the suspect set
+    scores higher than a clean (held-out, known non-member) set; a small p-value says the
+    suspect set was likely trained on.
+
+    Welch's test (``equal_var=False``, the default) is
+    ``copyprobe.evaluation.stats.welch_t_greater``, so audit verdicts agree across
+    methods; ``equal_var=True`` gives Student's test as in the authors' code
+    (``scipy.stats.ttest_ind`` default). Non-finite scores are dropped; fewer than two
+    per group, or no variance at all, gives a result with NaN and a ``reason``.
+    """
+    if not equal_var:
+        return welch_t_greater(suspect_scores, clean_scores)
     from scipy import stats
 
-    s = np.asarray(suspect_scores, dtype=np.float64)
-    c = np.asarray(clean_scores, dtype=np.float64)
-    if s.size < 2 or c.size < 2:
-        raise DataError(
-            f"the dataset test needs at least 2 suspect and 2 clean scores, got {s.size} and {c.size}"
-        )
-    if not (np.isfinite(s).all() and np.isfinite(c).all()):
-        raise DataError("the dataset test got scores that are not finite numbers")
-    mean_s, mean_c = float(s.mean()), float(c.mean())
-    if s.var() == 0 and c.var() == 0:
-        if mean_s > mean_c:
-            statistic, p_value = math.inf, 0.0
-        elif mean_s < mean_c:
-            statistic, p_value = -math.inf, 1.0
-        else:
-            statistic, p_value = 0.0, 1.0
-    else:
-        result = stats.ttest_ind(s, c, equal_var=equal_var, alternative="greater")
-        statistic, p_value = float(result.statistic), float(result.pvalue)
-    return DatasetTest(statistic, p_value, int(s.size), int(c.size), mean_s, mean_c, equal_var)
+    s = np.asarray(suspect_scores, dtype=np.float64).ravel()
+    c = np.asarray(clean_scores, dtype=np.float64).ravel()
+    s, c = s[np.isfinite(s)], c[np.isfinite(c)]
+    if len(s) < 2 or len(c) < 2:
+        return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                                f"needs at least 2 scores per group, got {len(s)} suspect and {len(c)} clean")
+    if np.ptp(s) == 0 and np.ptp(c) == 0:
+        return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                                "both groups have zero variance; the t statistic is undefined")
+    res = stats.ttest_ind(s, c, equal_var=True, alternative="greater")
+    return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))
