@@ -1,0 +1,30 @@
+"""`copyprobe report RUN_DIR [--out FILE]`: one self-contained HTML page of a saved run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a run directory (no model is loaded)",
+        description="Write one HTML file (plots, tables, settings; no external files or network "
+                    "needed to view it) from a run directory written by detect, audit or demo.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory (with run.json and scores.jsonl)")
+    parser.add_argument("--out", metavar="FILE", default=None,
+                        help="where to write the page (default: RUN_DIR/report.html)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from copyprobe.reports.html import blind_warning_of, write_report
+
+    path = write_report(args.run_dir, args.out)
+    warning = blind_warning_of(args.run_dir)
+    if warning:
+        print(f"copyprobe: {warning}", file=sys.stderr)
+    print(path)
+    return 0

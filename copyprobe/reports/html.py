@@ -1,0 +1,627 @@
+"""One self-contained HTML page from a run directory (see docs/run-record.md, docs/report.md).
+
+Everything is read from the saved run; no model is loaded. The page has no external
+reference: plots are embedded PNG data URIs, CSS and the table-sorting script are
+inline. All text taken from the data goes through jinja2's autoescaping.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from copyprobe.errors import ConfigError, DataError
+
+RESERVED_KEYS = {"id", "doc_id", "label", "errors", "details", "train", "text"}
+MAX_DOCUMENT_ROWS = 2000  # rows of the document table; the rest are counted, not shown
+MAX_FAILURE_ROWS = 200
+N_EXAMPLES_PER_CLASS = 3
+TEXT_LIMIT = 600
+DETAIL_LIMIT = 1200
+DETAIL_ITEMS = 12
+
+
+# ---------------------------------------------------------------- reading the run
+
+def _read_json(path: Path, required: bool) -> Any:
+    if not path.exists():
+        if required:
+            raise DataError(f"{path} does not exist (is this a copyprobe run directory?)")
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def _read_jsonl(path: Path, required: bool) -> list[dict] | None:
+    if not path.exists():
+        if required:
+            raise DataError(f"{path} does not exist (is this a copyprobe run directory?)")
+        return None
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{path} line {number} is not a JSON object")
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+    return rows
+
+
+def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The files of a run directory: run, scores, metrics, examples, verdicts (None if absent)."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise DataError(f"{path} is not a directory (give the run directory that detect/audit wrote)")
+    run = _read_json(path / "run.json", required=True)
+    if not isinstance(run, dict):
+        raise DataError(f"{path / 'run.json'} is not a JSON object")
+    scores = _read_jsonl(path / "scores.jsonl", required=True) or []
+    metrics = _read_json(path / "metrics.json", required=False)
+    if metrics is not None and not isinstance(metrics, dict):
+        raise DataError(f"{path / 'metrics.json'} is not a JSON object")
+    examples = _read_jsonl(path / "examples.jsonl", required=False)
+    verdicts = _read_json(path / "verdicts.json", required=False)
+    if verdicts is not None:
+        _check_verdicts(verdicts, path / "verdicts.json")
+    return {"dir": path, "run": run, "scores": scores, "metrics": metrics,
+            "examples": examples, "verdicts": verdicts}
+
+
+def _check_verdicts(verdicts: Any, path: Path) -> None:
+    if not isinstance(verdicts, dict) or not isinstance(verdicts.get("documents"), list):
+        raise DataError(f"{path} must be an object with a 'documents' list (see docs/report.md)")
+    for i, doc in enumerate(verdicts["documents"]):
+        if not isinstance(doc, dict) or "doc_id" not in doc:
+            raise DataError(f"{path}: documents[{i}] has no 'doc_id'")
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _num(value: Any) -> float | None:
+    """A finite float, or None (null, NaN, text, booleans are no scores)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _label(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if value in (0, 1) else None
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    number = _num(value)
+    if number is None:
+        return "—"
+    if number != 0 and (abs(number) >= 1e5 or abs(number) < 10 ** -digits):
+        return f"{number:.{digits}g}"
+    return f"{number:.{digits}f}"
+
+
+def fmt_p(value: Any) -> str:
+    number = _num(value)
+    if number is None:
+        return "—"
+    return f"{number:.2g}" if number < 0.001 else f"{number:.3f}"
+
+
+def pct(value: Any) -> str:
+    number = _num(value)
+    return "—" if number is None else f"{100 * number:.1f}%"
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
+
+
+def _detail_value(value: Any) -> dict[str, Any]:
+    """A details value for display: text, a list of texts, or JSON."""
+    if isinstance(value, str):
+        return {"kind": "text", "value": _truncate(value, DETAIL_LIMIT)}
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        items = [_truncate(v, DETAIL_LIMIT // 2) for v in value[:DETAIL_ITEMS]]
+        more = len(value) - len(items)
+        return {"kind": "list", "value": items, "more": more}
+    if isinstance(value, (int, float, bool)) or value is None:
+        return {"kind": "text", "value": fmt(value) if isinstance(value, float) else json.dumps(value)}
+    dumped = json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    return {"kind": "json", "value": _truncate(dumped, DETAIL_LIMIT)}
+
+
+def _method_names(run: dict, scores: list[dict]) -> list[str]:
+    names = [str(n) for n in (run.get("methods") or {})] if isinstance(run.get("methods"), dict) else []
+    for row in scores:
+        for key, value in row.items():
+            if key in RESERVED_KEYS or key in names:
+                continue
+            if value is None or (_num(value) is not None and not isinstance(value, (str, bool))):
+                names.append(key)
+    # a key that is null in every row and not a declared method is not a method
+    declared = set(run.get("methods") or {}) if isinstance(run.get("methods"), dict) else set()
+    return [n for n in names if n in declared or any(_num(r.get(n)) is not None for r in scores)]
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+# ---------------------------------------------------------------- per-method content
+
+def _method_points(scores: list[dict], method: str) -> dict[str, Any]:
+    """Scores of one method: labelled points (training rows left out) and failures."""
+    points, failed, trained = [], 0, 0
+    for row in scores:
+        value = _num(row.get(method))
+        if value is None:
+            failed += method in row or bool((row.get("errors") or {}).get(method))
+            continue
+        if method in _as_list(row.get("train")):
+            trained += 1
+            continue
+        points.append((str(row.get("id")), row.get("doc_id"), _label(row.get("label")), value))
+    return {"points": points, "n_failed": failed, "n_train": trained}
+
+
+def _roc(labels: list[int], values: list[float]) -> dict[str, Any] | None:
+    if len(set(labels)) < 2:
+        return None
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    fpr, tpr, _ = roc_curve(labels, values)
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "auc": float(roc_auc_score(labels, values))}
+
+
+def _document_means(points: list[tuple]) -> list[tuple[str, int | None, float]]:
+    sums: dict[str, list] = {}
+    for pid, doc, label, value in points:
+        key = str(doc) if doc is not None else pid
+        entry = sums.setdefault(key, [0.0, 0, label])
+        entry[0] += value
+        entry[1] += 1
+    return [(k, v[2], v[0] / v[1]) for k, v in sums.items()]
+
+
+def _metric_row(block: Any) -> dict[str, str] | None:
+    if not isinstance(block, dict):
+        return None
+    return {
+        "auc": fmt(block.get("auc")),
+        "ci": (f"{fmt(block.get('auc_low'))}–{fmt(block.get('auc_high'))}"
+               if _num(block.get("auc_low")) is not None else "—"),
+        "tpr1": pct(block.get("tpr_at_1pct_fpr")),
+        "tpr5": pct(block.get("tpr_at_5pct_fpr")),
+        "n": str(block.get("n", "—")),
+    }
+
+
+def _methods_context(loaded: dict, names: list[str], has_docs: bool, plots: Any) -> list[dict]:
+    scores, metrics = loaded["scores"], loaded["metrics"] or {}
+    run = loaded["run"]
+    params = run.get("methods") if isinstance(run.get("methods"), dict) else {}
+    out = []
+    for i, name in enumerate(names):
+        data = _method_points(scores, name)
+        points = data["points"]
+        labelled = [(p[2], p[3]) for p in points if p[2] is not None]
+        members = [v for lab, v in labelled if lab == 1]
+        nonmembers = [v for lab, v in labelled if lab == 0]
+        unlabelled = [p[3] for p in points if p[2] is None]
+        passage_roc = _roc([lab for lab, _ in labelled], [v for _, v in labelled])
+        doc_roc = None
+        if has_docs:
+            docs = [d for d in _document_means([p for p in points if p[2] is not None])]
+            doc_roc = _roc([d[1] for d in docs], [d[2] for d in docs])
+        curves = []
+        if passage_roc:
+            curves.append({**passage_roc, "label": "passages", "color": "#1f77b4"})
+        if doc_roc:
+            curves.append({**doc_roc, "label": "documents (mean score)", "color": "#ff7f0e",
+                           "dashed": True})
+        passage_metrics = _metric_row((metrics.get("passage") or {}).get(name))
+        document_metrics = _metric_row((metrics.get("document") or {}).get(name))
+        if passage_metrics is None and passage_roc:
+            passage_metrics = {"auc": fmt(passage_roc["auc"]) + " (computed here)", "ci": "—",
+                               "tpr1": "—", "tpr5": "—", "n": str(len(labelled))}
+        out.append({
+            "name": name,
+            "anchor": f"method-{i}",
+            "params": params.get(name) if isinstance(params.get(name), dict) else None,
+            "n_scored": len(points),
+            "n_failed": data["n_failed"],
+            "n_train": data["n_train"],
+            "passage": passage_metrics,
+            "document": document_metrics,
+            "auc_value": _num(((metrics.get("passage") or {}).get(name) or {}).get("auc"))
+            if isinstance((metrics.get("passage") or {}).get(name), dict)
+            else (passage_roc["auc"] if passage_roc else None),
+            "roc_png": plots.roc_plot(curves, title=f"ROC — {name}") if curves else None,
+            "dist_png": plots.distribution_plot(members, nonmembers, unlabelled,
+                                                title=f"score distribution — {name}"),
+            "examples": _examples(loaded, name),
+        })
+    return out
+
+
+def _examples(loaded: dict, method: str) -> list[dict]:
+    """Rows of one method with details (prompts, answers): the first members and non-members."""
+    texts = {str(e.get("id")): e.get("text") for e in (loaded["examples"] or [])}
+    chosen: dict[Any, list[dict]] = {1: [], 0: [], None: []}
+    for row in loaded["scores"]:
+        details = (row.get("details") or {}).get(method) if isinstance(row.get("details"), dict) else None
+        if not isinstance(details, dict) or not details:
+            continue
+        label = _label(row.get("label"))
+        bucket = chosen[label]
+        limit = N_EXAMPLES_PER_CLASS if label is not None else 2 * N_EXAMPLES_PER_CLASS
+        if len(bucket) >= limit:
+            continue
+        text = texts.get(str(row.get("id")))
+        bucket.append({
+            "id": str(row.get("id")),
+            "label": label,
+            "score": fmt(row.get(method)),
+            "text": _truncate(text, TEXT_LIMIT) if isinstance(text, str) else None,
+            "details": [(str(k), _detail_value(v)) for k, v in details.items()],
+        })
+    return chosen[1] + chosen[0] + chosen[None]
+
+
+# ---------------------------------------------------------------- documents, failures, cost
+
+def _documents_context(loaded: dict, names: list[str]) -> dict[str, Any]:
+    docs: dict[str, dict] = {}
+    for row in loaded["scores"]:
+        key = str(row["doc_id"]) if row.get("doc_id") is not None else str(row.get("id"))
+        doc = docs.setdefault(key, {"id": key, "labels": set(), "n": 0,
+                                    "sums": {n: [0.0, 0] for n in names}})
+        doc["n"] += 1
+        doc["labels"].add(_label(row.get("label")))
+        for name in names:
+            value = _num(row.get(name))
+            if value is not None:
+                doc["sums"][name][0] += value
+                doc["sums"][name][1] += 1
+    ranks: dict[str, dict[str, int]] = {}
+    for name in names:
+        scored = [(d["sums"][name][0] / d["sums"][name][1], k) for k, d in docs.items() if d["sums"][name][1]]
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        ranks[name] = {k: r for r, (_, k) in enumerate(scored, 1)}
+    rows = []
+    for key, doc in docs.items():
+        labels = doc["labels"] - {None}
+        if len(labels) > 1:
+            label = "mixed"
+        elif labels:
+            label = "member" if labels.pop() == 1 else "non-member"
+        else:
+            label = "—"
+        cells = []
+        for name in names:
+            total, count = doc["sums"][name]
+            mean = total / count if count else None
+            cells.append({"score": fmt(mean), "score_sort": "" if mean is None else repr(mean),
+                          "rank": ranks[name].get(key)})
+        rows.append({"id": key, "label": label, "n": doc["n"], "cells": cells})
+    first = names[0] if names else None
+    if first:
+        rows.sort(key=lambda r: (r["cells"][0]["rank"] is None, r["cells"][0]["rank"] or 0, r["id"]))
+    shown = rows[:MAX_DOCUMENT_ROWS]
+    return {"rows": shown, "n_total": len(rows), "n_hidden": len(rows) - len(shown),
+            "sorted_by": first}
+
+
+def _failures_context(loaded: dict, names: list[str]) -> dict[str, Any]:
+    per_method: Counter = Counter()
+    reasons: Counter = Counter()
+    rows = []
+    for row in loaded["scores"]:
+        errors = row.get("errors") if isinstance(row.get("errors"), dict) else {}
+        for name in names:
+            if name in row and _num(row.get(name)) is None or name in errors:
+                reason = str(errors.get(name) or "no score and no reason recorded")
+                per_method[name] += 1
+                reasons[(name, reason)] += 1
+                if len(rows) < MAX_FAILURE_ROWS:
+                    rows.append({"id": str(row.get("id")), "method": name, "reason": _truncate(reason, 300)})
+    failed_requests = _as_list((loaded["run"].get("requests") or {}).get("failed")
+                               if isinstance(loaded["run"].get("requests"), dict) else None)
+    return {
+        "total": sum(per_method.values()),
+        "per_method": sorted(per_method.items()),
+        "reasons": [{"method": m, "reason": _truncate(r, 300), "count": c}
+                    for (m, r), c in reasons.most_common(30)],
+        "rows": rows,
+        "requests": [json.dumps(f, ensure_ascii=False, default=str)[:300] for f in failed_requests[:50]],
+    }
+
+
+def _cost_context(run: dict) -> dict[str, Any]:
+    timings = run.get("timings") if isinstance(run.get("timings"), dict) else {}
+    cache = run.get("cache") if isinstance(run.get("cache"), dict) else {}
+    requests = run.get("requests") if isinstance(run.get("requests"), dict) else {}
+    hits, misses = _num(cache.get("hits")), _num(cache.get("misses"))
+    hit_rate = pct(hits / (hits + misses)) if hits is not None and misses is not None and hits + misses else "—"
+    simple = {k: v for k, v in requests.items() if not isinstance(v, (dict, list))}
+    nested = {k: v for k, v in requests.items() if isinstance(v, dict) and v}
+    return {
+        "timings": [(k, fmt(v, 2) + " s" if _num(v) is not None else str(v)) for k, v in timings.items()],
+        "cache": cache,
+        "hit_rate": hit_rate,
+        "requests": simple,
+        "requests_nested": nested,
+        "n_tokens": run.get("n_tokens"),
+        "present": bool(timings or cache or requests or run.get("n_tokens") is not None),
+    }
+
+
+# ---------------------------------------------------------------- blind baseline and verdicts
+
+def _blind_context(metrics: dict, methods: list[dict]) -> dict[str, Any] | None:
+    blind = metrics.get("blind_baseline")
+    if not isinstance(blind, dict):
+        return None
+    from copyprobe.evaluation.blind import blind_warning
+
+    aucs = [m["auc_value"] for m in methods if m["auc_value"] is not None]
+    best = max(aucs) if aucs else None
+    warning = blind.get("warning") or blind_warning(_num(blind.get("auc")), best)
+    components = blind.get("components") if isinstance(blind.get("components"), dict) else {}
+    return {
+        "auc": fmt(blind.get("auc")),
+        "ci": (f"{fmt(blind.get('auc_low'))}–{fmt(blind.get('auc_high'))}"
+               if _num(blind.get("auc_low")) is not None else "—"),
+        "n": blind.get("n", "—"),
+        "features": str(blind.get("features") or ""),
+        "components": [(str(k), fmt(v)) for k, v in components.items()],
+        "skipped": blind.get("skipped"),
+        "warning": warning,
+        "best": fmt(best),
+    }
+
+
+def verdict_sentence(doc: dict, alpha: float, method: str) -> str:
+    """What the evidence for one document does and does not show, in plain words."""
+    name = str(doc.get("doc_id"))
+    n = doc.get("n_passages")
+    mean, base = _num(doc.get("mean_score")), _num(doc.get("baseline_mean"))
+    welch, mw = _num(doc.get("welch_p")), _num(doc.get("mannwhitney_p"))
+    compare = (f"its {n} passages score {fmt(mean)} on average under {method}, against "
+               f"{fmt(base)} for the clean baseline") if mean is not None and base is not None else (
+               f"its passages were scored under {method}")
+    tests = f"Welch p = {fmt_p(welch)}, Mann-Whitney p = {fmt_p(mw)}, threshold alpha = {alpha:g}"
+    if str(doc.get("verdict")) == "suspect":
+        return (f"Document {name}: {compare} ({tests}). The model treats this text differently "
+                f"from comparable text it is assumed not to have seen, which is consistent with "
+                f"the text, or close copies of it, having been in its training data. This is "
+                f"statistical evidence, not proof: it does not show how the text got there, "
+                f"whether its use was licensed or lawful, or that the model reproduces it; it "
+                f"also assumes the baseline texts are truly comparable and unseen.")
+    return (f"Document {name}: {compare} ({tests}). The scores are not significantly higher "
+            f"than the baseline's. This does not show that the text was not used for training: "
+            f"membership signals are weak for text seen only once, and few passages give the "
+            f"tests little power.")
+
+
+def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
+    verdicts = loaded["verdicts"]
+    if verdicts is None:
+        return None
+    method = str(verdicts.get("method") or "?")
+    alpha = _num(verdicts.get("alpha"))
+    alpha = 0.01 if alpha is None else alpha
+    by_doc: dict[str, list[float]] = {}
+    by_id: dict[str, float] = {}
+    for row in loaded["scores"]:
+        value = _num(row.get(method))
+        if value is None:
+            continue
+        by_id[str(row.get("id"))] = value
+        if row.get("doc_id") is not None:
+            by_doc.setdefault(str(row["doc_id"]), []).append(value)
+    baseline = None
+    if isinstance(verdicts.get("baseline_scores"), list):
+        baseline = [v for v in map(_num, verdicts["baseline_scores"]) if v is not None]
+    elif isinstance(verdicts.get("baseline_ids"), list):
+        baseline = [by_id[str(i)] for i in verdicts["baseline_ids"] if str(i) in by_id]
+    docs = []
+    for i, doc in enumerate(verdicts["documents"]):
+        passages = doc.get("passage_scores")
+        if isinstance(passages, list):
+            passages = [v for v in map(_num, passages) if v is not None]
+        else:
+            passages = by_doc.get(str(doc["doc_id"]), [])
+        verdict = str(doc.get("verdict", "—"))
+        docs.append({
+            "doc_id": str(doc["doc_id"]),
+            "anchor": f"verdict-{i}",
+            "verdict": verdict,
+            "suspect": verdict == "suspect",
+            "n_passages": doc.get("n_passages", len(passages)),
+            "mean_score": fmt(doc.get("mean_score")),
+            "baseline_mean": fmt(doc.get("baseline_mean")),
+            "baseline_std": fmt(doc.get("baseline_std")),
+            "welch_p": fmt_p(doc.get("welch_p")),
+            "mannwhitney_p": fmt_p(doc.get("mannwhitney_p")),
+            "sentence": verdict_sentence(doc, alpha, method),
+            "png": plots.verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
+                                      _num(doc.get("baseline_std")),
+                                      title=f"{_short_title(str(doc['doc_id']))}: passages vs clean baseline"),
+        })
+    n_suspect = sum(d["suspect"] for d in docs)
+    return {
+        "method": method,
+        "alpha": f"{alpha:g}",
+        "documents": docs,
+        "n_suspect": n_suspect,
+        "expected_false": f"{alpha * len(docs):.2g}",
+        "notes": [str(n) for n in _as_list(verdicts.get("notes"))],
+    }
+
+
+def _short_title(text: str, width: int = 50) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# ---------------------------------------------------------------- settings
+
+def _settings_context(run: dict) -> list[tuple[str, Any]]:
+    """run.json fields for the settings table, in a readable order; nested values as JSON."""
+    skip = {"failures", "notes", "timings", "cache", "requests", "n_tokens", "train_ids"}
+    order = ["created", "command", "copyprobe_version", "model", "models", "data", "methods",
+             "n_passages", "seed", "bootstrap", "versions"]
+    keys = [k for k in order if k in run] + [k for k in run if k not in order and k not in skip]
+    out = []
+    for key in keys:
+        value = run[key]
+        if key == "command" and isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        if isinstance(value, (dict, list)):
+            if not value:
+                continue
+            out.append((key, {"kind": "json", "value": _truncate(
+                json.dumps(value, ensure_ascii=False, indent=1, default=str), 4000)}))
+        else:
+            out.append((key, {"kind": "text", "value": "—" if value is None else str(value)}))
+    train = run.get("train_ids")
+    if isinstance(train, dict) and train:
+        out.append(("train_ids", {"kind": "text", "value": "; ".join(
+            f"{m}: {len(ids)} rows used for fitting, left out of the metrics"
+            for m, ids in train.items() if isinstance(ids, list))}))
+    return out
+
+
+# ---------------------------------------------------------------- the page
+
+def _unique(items: Iterable[Any]) -> list[str]:
+    seen, out = set(), []
+    for item in items:
+        text = str(item)
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+def build_context(loaded: dict) -> dict[str, Any]:
+    from copyprobe.reports import plots
+
+    run, scores = loaded["run"], loaded["scores"]
+    metrics = loaded["metrics"] or {}
+    names = _method_names(run, scores)
+    has_labels = any(_label(r.get("label")) is not None for r in scores)
+    has_docs = any(r.get("doc_id") is not None for r in scores)
+    methods = _methods_context(loaded, names, has_docs, plots)
+    summary_curves = []
+    if has_labels:
+        for i, name in enumerate(names):
+            pts = [p for p in _method_points(scores, name)["points"] if p[2] is not None]
+            roc = _roc([p[2] for p in pts], [p[3] for p in pts])
+            if roc:
+                summary_curves.append({**roc, "label": name})
+    labels = Counter(_label(r.get("label")) for r in scores)
+    notes = _unique([*_as_list(run.get("notes")), *_as_list(metrics.get("notes"))])
+    model = run.get("model")
+    model_name = (model.get("spec") if isinstance(model, dict) else model) or "?"
+    return {
+        "title": f"copyprobe report — {model_name}",
+        "run_dir": str(loaded["dir"]),
+        "model_name": str(model_name),
+        "created": str(run.get("created") or "—"),
+        "n_passages": len(scores),
+        "n_documents": len({str(r["doc_id"]) for r in scores if r.get("doc_id") is not None}),
+        "n_members": labels.get(1, 0),
+        "n_nonmembers": labels.get(0, 0),
+        "has_labels": has_labels,
+        "has_docs": has_docs,
+        "has_metrics": bool(metrics.get("passage") or metrics.get("document")),
+        "methods": methods,
+        "summary_png": plots.roc_plot(summary_curves, title="ROC, passages, all methods")
+        if summary_curves else None,
+        "blind": _blind_context(metrics, methods),
+        "documents": _documents_context(loaded, names),
+        "failures": _failures_context(loaded, names),
+        "cost": _cost_context(run),
+        "notes": notes,
+        "settings": _settings_context(run),
+        "verdicts": _verdicts_context(loaded, plots),
+    }
+
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def render_report(run_dir: str | os.PathLike) -> str:
+    """The report page of a run directory, as an HTML string."""
+    context = build_context(load_run(run_dir))
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path."""
+    page = render_report(run_dir)
+    path = Path(out) if out is not None else Path(run_dir) / "report.html"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(page)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def blind_warning_of(run_dir: str | os.PathLike) -> str | None:
+    """The blind-baseline warning of a saved run (as the report shows it), or None."""
+    loaded = load_run(run_dir)
+    metrics = loaded["metrics"] or {}
+    blind = metrics.get("blind_baseline")
+    if not isinstance(blind, dict):
+        return None
+    if blind.get("warning"):
+        return str(blind["warning"])
+    from copyprobe.evaluation.blind import blind_warning
+
+    aucs = [_num(v.get("auc")) for v in (metrics.get("passage") or {}).values() if isinstance(v, dict)]
+    aucs = [a for a in aucs if a is not None]
+    return blind_warning(_num(blind.get("auc")), max(aucs) if aucs else None)

@@ -1,0 +1,164 @@
+"""A small synthetic run directory (no model): for tests and to preview the report.
+
+``write_sample_run(path)`` writes run.json, examples.jsonl, scores.jsonl, metrics.json
+(and optionally verdicts.json) as docs/run-record.md and docs/report.md describe them.
+Scores are drawn so that members score higher; one black-box method records prompts and
+answers in ``details``; some rows fail with a recorded reason; one document's id and text
+hold HTML, to check that the report escapes it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HOSTILE_DOC = '<script>alert("doc")</script>'
+HOSTILE_TEXT = ('Ships sailed <img src="https://example.com/track.png"> at dawn; '
+                '<script>fetch("https://example.com/x")</script> & more.')
+WORDS = ("harbour market letter river station garden church hill house bridge lamp road "
+         "winter morning ship clerk widow farmer engineer teacher").split()
+
+
+def _dump(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _dump_lines(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def write_sample_run(
+    path: str | Path,
+    *,
+    labels: bool = True,
+    failures: bool = True,
+    verdicts: bool = False,
+    blind_auc: float | None = 0.56,
+    n_docs: int = 12,
+    passages_per_doc: int = 4,
+    seed: int = 0,
+) -> Path:
+    """Write a synthetic run directory at ``path`` and return it."""
+    from copyprobe.evaluation.blind import blind_warning
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    examples, scores = [], []
+    for d in range(n_docs):
+        member = int(d < n_docs // 2)
+        doc_id = HOSTILE_DOC if d == 0 else f"doc-{d:02d}"
+        for p in range(passages_per_doc):
+            pid = f"{d:02d}-{p}"
+            words = rng.choice(WORDS, size=24)
+            text = HOSTILE_TEXT if (d == 0 and p == 0) else " ".join(words).capitalize() + "."
+            example = {"id": pid, "text": text, "doc_id": doc_id}
+            row: dict[str, Any] = {"id": pid, "doc_id": doc_id}
+            if labels:
+                example["label"] = member
+                row["label"] = member
+            examples.append(example)
+            row["loss"] = float(rng.normal(1.2 if member else 0.0, 1.0))
+            row["zlib"] = float(rng.normal(0.5 if member else 0.0, 1.0))
+            prefix, suffix = " ".join(words[:12]), " ".join(words[12:])
+            completion = suffix if member and rng.random() < 0.5 else " ".join(rng.choice(WORDS, size=12))
+            overlap = sum(a == b for a, b in zip(suffix.split(), completion.split())) / 12
+            row["prefix_probe"] = overlap
+            row["details"] = {"prefix_probe": {"prefix": prefix, "suffix": suffix,
+                                               "completion": completion, "rouge_l": overlap,
+                                               "match": overlap > 0.5}}
+            if d == 0 and p == 0:
+                row["details"]["prefix_probe"]["prefix"] = HOSTILE_TEXT
+            if failures and p == 1 and d % 5 == 1:
+                row["prefix_probe"] = None
+                row["details"].pop("prefix_probe")
+                row.pop("details")
+                row["errors"] = {"prefix_probe": "request failed: context length exceeded <b>4096</b>"}
+            scores.append(row)
+    methods = {"loss": {}, "zlib": {}, "prefix_probe": {"similarity": "rouge_l", "threshold": 0.5}}
+    failed = [{"id": r["id"], "errors": r["errors"]} for r in scores if r.get("errors")]
+    notes = ["2 empty rows were skipped"]
+    metrics = None
+    if labels:
+        import pandas as pd
+
+        from copyprobe.evaluation.metrics import evaluate
+
+        frame = pd.DataFrame([{k: v for k, v in r.items() if k not in ("details", "errors")} for r in scores])
+        metrics = evaluate(frame, list(methods), n_bootstrap=200, seed=seed)
+        if blind_auc is not None:
+            best = max(v["auc"] for v in metrics["passage"].values())
+            metrics["blind_baseline"] = {
+                "auc": blind_auc, "auc_low": max(0.0, blind_auc - 0.12),
+                "auc_high": min(1.0, blind_auc + 0.12), "n": len(scores),
+                "n_members": sum(r["label"] for r in scores),
+                "n_nonmembers": sum(1 - r["label"] for r in scores), "folds": 5, "grouped": True,
+                "features": "character 2-4-gram TF-IDF + length and date-like tokens; logistic regression",
+                "components": {"char_ngrams": blind_auc, "length_date": 0.5},
+                "warning": blind_warning(blind_auc, best),
+            }
+            if metrics["blind_baseline"]["warning"]:
+                metrics["notes"].append(metrics["blind_baseline"]["warning"])
+        notes.extend(metrics["notes"])
+    run = {
+        "copyprobe_version": "0.1.0",
+        "command": ["copyprobe", "detect", "--model", "fake", "--data", "sample.jsonl"],
+        "created": "2026-01-01T00:00:00+00:00",
+        "model": {"spec": "fake:sample", "fingerprint": "0123abcd", "backend": "fake"},
+        "models": {},
+        "methods": methods,
+        "data": {"path": "sample.jsonl", "sha256": "ab" * 32, "n_rows": len(scores) + 2,
+                 "n_skipped": 2, "columns": ["id", "text", "doc_id", "label"]},
+        "versions": {"python": "3.11.7", "numpy": np.__version__},
+        "n_passages": len(scores),
+        "n_tokens": 24 * len(scores),
+        "timings": {"load_s": 0.5, "score_s": 3.25, "total_s": 4.0},
+        "cache": {"path": "/tmp/cache.sqlite", "hits": 30, "misses": 66},
+        "requests": {"rounds": 2, "total": 144, "unique": 96,
+                     "by_model_kind": {"target/logprobs": 48, "target/generate": 48},
+                     "tokens_by_model": {"target": 24 * len(scores)}, "failed": []},
+        "seed": seed,
+        "bootstrap": {"n": 200, "seed": seed},
+        "train_ids": {},
+        "failures": failed,
+        "notes": notes,
+    }
+    _dump_lines(out / "examples.jsonl", examples)
+    _dump_lines(out / "scores.jsonl", scores)
+    if metrics is not None:
+        _dump(out / "metrics.json", metrics)
+    _dump(out / "run.json", run)
+    if verdicts:
+        _dump(out / "verdicts.json", sample_verdicts(scores, "loss"))
+    return out
+
+
+def sample_verdicts(scores: list[dict], method: str, alpha: float = 0.01) -> dict[str, Any]:
+    """verdicts.json for a run: member documents are the suspects, non-member passages the baseline."""
+    from copyprobe.evaluation.stats import mann_whitney_greater, welch_t_greater
+
+    baseline = [r[method] for r in scores if r.get("label") == 0 and r.get(method) is not None]
+    base_mean = float(np.mean(baseline))
+    base_std = float(np.std(baseline, ddof=1))
+    docs: dict[str, list[float]] = {}
+    for r in scores:
+        if r.get(method) is not None:
+            docs.setdefault(r["doc_id"], []).append(r[method])
+    suspects = [d for d in docs if any(r["doc_id"] == d and r.get("label") == 1 for r in scores)]
+    out = []
+    for doc in suspects:
+        values = docs[doc]
+        welch = welch_t_greater(values, baseline).p_value
+        mw = mann_whitney_greater(values, baseline).p_value
+        out.append({
+            "doc_id": doc, "n_passages": len(values), "mean_score": float(np.mean(values)),
+            "baseline_mean": base_mean, "baseline_std": base_std,
+            "welch_p": None if math.isnan(welch) else welch,
+            "mannwhitney_p": None if math.isnan(mw) else mw,
+            "verdict": "suspect" if welch < alpha and mw < alpha else "no evidence",
+        })
+    return {"alpha": alpha, "method": method, "baseline_scores": baseline, "documents": out}
