@@ -1,0 +1,328 @@
+"""The HTML report, rendered from synthetic run directories (no model)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from copyprobe.cli.main import main
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.reports.html import render_report, verdict_sentence, write_report
+from copyprobe.reports.sample import HOSTILE_DOC, write_sample_run
+
+
+class Page(HTMLParser):
+    """Tables (by id: header texts and row cell texts), images, links, scripts, ids, text."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=True)
+        self.tables: dict[str, dict] = {}
+        self.images: list[dict] = []
+        self.refs: list[str] = []  # every src/href attribute
+        self.ids: set[str] = set()
+        self.classes: list[str] = []
+        self.text_parts: list[str] = []
+        self._table: dict | None = None
+        self._row: list | None = None
+        self._cell: list | None = None
+        self._in_head = False
+        self.feed(html)
+        self.text = " ".join(" ".join(self.text_parts).split())
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if "class" in a:
+            self.classes.extend(a["class"].split())
+        for name in ("src", "href"):
+            if name in a:
+                self.refs.append(a[name])
+        if tag == "img":
+            self.images.append(a)
+        elif tag == "table":
+            self._table = {"head": [], "rows": [], "class": a.get("class", "")}
+            self.tables[a.get("id", f"table{len(self.tables)}")] = self._table
+        elif tag == "thead":
+            self._in_head = True
+        elif tag == "tbody":
+            self._in_head = False
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+            self._cell_attrs = a
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            (self._table["head"] if self._in_head else self._table["rows"]).append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        self.text_parts.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    run_dir = write_sample_run(tmp_path_factory.mktemp("full") / "run", verdicts=True)
+    path = write_report(run_dir)
+    return run_dir, path, path.read_text(encoding="utf-8")
+
+
+def _scores(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines() if line]
+
+
+def test_default_path_and_self_contained(full_run):
+    run_dir, path, html = full_run
+    assert path == run_dir / "report.html"
+    page = Page(html)
+    # plots are embedded PNGs: summary ROC, per method ROC + distribution, per suspect document
+    n_verdicts = len(json.loads((run_dir / "verdicts.json").read_text())["documents"])
+    assert len(page.images) == 1 + 3 * 2 + n_verdicts
+    for img in page.images:
+        assert img["src"].startswith("data:image/png;base64,")
+        png = base64.b64decode(img["src"].split(",", 1)[1])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+        assert img.get("alt")
+    # nothing outside the file: in-page anchors and data URIs only, no stylesheet/script files
+    assert all(ref.startswith("#") or ref.startswith("data:") for ref in page.refs)
+    assert "<link" not in html and "<script src" not in html and "@import" not in html
+    assert "Content-Security-Policy" in html
+
+
+def test_data_text_is_escaped(full_run):
+    _, _, html = full_run
+    assert '<script>alert("doc")</script>' not in html
+    assert "&lt;script&gt;alert(" in html
+    assert '<img src="https://example.com' not in html
+    assert "<b>4096</b>" not in html and "&lt;b&gt;4096&lt;/b&gt;" in html
+    assert html.count("<script") == 1  # only the page's own sorting script
+    assert HOSTILE_DOC in Page(html).text  # shown as text
+
+
+def test_summary_table_matches_metrics(full_run):
+    run_dir, _, html = full_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    table = Page(html).tables["summary-table"]
+    rows = {r[0]: r for r in table["rows"]}
+    assert set(rows) == {"loss", "zlib", "prefix_probe", "blind baseline (no model)"}
+    for name in ("loss", "zlib", "prefix_probe"):
+        m = metrics["passage"][name]
+        d = metrics["document"][name]
+        assert rows[name][1] == f"{m['auc']:.3f}"
+        assert rows[name][2] == f"{m['auc_low']:.3f}–{m['auc_high']:.3f}"
+        assert rows[name][3] == f"{100 * m['tpr_at_1pct_fpr']:.1f}%"
+        assert rows[name][4] == f"{100 * m['tpr_at_5pct_fpr']:.1f}%"
+        assert rows[name][5] == str(m["n"])
+        assert rows[name][6] == f"{d['auc']:.3f}"
+    assert rows["prefix_probe"][-1] == "3" and rows["loss"][-1] == "0"  # failed column
+    blind = rows["blind baseline (no model)"]
+    assert blind[1] == "0.560" and blind[2] == "0.440–0.680"
+    assert "blind-warning" not in Page(html).ids  # 0.56 is below every method: no warning
+
+
+def test_document_table_aggregates_and_ranks(full_run):
+    run_dir, _, html = full_run
+    table = Page(html).tables["document-table"]
+    assert "sortable" in table["class"]
+    head = table["head"][0]
+    assert head[:3] == ["document", "label", "passages"]
+    assert head[3:5] == ["loss score", "loss rank"]
+    rows = table["rows"]
+    assert len(rows) == 12
+    by_doc: dict[str, list[float]] = {}
+    labels = {}
+    for r in _scores(run_dir):
+        by_doc.setdefault(r["doc_id"], []).append(r["loss"])
+        labels[r["doc_id"]] = r["label"]
+    means = {d: float(np.mean(v)) for d, v in by_doc.items()}
+    order = sorted(means, key=lambda d: -means[d])
+    # rows come sorted by the first method's rank; rank 1 = highest mean score
+    assert [r[0] for r in rows] == order
+    assert [r[4] for r in rows] == [str(i) for i in range(1, 13)]
+    for r in rows:
+        assert r[3] == f"{means[r[0]]:.3f}"
+        assert r[1] == ("member" if labels[r[0]] == 1 else "non-member")
+        assert r[2] == "4"
+    # the failed prefix_probe passages are left out of that method's document mean
+    pp_col = head.index("prefix_probe score")
+    pp = {}
+    for r in _scores(run_dir):
+        if r.get("prefix_probe") is not None:
+            pp.setdefault(r["doc_id"], []).append(r["prefix_probe"])
+    for r in rows:
+        assert r[pp_col] == f"{np.mean(pp[r[0]]):.3f}"
+
+
+def test_examples_show_prompts_and_answers(full_run):
+    _, _, html = full_run
+    page = Page(html)
+    examples_text = page.text.split("Examples: prompts and answers", 1)[1].split("Cost", 1)[0]
+    assert "prefix_probe" in examples_text
+    for key in ("prefix", "suffix", "completion", "rouge_l", "passage"):
+        assert key in examples_text
+    assert examples_text.count("· member ·") == 3 and examples_text.count("· non-member ·") == 3
+    assert "loss" not in examples_text  # logit methods recorded no details
+
+
+def test_cost_notes_failures_settings(full_run):
+    run_dir, _, html = full_run
+    page = Page(html)
+    cost = {r[0]: r[1] for r in page.tables["cost-table"]["rows"]}
+    assert cost["score_s"] == "3.25 s" and cost["total_s"] == "4.00 s"
+    assert cost["tokens scored by the target"] == str(24 * 48)
+    assert cost["requests: total"] == "144" and cost["requests: unique"] == "96"
+    assert cost["cache hits / misses"].startswith("30 / 66") and "31.2%" in cost["cache hits / misses"]
+    assert "2 empty rows were skipped" in page.text
+    assert page.tables["failure-summary"]["rows"] == [["prefix_probe", "3"]]
+    reasons = page.tables["failure-reasons"]["rows"]
+    assert reasons == [["prefix_probe", "request failed: context length exceeded <b>4096</b>", "3"]]
+    settings = {r[0]: r[1] for r in page.tables["settings-table"]["rows"]}
+    assert settings["command"] == "copyprobe detect --model fake --data sample.jsonl"
+    assert "fake:sample" in settings["model"] and "similarity" in settings["methods"]
+    assert "3 scores could not be computed" in page.text
+
+
+def test_verdict_section(full_run):
+    run_dir, _, html = full_run
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    page = Page(html)
+    rows = page.tables["verdict-table"]["rows"]
+    assert [r[0] for r in rows] == [d["doc_id"] for d in verdicts["documents"]]
+    assert [r[1] for r in rows] == [d["verdict"] for d in verdicts["documents"]]
+    assert {"suspect", "no evidence"} <= {r[1] for r in rows}  # the sample has both
+    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == len(rows)
+    assert page.classes.count("verdict-sentence") == len(rows)
+    assert "not legal conclusions" in page.text
+    assert "about 0.06 would fall below alpha by chance" in page.text
+
+
+def test_verdict_sentences_say_what_evidence_does_not_show():
+    doc = {"doc_id": "novel-1", "n_passages": 8, "mean_score": 1.5, "baseline_mean": 0.1,
+           "baseline_std": 0.9, "welch_p": 0.0004, "mannwhitney_p": 0.002, "verdict": "suspect"}
+    text = verdict_sentence(doc, 0.01, "loss")
+    assert "8 passages score 1.500" in text and "0.100" in text and "Welch p = 0.0004" in text
+    assert "not proof" in text and "licensed or lawful" in text
+    for word in ("infring", "illegal", "guilty", "violat"):
+        assert word not in text.lower()
+    quiet = verdict_sentence({**doc, "welch_p": 0.3, "mannwhitney_p": 0.4, "verdict": "no evidence"},
+                             0.01, "loss")
+    assert "does not show that the text was not used for training" in quiet
+    missing = verdict_sentence({"doc_id": "x", "verdict": "no evidence"}, 0.01, "loss")
+    assert "Welch p = —" in missing
+
+
+def test_run_without_labels(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", labels=False)
+    assert not (run_dir / "metrics.json").exists()
+    page = Page(render_report(run_dir))
+    assert not [i for i in page.images if i.get("class") == "roc"]
+    assert "summary-roc" not in page.ids
+    assert len([i for i in page.images if i.get("class") == "dist"]) == 3
+    assert "no labels" in page.text
+    assert {r[1] for r in page.tables["document-table"]["rows"]} == {"—"}
+    assert "blind-row" not in page.ids
+
+
+def test_blind_warning_shown_prominently_and_printed_by_cli(tmp_path, capsys):
+    run_dir = write_sample_run(tmp_path / "run", blind_auc=0.93, failures=False)
+    out = tmp_path / "elsewhere" / "page.html"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(out)
+    assert "WARNING" in captured.err and "0.93" in captured.err and len(captured.err.splitlines()) == 1
+    html = out.read_text(encoding="utf-8")
+    page = Page(html)
+    assert "blind-warning" in page.ids
+    # the warning comes before the summary table
+    assert html.index('id="blind-warning"') < html.index('id="summary-table"')
+    assert "No failed scores." in page.text
+    assert not (run_dir / "report.html").exists()
+
+
+def test_blind_warning_recomputed_when_not_stored(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", blind_auc=0.75)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["blind_baseline"]["warning"] = None
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    assert "blind-warning" in Page(render_report(run_dir)).ids
+
+
+def test_labels_without_metrics_file_and_null_scores_without_reason(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    (run_dir / "metrics.json").unlink()
+    rows = _scores(run_dir)
+    rows[0]["zlib"] = None  # a null with no reason recorded
+    rows[1]["zlib"] = None
+    rows[1]["errors"] = {"zlib": "boom"}
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = Page(render_report(run_dir))
+    summary = {r[0]: r for r in page.tables["summary-table"]["rows"]}
+    assert summary["loss"][1].endswith("(computed here)")
+    assert summary["zlib"][-1] == "2"
+    reasons = {r[1] for r in page.tables["failure-reasons"]["rows"]}
+    assert reasons == {"no score and no reason recorded", "boom"}
+    assert len([i for i in page.images if i.get("class") == "roc"]) == 3
+
+
+def test_training_rows_left_out(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    rows = _scores(run_dir)
+    for r in rows[:5]:
+        r["train"] = ["zlib"]
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = Page(render_report(run_dir))
+    assert "43 passages scored, 5 used for fitting" in page.text
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda d: (d / "scores.jsonl").unlink(), "scores.jsonl does not exist"),
+    (lambda d: (d / "run.json").unlink(), "run.json does not exist"),
+    (lambda d: (d / "scores.jsonl").write_text('{"id": "a"}\n{oops\n'), "line 2 is not valid JSON"),
+    (lambda d: (d / "metrics.json").write_text("[1, 2"), "metrics.json is not valid JSON"),
+    (lambda d: (d / "verdicts.json").write_text('{"alpha": 0.01}'), "'documents' list"),
+    (lambda d: (d / "verdicts.json").write_text('{"documents": [{"verdict": "suspect"}]}'), "no 'doc_id'"),
+])
+def test_broken_run_directories_raise_data_error(tmp_path, damage, message):
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    damage(run_dir)
+    with pytest.raises(DataError) as info:
+        write_report(run_dir)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_not_a_directory_and_unwritable_output(tmp_path, capsys):
+    with pytest.raises(DataError, match="not a directory"):
+        write_report(tmp_path / "missing")
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="cannot write the report"):
+        write_report(run_dir, blocker / "report.html")
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("copyprobe: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_report_imports_stay_light():
+    code = ("import sys, copyprobe, copyprobe.reports, copyprobe.reports.html, "
+            "copyprobe.cli.commands.report; "
+            "heavy = [m for m in ('matplotlib', 'jinja2', 'sklearn') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
