@@ -1,0 +1,179 @@
+"""A tiny OpenAI-compatible server on 127.0.0.1 for the reliability tests.
+
+It answers ``/v1/completions``, ``/v1/chat/completions`` and ``/v1/models`` the way a
+real server would, deterministically where a real one is deterministic:
+
+* greedy requests (temperature 0) get a completion that depends only on the prompt:
+  when the prompt is the start of one of the ``corpus`` passages the true next words
+  (a "memorised" passage), otherwise words derived from a hash of the prompt;
+* sampled requests (temperature > 0) depend on the prompt and ``seed``; without a seed
+  they are truly random (``os.urandom``), as on a real server -- so a method that samples
+  without a seed shows up as a non-deterministic run;
+* DE-COP paraphrase prompts get three "Example B/C/D" paraphrases (word shuffles),
+  multiple-choice prompts a letter.
+
+With ``api_key`` set, every request must carry ``Authorization: Bearer <api_key>``;
+otherwise it gets a 401 whose message echoes the key it was given (as OpenAI's
+"Incorrect API key provided: ..." does), to check that clients do not repeat it.
+
+Every request is logged (``log``: time, path, body) so tests can count what reached the
+model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterable
+
+WORDS = (
+    "river stone lantern quiet meadow silver harbour distant thunder velvet orchard candle "
+    "winter ember hollow shadow marble willow copper falcon"
+).split()
+
+
+def _digest(*parts: Any) -> bytes:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()
+
+
+def _hash_words(n: int, *parts: Any) -> list[str]:
+    rng = random.Random(_digest(*parts))
+    return [rng.choice(WORDS) for _ in range(n)]
+
+
+class FakeOpenAIServer:
+    def __init__(self, corpus: Iterable[str] = (), api_key: str | None = None, model: str = "tiny-model"):
+        self.corpus = [" ".join(t.split()) for t in corpus]
+        self.api_key = api_key
+        self.model = model
+        self.log: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _authorised(self) -> bool:
+                if server.api_key is None:
+                    return True
+                given = self.headers.get("Authorization", "")
+                if given == f"Bearer {server.api_key}":
+                    return True
+                shown = given[len("Bearer "):] if given.startswith("Bearer ") else given
+                self._reply(401, {"error": {"message": f"Incorrect API key provided: {shown}.",
+                                            "type": "invalid_request_error", "code": "invalid_api_key"}})
+                return False
+
+            def do_GET(self):
+                if self._authorised():
+                    self._reply(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    self._reply(400, {"error": {"message": "request body is not JSON"}})
+                    return
+                with server.lock:
+                    server.log.append({"t": time.monotonic(), "path": self.path, "body": body})
+                if not self._authorised():
+                    return
+                if body.get("model") != server.model:
+                    self._reply(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
+                    return
+                try:
+                    answer = server.answer(self.path, body)
+                except KeyError as exc:
+                    self._reply(400, {"error": {"message": f"missing field {exc}"}})
+                    return
+                self._reply(200, answer)
+
+            def _reply(self, code: int, obj: dict) -> None:
+                data = json.dumps(obj).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    # -- answers -------------------------------------------------------------------
+    def _continue(self, prompt: str, n: int, temperature: float, seed: Any) -> str:
+        if temperature and temperature > 0:
+            salt = seed if seed is not None else os.urandom(8).hex()
+            return " ".join(_hash_words(n, "sample", prompt, salt))
+        flat = " ".join(prompt.split())
+        for text in self.corpus:
+            if flat and text.startswith(flat) and len(text) > len(flat):
+                return " " + " ".join(text[len(flat):].split()[:n])
+        return " " + " ".join(_hash_words(n, "greedy", prompt))
+
+    def _chat_text(self, messages: list[dict], body: dict) -> str:
+        last = messages[-1]["content"]
+        temperature = float(body.get("temperature", 1.0))
+        seed = body.get("seed")
+        if "possible paraphrases" in last:
+            passage = last.rsplit("Example A:", 1)[-1].split()
+            salt = seed if (temperature == 0 or seed is not None) else os.urandom(8).hex()
+            parts = []
+            for letter in "BCD":
+                words = list(passage)
+                random.Random(_digest("para", last, salt, letter)).shuffle(words)
+                words.append(letter.lower() * 3)  # keeps the three paraphrases distinct
+                parts.append(f"Example {letter}: {' '.join(words)}")
+            return "\n\n".join(parts)
+        if "Options:" in last:
+            if temperature and temperature > 0 and seed is None:
+                return random.choice("ABCD")
+            return "ABCD"[_digest("mcq", last, seed if temperature else None)[0] % 4]
+        n = min(int(body.get("max_tokens", 16)), 64)
+        return self._continue(last, n, temperature, seed).strip()
+
+    def answer(self, path: str, body: dict) -> dict:
+        n = min(int(body.get("max_tokens", 16)), 64)
+        temperature = float(body.get("temperature", 1.0))
+        if path.endswith("/chat/completions"):
+            text = self._chat_text(body["messages"], body)
+            return {
+                "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": len(json.dumps(body["messages"]).split()),
+                          "completion_tokens": len(text.split()), "total_tokens": 0},
+            }
+        if path.endswith("/completions"):
+            prompt = body["prompt"]
+            text = self._continue(prompt, n, temperature, body.get("seed"))
+            return {
+                "id": "cmpl-fake", "object": "text_completion", "model": self.model,
+                "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": None}],
+                "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                          "total_tokens": 0},
+            }
+        raise KeyError(path)
+
+    def requests_for(self, path_suffix: str = "") -> list[dict]:
+        with self.lock:
+            return [r for r in self.log if r["path"].endswith(path_suffix)]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,159 @@
+"""Resume: `copyprobe detect` killed with SIGKILL at 10 seeded random moments and rerun
+each time ends with the same scores.jsonl / metrics.json as an uninterrupted run; work
+committed to the cache before a kill is never computed again; Ctrl-C exits 130 with a
+resume hint and no traceback.
+
+The CLI runs in a subprocess (``fake_cli.py``: the real CLI with the model loader swapped
+for a slow FakeBackend that logs every request it answers), so kills hit the real
+runner, cache and run-record code at arbitrary points: import, model work, cache
+commits, metrics, file writes.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rel_util import assert_cache_entries_decode, cache_rows, env, fake_cli_cmd, make_passages, run, write_jsonl
+
+N_PASSAGES = 200
+METHODS = "loss,zlib,lowercase,min_k,min_k_pp,reference"
+CHUNK = 32  # CachedBackend's commit chunk: the most work one crash may lose
+
+
+def detect_args(data: Path, out: Path, cache: Path) -> list[str]:
+    return ["detect", "--model", "fake", "--data", str(data), "--out", str(out), "--cache", str(cache),
+            "--methods", METHODS, "--param", "reference.model=fake-ref", "--bootstrap", "200",
+            "--no-progress"]
+
+
+def log_lines(path: Path) -> list[tuple[str, str, str, str]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 4:  # a line cut by a kill is never complete: ignore it
+            out.append(tuple(parts))
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    return write_jsonl(root / "data.jsonl", make_passages(N_PASSAGES, seed=3))
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, dataset):
+    """An uninterrupted run: the outputs every resumed run must reproduce."""
+    root = tmp_path_factory.mktemp("reference")
+    log = root / "model.log"
+    result = run(fake_cli_cmd(*detect_args(dataset, root / "run", root / "cache.sqlite")),
+                 env=env(FAKE_LOG=str(log), FAKE_DELAY="0"))
+    assert result.returncode == 0, result.stderr
+    answered = [l[1:] for l in log_lines(log)]
+    # a clean run answers every unique request exactly once
+    assert len(answered) == len(set(answered)) > N_PASSAGES
+    return root / "run", len(answered)
+
+
+def test_sigkill_at_ten_random_moments_then_resume(tmp_path, dataset, reference_run):
+    ref_dir, n_unique = reference_run
+    out, cache, log = tmp_path / "run", tmp_path / "cache.sqlite", tmp_path / "model.log"
+    cmd = fake_cli_cmd(*detect_args(dataset, out, cache))
+    rng = random.Random(20261121)
+    kills: list[dict] = []
+    committed_before: list[set] = []  # cache keys present right after each kill
+    answered_by_run: list[list] = []
+    deadline = time.monotonic() + 600
+
+    while len(kills) < 10:
+        assert time.monotonic() < deadline, "resume stress test ran too long"
+        before = len(log_lines(log))
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(Path(__file__).parents[2]),
+                                env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"))
+        if rng.random() < 0.3:
+            # a moment measured from the start: may land in start-up, model work or the writes
+            moment = ("time", rng.uniform(0.05, 3.0))
+            time.sleep(moment[1])
+        else:
+            # a moment inside model work: after n more answers plus a fraction of one
+            moment = ("answers", rng.randint(1, 45), rng.uniform(0, 0.01))
+            while len(log_lines(log)) - before < moment[1] and proc.poll() is None:
+                time.sleep(0.002)
+            time.sleep(moment[2])
+        if proc.poll() is not None:
+            pytest.fail(f"run finished before kill {len(kills) + 1} ({moment}); the workload is too small")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        proc.stderr.close()
+        assert proc.returncode == -signal.SIGKILL
+        lines = log_lines(log)
+        answered_by_run.append(lines[before:])
+        committed_before.append({(fp, kind, key) for fp, kind, key, _ in cache_rows(cache)} if cache.exists() else set())
+        kills.append({"moment": moment, "answered": len(lines) - before, "committed": len(committed_before[-1])})
+
+    before = len(log_lines(log))
+    final = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(Path(__file__).parents[2]),
+                           env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"))
+    assert final.returncode == 0, final.stderr
+    assert "Traceback" not in final.stderr
+    answered_by_run.append(log_lines(log)[before:])
+
+    # 1. the outputs equal those of an uninterrupted run, byte for byte
+    for name in ("scores.jsonl", "metrics.json", "examples.jsonl"):
+        assert (out / name).read_bytes() == (ref_dir / name).read_bytes(), name
+
+    # 2. nothing committed to the cache before a kill was ever computed again
+    for i, committed in enumerate(committed_before):
+        later = {l[1:] for run_lines in answered_by_run[i + 1:] for l in run_lines}
+        recomputed = committed & later
+        assert not recomputed, f"{len(recomputed)} cached answers recomputed after kill {i + 1}"
+
+    # 3. each kill lost at most the one uncommitted chunk in flight
+    all_answers = Counter(l[1:] for run_lines in answered_by_run for l in run_lines)
+    assert len(all_answers) == n_unique
+    repeated = sum(c - 1 for c in all_answers.values())
+    assert repeated <= CHUNK * len(kills), (repeated, kills)
+
+    # 4. the cache holds exactly one decodable entry per unique request
+    assert assert_cache_entries_decode(cache) == n_unique
+    # at least one kill fell mid-work with committed progress, and the work was spread over the runs
+    assert sum(1 for k in kills if k["answered"]) >= 5
+    assert len(committed_before[-1]) > 0
+    print(f"kills={kills} unique={n_unique} answered_total={sum(all_answers.values())} repeated={repeated}")
+
+
+def test_ctrl_c_exits_130_with_a_resume_hint_and_no_traceback(tmp_path, dataset, reference_run):
+    ref_dir, _ = reference_run
+    out, cache, log = tmp_path / "run", tmp_path / "cache.sqlite", tmp_path / "model.log"
+    cmd = fake_cli_cmd(*detect_args(dataset, out, cache))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).parents[2]), env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"))
+    deadline = time.monotonic() + 120
+    while len(log_lines(log)) < 40 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Traceback" not in stdout
+    lines = [l for l in stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0] and "run the same command again" in lines[0], stderr
+    # the answers committed before Ctrl-C are kept and not asked again
+    kept = {(fp, kind, key) for fp, kind, key, _ in cache_rows(cache)}
+    assert len(kept) >= CHUNK
+    before = len(log_lines(log))
+    again = run(cmd, env=env(FAKE_LOG=str(log), FAKE_DELAY="0"))
+    assert again.returncode == 0, again.stderr
+    asked_again = {l[1:] for l in log_lines(log)[before:]}
+    assert not (kept & asked_again)
+    assert (out / "scores.jsonl").read_bytes() == (ref_dir / "scores.jsonl").read_bytes()
+    assert (out / "metrics.json").read_bytes() == (ref_dir / "metrics.json").read_bytes()
