@@ -109,7 +109,7 @@ def test_load_corpus_directory_mixes_books_and_data_files(tmp_path):
     (tmp_path / "books" / "alpha.txt").write_text("a1 a2 a3 a4 a5 a6 a7 a8")
     make_epub(tmp_path / "books" / "beta.epub", {"c": "<p>b1 b2 b3 b4</p>"}, spine=["c"])
     rows = [{"id": "r1", "text": "row one text", "doc_id": "D"}, {"id": "r2", "text": "row two text", "doc_id": "E"},
-            {"id": "r3", "text": "a1 a2 a3 a4"}]  # same text as a cut passage: dropped as duplicate
+            {"id": "r3", "text": "a1 a2 a3 a4", "doc_id": "E"}]  # same text as a cut passage: dropped as duplicate
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / ".hidden.txt").write_text("should not be read")
     corpus = load_corpus(tmp_path, passage_tokens=4)
