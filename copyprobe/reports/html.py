@@ -20,6 +20,7 @@ from copyprobe.errors import ConfigError, DataError
 RESERVED_KEYS = {"id", "doc_id", "label", "errors", "details", "train", "text"}
 MAX_DOCUMENT_ROWS = 2000  # rows of the document table; the rest are counted, not shown
 MAX_FAILURE_ROWS = 200
+MAX_VERDICT_PLOTS = 60  # documents shown with plot and sentence; suspect ones first
 N_EXAMPLES_PER_CLASS = 3
 TEXT_LIMIT = 600
 DETAIL_LIMIT = 1200
@@ -448,33 +449,42 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
         baseline = [by_id[str(i)] for i in verdicts["baseline_ids"] if str(i) in by_id]
     docs = []
     for i, doc in enumerate(verdicts["documents"]):
-        passages = doc.get("passage_scores")
-        if isinstance(passages, list):
-            passages = [v for v in map(_num, passages) if v is not None]
-        else:
-            passages = by_doc.get(str(doc["doc_id"]), [])
         verdict = str(doc.get("verdict", "—"))
         docs.append({
             "doc_id": str(doc["doc_id"]),
             "anchor": f"verdict-{i}",
             "verdict": verdict,
             "suspect": verdict == "suspect",
-            "n_passages": doc.get("n_passages", len(passages)),
+            "n_passages": doc.get("n_passages", "—"),
             "mean_score": fmt(doc.get("mean_score")),
             "baseline_mean": fmt(doc.get("baseline_mean")),
             "baseline_std": fmt(doc.get("baseline_std")),
             "welch_p": fmt_p(doc.get("welch_p")),
             "mannwhitney_p": fmt_p(doc.get("mannwhitney_p")),
             "sentence": verdict_sentence(doc, alpha, method),
-            "png": plots.verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
-                                      _num(doc.get("baseline_std")),
-                                      title=f"{_short_title(str(doc['doc_id']))}: passages vs clean baseline"),
+            "raw": doc,
         })
+    detailed = sorted(docs, key=lambda d: not d["suspect"])[:MAX_VERDICT_PLOTS]
+    for d in detailed:
+        doc = d.pop("raw")
+        passages = doc.get("passage_scores")
+        if isinstance(passages, list):
+            passages = [v for v in map(_num, passages) if v is not None]
+        else:
+            passages = by_doc.get(d["doc_id"], [])
+        d["png"] = plots.verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
+                                      _num(doc.get("baseline_std")),
+                                      title=f"{_short_title(d['doc_id'])}: passages vs clean baseline")
+    for d in docs:
+        d.pop("raw", None)
+        d.setdefault("png", None)
     n_suspect = sum(d["suspect"] for d in docs)
     return {
         "method": method,
         "alpha": f"{alpha:g}",
         "documents": docs,
+        "detailed": detailed,
+        "n_hidden_plots": len(docs) - len(detailed),
         "n_suspect": n_suspect,
         "expected_false": f"{alpha * len(docs):.2g}",
         "notes": [str(n) for n in _as_list(verdicts.get("notes"))],

@@ -326,3 +326,35 @@ def test_report_imports_stay_light():
             "print(heavy); sys.exit(1 if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_verdict_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
+    import copyprobe.reports.html as report_html
+
+    run_dir = write_sample_run(tmp_path / "run", verdicts=True, failures=False)
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    baseline_ids = [r["id"] for r in _scores(run_dir) if r["label"] == 0]
+    del verdicts["baseline_scores"]
+    verdicts["baseline_ids"] = baseline_ids  # baseline taken from scores.jsonl rows
+    verdicts["documents"][0]["passage_scores"] = [9.0, 9.5]  # given explicitly
+    verdicts["documents"][1]["verdict"] = "suspect"
+    verdicts["notes"] = ["clean set: texts published after the model's cut-off"]
+    (run_dir / "verdicts.json").write_text(json.dumps(verdicts))
+    page = Page(render_report(run_dir))
+    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == len(verdicts["documents"])
+    assert "clean set: texts published after the model's cut-off" in page.text
+
+    # no baseline scores at all: a normal curve from mean and sd; and only the first plots
+    del verdicts["baseline_ids"]
+    (run_dir / "verdicts.json").write_text(json.dumps(verdicts))
+    monkeypatch.setattr(report_html, "MAX_VERDICT_PLOTS", 2)
+    html = render_report(run_dir)
+    page = Page(html)
+    assert len(page.tables["verdict-table"]["rows"]) == len(verdicts["documents"])
+    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == 2
+    assert f"{len(verdicts['documents']) - 2} more are in the table only" in page.text
+    # suspect documents get the plots first
+    suspects = [d["doc_id"] for d in verdicts["documents"] if d["verdict"] == "suspect"]
+    headings = html.split('id="verdicts"', 1)[1]
+    first_two = [h.split("—")[0].strip() for h in headings.split("<h3 id=\"verdict-")[1:3]]
+    assert all(any(s in h for s in suspects) for h in first_two)
