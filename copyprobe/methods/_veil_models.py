@@ -209,7 +209,10 @@ def welch_select(features: np.ndarray, labels: Sequence[int], p_threshold: float
     members, others = x[labels == 1], x[labels == 0]
     if len(members) < 2 or len(others) < 2:
         raise ValueError("Welch selection needs at least 2 samples per class")
-    with np.errstate(all="ignore"):
+    import warnings
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant dimensions give NaN
         p = ttest_ind(members, others, axis=0, equal_var=False).pvalue
     p = np.where(np.isnan(p), 1.0, p)
     return p < p_threshold, p

@@ -1,0 +1,242 @@
+"""veilprobe: attribution, perturbation, Welch selection, prototype scoring, training."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from copyprobe.backends.base import GenerateRequest
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.methods._veil_models import ProtoConfig, ProtoNet, prototype_probability, welch_select
+from copyprobe.methods.info_probe import split_words
+from copyprobe.methods.veilprobe import (
+    VeilFeatures,
+    VeilProbe,
+    attribution,
+    choose_substitute,
+    remove_word,
+    replace_words,
+    top_words,
+)
+from copyprobe.registry import make_method, method_class
+from copyprobe.runner import drive
+
+# tiny settings so that training takes seconds on a shared CPU
+TINY = dict(map_epochs=1, proto_steps=60, max_input_bytes=48, max_suffix_bytes=32, map_dim=16, map_layers=1)
+
+
+# -- text helpers ---------------------------------------------------------------------------
+
+
+def test_remove_word_keeps_the_tail_identical():
+    text = "one two, three four"
+    words = split_words(text)
+    new, r_tail, o_tail = remove_word(text, words[1])
+    assert new == "one three four"
+    assert new[r_tail:] == text[o_tail:] == "three four"
+    new, r_tail, o_tail = remove_word(text, words[3])  # last word: the space before goes
+    assert new == "one two, three"
+    assert new[r_tail:] == text[o_tail:] == ""
+
+
+def test_attribution_is_mean_absolute_change_aligned_from_the_end():
+    assert attribution([-1.0, -2.0, -3.0], [-1.5, -2.0, -1.0]) == pytest.approx((0.5 + 0.0 + 2.0) / 3)
+    # the removed text lost its first scored token: compare the last two only
+    assert attribution([-9.0, -2.0, -3.0], [-2.5, -3.5]) == pytest.approx((0.5 + 0.5) / 2)
+    assert attribution([], [-1.0]) == 0.0
+
+
+def test_top_gamma_words():
+    words = split_words("a b c d e f g h i j")
+    imp = [0.1, 0.9, 0.3, 0.9, 0.0, 0.2, 0.5, 0.4, 0.05, 0.6]
+    assert top_words(words, imp, 0.1) == [1]  # one of ten; tie 0.9 goes to the earlier word
+    assert top_words(words, imp, 0.25) == [1, 3, 9]  # round(2.5) -> 3
+    assert top_words(words[:3], imp[:3], 0.1) == [1]  # at least one
+
+
+def test_substitute_is_never_the_same_word():
+    assert choose_substitute("happy", " glad\n") == "glad"
+    assert choose_substitute("Happy", "glad, cheerful") == "Glad"
+    assert choose_substitute("NASA", "agency") == "AGENCY"
+    same = choose_substitute("harbour", " Harbour")
+    assert same and same.lower() != "harbour"
+    assert same == choose_substitute("harbour", "")  # deterministic fallback
+    assert choose_substitute("thing", "thing").lower() != "thing"  # fallback skips the word itself
+    text = "The old harbour keeper."
+    words = split_words(text)
+    assert replace_words(text, [words[2], words[3]], ["port", "guard"]) == "The old port guard."
+
+
+# -- driven with FakeBackend --------------------------------------------------------------
+
+
+def test_run_samples_perturbs_the_most_important_word_and_returns_features():
+    text = "the old harbour keeper counted seventeen lanterns before the storm"
+    words = text.split()
+    proxy = FakeBackend(spec="proxy", generate_fn=lambda r: " and then the night fell")
+    target = FakeBackend(generate_fn=lambda r: f"suffix seed={r.seed} of [{r.prompt}]")
+    subst = FakeBackend(spec="sub", generate_fn=lambda r: " port")
+    backends = {None: target, "proxy": proxy, "sub": subst}
+    method = VeilProbe(reference="proxy", substituter="sub", gamma=0.1, n_samples=3, seed=7)
+    assert method.models() == {"proxy", "sub"}
+    feats = drive({"a": method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    assert isinstance(feats, VeilFeatures), feats
+
+    # FakeBackend scores a word given only the previous word, so removing word i changes
+    # the log-prob of the following token only; the tail = later words + the proxy's
+    # greedy continuation.
+    full = (text + " and then the night fell").split()
+    lp = proxy._word_logprob
+
+    def expected(i: int) -> float:
+        tail_len = len(full) - i - 1
+        if i == 0:
+            return 0.0
+        return abs(lp(full[i], full[i + 1]) - lp(full[i - 1], full[i + 1])) / tail_len
+
+    want = [expected(i) for i in range(len(words))]
+    assert feats.importance == pytest.approx(want, abs=1e-6)
+    key = int(np.argmax(want))
+    assert feats.key_words == (words[key],)
+    assert feats.substitutes == ("port",)
+    assert feats.perturbed_text.split() == words[:key] + ["port"] + words[key + 1 :]
+
+    # three samples with distinct seeds, for the original and for the perturbed text
+    assert feats.suffixes == tuple(f"suffix seed={7 + j} of [{text}]" for j in range(3))
+    assert feats.perturbed_suffixes == tuple(f"suffix seed={7 + j} of [{feats.perturbed_text}]" for j in range(3))
+    assert target.calls["generate"] == 6
+    assert proxy.calls["token_logprobs"] == len(words) + 1
+    assert subst.calls["generate"] == 1
+
+
+def test_substituter_repeating_the_word_falls_back():
+    text = "alpha beta gamma"
+    fake = FakeBackend(generate_fn=lambda r: r.prompt.rsplit("\n", 1)[1].split(" ->")[0] if r.prompt.startswith("Synonyms") else "x")
+    feats = drive({"a": VeilProbe(reference="fake").run(Example("a", text))}, backend_for=lambda s: fake)["a"]
+    assert isinstance(feats, VeilFeatures), feats
+    (word,) = feats.key_words
+    (sub,) = feats.substitutes
+    assert sub.lower() != word.lower()
+    assert word not in feats.perturbed_text.split()
+
+
+def test_unresolved_auto_is_a_config_error():
+    with pytest.raises(ConfigError, match="auto"):
+        drive({"a": VeilProbe().run(Example("a", "some text here"))}, backend_for=lambda s: FakeBackend())
+
+
+# -- Welch selection and prototypes ---------------------------------------------------------
+
+
+def test_welch_selection_hand_case():
+    # dim 0: members 1,2,3 vs 4,5,6: t = -3 / sqrt(1/3 + 1/3), Welch df = 4 -> p = 0.02131
+    # dim 1: same values in both groups -> p = 1; dim 2: constant -> NaN -> 1 (dropped)
+    x = np.array([[1, 0, 7], [2, 5, 7], [3, 9, 7], [4, 0, 7], [5, 5, 7], [6, 9, 7]], dtype=float)
+    y = [1, 1, 1, 0, 0, 0]
+    keep, p = welch_select(x, y, 0.05)
+    t = -3 / math.sqrt(2 / 3)
+    from scipy.stats import t as student_t
+
+    assert p[0] == pytest.approx(2 * student_t.cdf(t, 4))
+    assert p[0] == pytest.approx(0.02131, abs=1e-4)
+    assert p[1] == pytest.approx(1.0) and p[2] == 1.0
+    assert keep.tolist() == [True, False, False]
+    assert welch_select(x, y, 0.01)[0].tolist() == [False, False, False]
+    with pytest.raises(ValueError):
+        welch_select(x[:3], [1, 1, 0], 0.05)
+
+
+def test_prototype_probability_hand_case():
+    # rows are (distance to non-member prototype, distance to member prototype)
+    d = np.array([[4.0, 0.0], [0.0, 0.0], [1.0, 3.0], [1000.0, 0.0], [0.0, 1000.0]])
+    p = prototype_probability(d)
+    assert p[0] == pytest.approx(math.exp(0) / (math.exp(0) + math.exp(-4)))  # 0.98201
+    assert p[1] == 0.5
+    assert p[2] == pytest.approx(1 / (1 + math.exp(2)))
+    assert p[3] == 1.0 and p[4] == pytest.approx(0.0)
+
+
+def test_protonet_prototypes_are_class_means_of_the_embeddings():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1, (6, 4)), rng.normal(3, 1, (6, 4))])
+    y = [0] * 6 + [1] * 6
+    net = ProtoNet(ProtoConfig(steps=40, hidden=8, bottleneck=2)).fit(x, y)
+    import torch
+
+    with torch.no_grad():
+        mu, _ = net.net(torch.as_tensor(x, dtype=torch.float32))
+    assert np.allclose(net.prototypes[0].numpy(), mu[:6].mean(0).numpy(), atol=1e-6)
+    assert np.allclose(net.prototypes[1].numpy(), mu[6:].mean(0).numpy(), atol=1e-6)
+    d = net.distances(x)
+    assert np.allclose(d[:, 1], ((mu.numpy() - net.prototypes[1].numpy()) ** 2).sum(1), atol=1e-5)
+    p = net.member_probability(x)
+    assert p[6:].mean() > 0.5 > p[:6].mean()
+
+
+# -- training -----------------------------------------------------------------------------------
+
+
+V = "alpha beta gamma delta river stone cloud market silver garden window engine paper winter".split()
+A = "ORCHID ZEPHYR QUARTZ JUNIPER".split()
+
+
+def _features(labels, seed):
+    """Members' suffixes come from a vocabulary of their own (the target "remembers"),
+    and perturbing a member's text makes its suffixes ordinary."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for label in labels:
+        text = " ".join(rng.choice(V, 12))
+        suffixes = tuple(" ".join(rng.choice(A if label else V, 6)) for _ in range(3))
+        perturbed = tuple(" ".join(rng.choice(V, 6)) for _ in range(3))
+        out.append(VeilFeatures(text, suffixes, text.replace(" ", " thing ", 1), perturbed))
+    return out
+
+
+def test_too_few_labelled_samples_is_a_clear_error():
+    feats = _features([1, 1, 0, 1], seed=0)
+    with pytest.raises(DataError, match=r"at least 2 labelled members and 2 labelled non-members.*got 3 members and 1 non-members"):
+        VeilProbe(**TINY).fit(feats, [1, 1, 0, 1])
+    with pytest.raises(ConfigError, match="at least 4"):
+        make_method("veilprobe", n_train=3)
+
+
+def test_fit_predict_separates_members_and_is_deterministic():
+    from sklearn.metrics import roc_auc_score
+
+    train_y = [1, 0] * 6
+    test_y = [1, 0] * 6
+    train, test = _features(train_y, 1), _features(test_y, 2)
+    method = VeilProbe(reference="r", **TINY).fit(train, train_y)
+    scores = method.predict(test)
+    values = [s.value for s in scores]
+    assert all(0.0 <= v <= 1.0 for v in values)
+    assert roc_auc_score(test_y, values) > 0.9
+    assert method.train_info_["kept_perturbation_dims"] > 0
+    assert set(scores[0].details) >= {"d_member", "d_nonmember"}
+    again = VeilProbe(reference="r", **TINY).fit(train, train_y).predict(test)
+    assert [s.value for s in again] == values
+
+
+def test_registered_as_a_training_method():
+    cls = method_class("veilprobe")
+    assert cls is VeilProbe and cls.trains is True
+    assert "TRAINS" in cls.summary
+    assert VeilProbe().n_train == 50
+    with pytest.raises(ConfigError):
+        make_method("veilprobe", gamma=0.0)
+    with pytest.raises(ConfigError):
+        make_method("veilprobe", proxies=" , ")
+    assert make_method("veilprobe", reference="gemma-3-270m", proxies="reference,smollm2-135m-instruct").models() == {
+        "gemma-3-270m",
+        "smollm2-135m-instruct",
+    }
+
+
+def test_features_round_trip_through_json():
+    f = _features([1], seed=3)[0]
+    assert VeilFeatures.from_json(f.to_json()) == f
