@@ -66,36 +66,57 @@ def text_features(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), len(_META_NAMES))
 
 
-def _pipeline(kind: str, seed: int) -> Any:
+KINDS = ("combined", "char_ngrams", "length_date")
+
+
+def _out_of_fold(texts: list[str], meta: np.ndarray, y: np.ndarray,
+                 splits: list[tuple[np.ndarray, np.ndarray]], seed: int) -> dict[str, np.ndarray]:
+    """Out-of-fold decision values of each feature set. Each fold's n-gram vocabulary and
+    scaling are fitted on its training part only; the n-grams are vectorised once per fold."""
+    from scipy import sparse
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
-    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+    from sklearn.preprocessing import StandardScaler
 
-    ngrams = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,
-                             max_features=100_000, lowercase=False, dtype=np.float64)
-    meta = make_pipeline(FunctionTransformer(text_features), StandardScaler())
-    if kind == "char_ngrams":
-        features: Any = ngrams
-    elif kind == "length_date":
-        features = meta
-    else:
-        features = FeatureUnion([("ngrams", ngrams), ("meta", meta)])
-    classifier = LogisticRegression(C=1.0, max_iter=2000, random_state=seed)
-    return Pipeline([("features", features), ("classifier", classifier)])
-
-
-def _out_of_fold(texts: list[str], y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]],
-                 kind: str, seed: int) -> np.ndarray:
-    scores = np.full(len(y), np.nan)
+    scores = {kind: np.full(len(y), np.nan) for kind in KINDS}
     for train, test in splits:
         if len(np.unique(y[train])) < 2:  # cannot happen with stratified folds; guard anyway
-            scores[test] = float(y[train][0])
+            for kind in KINDS:
+                scores[kind][test] = 0.0
             continue
-        model = _pipeline(kind, seed)
-        model.fit([texts[i] for i in train], y[train])
-        scores[test] = model.decision_function([texts[i] for i in test])
+        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,
+                                     max_features=100_000, lowercase=False, dtype=np.float64)
+        ngrams_train = vectorizer.fit_transform([texts[i] for i in train])
+        ngrams_test = vectorizer.transform([texts[i] for i in test])
+        scaler = StandardScaler().fit(meta[train])
+        meta_train, meta_test = scaler.transform(meta[train]), scaler.transform(meta[test])
+        features = {
+            "combined": (sparse.hstack([ngrams_train, meta_train]).tocsr(),
+                         sparse.hstack([ngrams_test, meta_test]).tocsr()),
+            "char_ngrams": (ngrams_train, ngrams_test),
+            "length_date": (meta_train, meta_test),
+        }
+        for kind, (x_train, x_test) in features.items():
+            model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed)
+            model.fit(x_train, y[train])
+            scores[kind][test] = model.decision_function(x_test)
     return scores
+
+
+def _subsample(n: int, groups: np.ndarray | None, max_texts: int, seed: int) -> np.ndarray:
+    """Indices of at most ``max_texts`` rows, whole groups at a time, in random order."""
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        return np.sort(rng.choice(n, size=max_texts, replace=False))
+    order = rng.permutation(np.unique(groups))
+    sizes = {g: c for g, c in zip(*np.unique(groups, return_counts=True))}
+    chosen, total = set(), 0
+    for g in order:
+        if total + sizes[g] > max_texts and chosen:
+            continue
+        chosen.add(g)
+        total += sizes[g]
+    return np.flatnonzero(np.isin(groups, list(chosen)))
 
 
 def blind_baseline(
@@ -106,6 +127,7 @@ def blind_baseline(
     seed: int = 0,
     folds: int = 5,
     n_bootstrap: int = 1000,
+    max_texts: int | None = 5000,
 ) -> dict[str, Any]:
     """Cross-validated AUC of model-free classifiers separating members (1) from non-members (0).
 
@@ -115,6 +137,9 @@ def blind_baseline(
     when ``groups`` are given). Too few labelled texts per class for two folds give
     ``auc`` None and a ``skipped`` reason. ``warning`` (from :func:`blind_warning`) only
     knows the blind AUC; pass the best method's AUC to :func:`blind_warning` as well.
+
+    More than ``max_texts`` labelled texts are subsampled (whole documents, by ``seed``) to
+    bound the cost; ``n`` is then the number used and ``n_total`` the number given.
     """
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
@@ -132,6 +157,9 @@ def blind_baseline(
         raise DataError(f"blind baseline: labels must be 0 or 1, got {y[~np.isin(y, (0, 1))][0]!r}")
     if not isinstance(folds, int) or folds < 2:
         raise ConfigError(f"blind baseline: folds must be an integer of at least 2, got {folds!r}")
+    if max_texts is not None and (not isinstance(max_texts, int) or max_texts < 4):
+        raise ConfigError(f"blind baseline: max_texts must be an integer of at least 4 or None, "
+                          f"got {max_texts!r}")
     y = y.astype(int)
     g = None
     if groups is not None:
@@ -139,8 +167,13 @@ def blind_baseline(
         if len(g) != len(y):
             raise DataError(f"blind baseline: {len(y)} labels but {len(g)} groups")
 
+    n_total = len(y)
+    if max_texts is not None and len(y) > max_texts:
+        keep = _subsample(len(y), g, max_texts, seed)
+        texts, y = [texts[i] for i in keep], y[keep]
+        g = g[keep] if g is not None else None
     result: dict[str, Any] = {
-        "auc": None, "auc_low": None, "auc_high": None, "n": int(len(y)),
+        "auc": None, "auc_low": None, "auc_high": None, "n": int(len(y)), "n_total": int(n_total),
         "n_members": int((y == 1).sum()), "n_nonmembers": int((y == 0).sum()),
         "folds": None, "grouped": g is not None, "features": FEATURES,
         "components": {}, "warning": None,
@@ -164,14 +197,15 @@ def blind_baseline(
         splits = list(splitter.split(np.zeros(len(y)), y))
     result["folds"] = n_splits
 
-    oof = _out_of_fold(texts, y, splits, "combined", seed)
+    oof_by_kind = _out_of_fold(texts, text_features(texts), y, splits, seed)
+    oof = oof_by_kind["combined"]
     auc = float(roc_auc_score(y, oof))
     ci = bootstrap_ci(y, oof, groups=g, n_resamples=n_bootstrap, seed=seed)
     result["auc"] = auc
     result["auc_low"] = ci.low if ci.ok else None
     result["auc_high"] = ci.high if ci.ok else None
     for kind in ("char_ngrams", "length_date"):
-        result["components"][kind] = float(roc_auc_score(y, _out_of_fold(texts, y, splits, kind, seed)))
+        result["components"][kind] = float(roc_auc_score(y, oof_by_kind[kind]))
     result["warning"] = blind_warning(auc, None)
     return result
 

@@ -131,6 +131,7 @@ def test_too_few_examples_is_skipped_not_crashed():
         (["a", None], [1, 0], {}, DataError),
         (["a", "b"], [1, 0], {"groups": ["x"]}, DataError),
         (["a", "b"], [1, 0], {"folds": 1}, ConfigError),
+        (["a", "b"], [1, 0], {"max_texts": 2}, ConfigError),
     ],
 )
 def test_bad_input_raises_copyprobe_errors(texts, labels, kwargs, error):
@@ -147,3 +148,17 @@ def test_text_features_counts_date_tokens():
     assert row0["years_1900_2099"] == 3 and row0["month_names"] == 1 and row0["numeric_dates"] == 1
     assert row1["years_1000_1899"] == 1 and row1["years_1900_2099"] == 0
     assert math.isclose(row1["log_chars"], np.log1p(len("In 1851 nothing.")))
+
+
+def test_large_inputs_are_subsampled_by_whole_documents():
+    from copyprobe.evaluation.blind import _subsample
+
+    texts, labels = shifted_dataset(n_per_class=60)
+    groups = [f"doc{i // 3}" for i in range(len(texts))]  # 40 documents of 3 passages
+    result = blind_baseline(texts, labels, groups=groups, max_texts=60, n_bootstrap=200)
+    assert result["n"] == 60 and result["n_total"] == 120
+    assert result["auc"] > 0.9 and result["warning"] is not None
+    keep = _subsample(len(texts), np.asarray(groups, dtype=object), 50, seed=0)
+    kept_groups = {groups[i] for i in keep}
+    assert len(keep) <= 50 and len(keep) == 3 * len(kept_groups)  # no document split
+    assert blind_baseline(texts, labels, max_texts=None, n_bootstrap=200)["n"] == 120
