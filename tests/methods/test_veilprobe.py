@@ -240,3 +240,39 @@ def test_registered_as_a_training_method():
 def test_features_round_trip_through_json():
     f = _features([1], seed=3)[0]
     assert VeilFeatures.from_json(f.to_json()) == f
+
+
+def test_detect_trains_on_a_labelled_subset_and_caches_every_request(tmp_path):
+    from copyprobe.detect import Session, detect
+
+    words = V + A
+    rng = np.random.default_rng(5)
+    examples = [
+        Example(f"e{i}", " ".join(rng.choice(words, 10)), label=i % 2) for i in range(12)
+    ]
+    made: list[FakeBackend] = []
+
+    def loader(spec):
+        made.append(FakeBackend(spec=spec))
+        return made[-1]
+
+    def session():
+        return Session(FakeBackend(spec="fake-target"), cache=tmp_path / "cache", loader=loader)
+
+    params = {"veilprobe": dict(reference="proxy", n_train=6, **TINY)}
+    first = detect(session(), examples, ["veilprobe"], params=params, n_bootstrap=50)
+    frame = first.scores
+    assert frame["veilprobe"].between(0, 1).all()
+    assert frame["veilprobe"].notna().sum() == 12
+    trained = [row for row in frame.to_dict("records") if isinstance(row.get("train"), list) and "veilprobe" in row["train"]]
+    assert len(trained) == 6
+    assert sum(r["label"] for r in trained) == 3  # stratified
+    # a second run answers everything from the cache: no model call at all
+    made.clear()
+    target = FakeBackend(spec="fake-target")
+    second = detect(
+        Session(target, cache=tmp_path / "cache", loader=loader), examples, ["veilprobe"], params=params, n_bootstrap=50
+    )
+    assert sum(target.calls.values()) == 0
+    assert all(sum(b.calls.values()) == 0 for b in made)
+    assert second.scores["veilprobe"].tolist() == frame["veilprobe"].tolist()
