@@ -1,0 +1,410 @@
+"""HFBackend against independent computations from ``model(input_ids).logits``.
+
+Real models (``@pytest.mark.model``) check tokenizer behaviour and numerics at scale;
+the tiny random models (conftest) cover the same paths in milliseconds, including a
+tokenizer that adds BOS and a model with final-logit soft-capping.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import make_byte_tokenizer, make_tiny_backend, make_tiny_model
+from copyprobe.backends.base import (
+    GENERATE,
+    TOKEN_LOGPROBS,
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    TokenLogprobsRequest,
+)
+from copyprobe.backends.hf import HFBackend, resolve_dtype, resolve_device
+from copyprobe.errors import BackendError, CapabilityError, ConfigError
+
+TEXTS = [
+    "Hi",
+    "The quick brown fox jumps over the lazy dog, and then it runs away into the forest. " * 6,
+    "Die Katze schläft auf dem Sofa, während es draußen regnet. 猫はソファで寝ています。 🐈",
+    "def add(a, b):\n    return a + b\n\n\nprint(add(2, 3))  # 5\n",
+    "x",
+    "",
+]
+
+BACKENDS = [
+    "tiny_llama",
+    "tiny_gemma2",
+    pytest.param("smollm2", marks=pytest.mark.model),
+    pytest.param("gemma", marks=pytest.mark.model),
+]
+
+
+def direct(backend: HFBackend, ids: list[int]) -> dict[str, list]:
+    """Scores of ids[1:] from one plain forward pass (Min-K%++ definitions)."""
+    with torch.inference_mode():
+        logits = backend.model(torch.tensor([ids])).logits[0, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    prob = logp.exp()
+    target = torch.tensor(ids[1:]).unsqueeze(1)
+    mu = (prob * logp).sum(-1)
+    sigma = (prob * (logp - mu.unsqueeze(1)) ** 2).sum(-1).sqrt()
+    rank = 1 + (logits > logits.gather(1, target)).sum(-1)
+    return {"logprobs": logp.gather(1, target).squeeze(1).tolist(), "mu": mu.tolist(),
+            "sigma": sigma.tolist(), "rank": rank.tolist()}
+
+
+def assert_close(actual, expected, tol=1e-4):
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert abs(a - e) <= tol, (a, e)
+
+
+def assert_same_scores(a, b, tol=1e-4):
+    assert a.token_ids == b.token_ids
+    for name in ("logprobs", "mu", "sigma"):
+        assert_close(getattr(a, name), getattr(b, name), tol)
+    assert a.rank == b.rank
+
+
+def last_logprobs(backend: HFBackend, ids: list[int]) -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.log_softmax(backend.model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+
+
+# -- token log-probs --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_scores_match_a_direct_forward_pass(request, name):
+    backend = request.getfixturevalue(name)
+    # texts that fit one window (the tiny models have a 128-token context)
+    texts = [t for t in TEXTS[1:4] + [TEXTS[1][:100]] if len(backend.tokenizer(t).input_ids) <= backend.max_length]
+    assert len(texts) >= 3
+    answers = backend.answer([TokenLogprobsRequest(t) for t in texts])
+    for text, answer in zip(texts, answers):
+        ids = backend.tokenizer(text).input_ids
+        assert answer.token_ids == ids
+        expected = direct(backend, ids)
+        assert len(answer.logprobs) == len(ids) - 1
+        assert_close(answer.logprobs, expected["logprobs"])
+        assert_close(answer.mu, expected["mu"])
+        assert_close(answer.sigma, expected["sigma"])
+        assert answer.rank == expected["rank"]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_batched_equals_unbatched(request, name):
+    backend = request.getfixturevalue(name)
+    requests = [TokenLogprobsRequest(t) for t in TEXTS]
+    batched = backend.answer(requests)
+    for req, answer in zip(requests, batched):
+        assert_same_scores(answer, backend.answer([req])[0])
+
+
+@pytest.mark.model
+def test_alignment_and_special_tokens(smollm2, gemma):
+    # smollm2 adds nothing in front of a text; gemma adds <bos>, which is context only
+    hello_smol = smollm2.answer([TokenLogprobsRequest("Hello world")])[0]
+    assert hello_smol.token_ids == smollm2.tokenizer("Hello world", add_special_tokens=False).input_ids
+    hello_gemma = gemma.answer([TokenLogprobsRequest("Hello world")])[0]
+    assert hello_gemma.token_ids[0] == gemma.tokenizer.bos_token_id
+    assert len(hello_gemma.logprobs) == len(hello_gemma.token_ids) - 1
+    # the first score is log p(first word | <bos>)
+    first = last_logprobs(gemma, hello_gemma.token_ids[:1])[hello_gemma.token_ids[1]].item()
+    assert abs(hello_gemma.logprobs[0] - first) < 1e-4
+
+
+@pytest.mark.parametrize("name", ["tiny_llama", pytest.param("smollm2", marks=pytest.mark.model)])
+def test_fewer_than_two_tokens_gives_empty_lists(request, name):
+    backend = request.getfixturevalue(name)
+    calls = []
+    for text in ("", "x"):
+        ids = backend.tokenizer(text).input_ids
+        if len(ids) >= 2:
+            continue
+        answer = backend.answer([TokenLogprobsRequest(text)], progress=calls.append)[0]
+        assert answer.token_ids == ids and answer.logprobs == [] and answer.mu == [] and answer.rank == []
+    assert sum(calls) >= 1
+
+
+def test_stats_are_left_out_when_not_asked(tiny_llama):
+    answer = tiny_llama.answer([TokenLogprobsRequest("abc", stats=False)])[0]
+    assert answer.mu is None and answer.sigma is None and answer.rank is None
+    assert len(answer.logprobs) == 3
+
+
+def test_progress_counts_every_request_once(tiny_llama):
+    calls = []
+    requests = [TokenLogprobsRequest("a" * k) for k in range(0, 300, 25)] + [TokenLogprobsRequest("abcdef", ngram=2)]
+    small = HFBackend(tiny_llama.model, tiny_llama.tokenizer, device="cpu", dtype="float32",
+                      batch_size=2, max_length=32)
+    small.answer(requests, progress=calls.append)
+    assert sum(calls) == len(requests) and len(calls) > 1
+
+
+# -- sliding windows --------------------------------------------------------------------
+
+
+def expected_window_start(position: int, length: int, n_lead: int) -> int:
+    """Documented rule: window k >= 1 covers text positions [k*S, k*S + L - n_lead), and a
+    token past the first window is scored by the earliest window that holds it."""
+    stride = length // 2
+    k = 1
+    while not (k * stride <= position < k * stride + length - n_lead):
+        k += 1
+    return k * stride
+
+
+@pytest.mark.parametrize("name", ["tiny_llama", pytest.param("smollm2", marks=pytest.mark.model)])
+def test_sliding_window_scores_every_token_once_with_documented_context(request, name):
+    full = request.getfixturevalue(name)
+    length = 16
+    windowed = HFBackend(full.model, full.tokenizer, device="cpu", dtype="float32", batch_size=3,
+                         max_length=length)
+    text = TEXTS[1] if name == "smollm2" else "Sliding windows over a long byte string!" * 2
+    ids = full.tokenizer(text).input_ids
+    assert len(ids) > 3 * length
+    answer = windowed.answer([TokenLogprobsRequest(text)])[0]
+    assert len(answer.logprobs) == len(ids) - 1
+    assert all(math.isfinite(v) for v in answer.logprobs + answer.mu + answer.sigma)
+    # the first window is the text's own start: same scores as with the whole context
+    reference = full.answer([TokenLogprobsRequest(text)])[0]
+    assert_close(answer.logprobs[:length - 1], reference.logprobs[:length - 1])
+    assert answer.rank[:length - 1] == reference.rank[:length - 1]
+    # later tokens: their window's leading tokens + the text from the window start
+    lead = windowed.lead_ids
+    for position in range(length, len(ids)):
+        start = expected_window_start(position, length, len(lead))
+        assert position - start >= length - length // 2 - len(lead)  # enough context kept
+        context = lead + ids[start:position]
+        assert len(context) < length
+        value = last_logprobs(full, context)[ids[position]].item()
+        assert abs(answer.logprobs[position - 1] - value) < 1e-4, position
+    # windowed requests batch like any other
+    twice = windowed.answer([TokenLogprobsRequest(text), TokenLogprobsRequest("short")])
+    assert_same_scores(twice[0], answer)
+
+
+# -- n-gram contexts ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, n", [("tiny_llama", 3), ("tiny_gemma2", 1),
+                                     pytest.param("smollm2", 4, marks=pytest.mark.model),
+                                     pytest.param("gemma", 2, marks=pytest.mark.model)])
+def test_ngram_scores_match_direct_short_contexts(request, name, n):
+    backend = request.getfixturevalue(name)
+    text = TEXTS[3] if name in ("smollm2", "gemma") else "n-gram contexts, n-gram contexts!"
+    answer = backend.answer([TokenLogprobsRequest(text, ngram=n)])[0]
+    ids = answer.token_ids
+    assert ids == backend.tokenizer(text).input_ids
+    lead = backend.lead_ids
+    full = direct(backend, ids)
+    assert len(answer.logprobs) == len(ids) - 1
+    positions = range(1, len(ids)) if name.startswith("tiny") else list(range(1, len(lead) + n + 2)) + [len(ids) - 1]
+    for position in positions:
+        if position - len(lead) < n:  # fewer than n text predecessors: full-prefix value
+            assert abs(answer.logprobs[position - 1] - full["logprobs"][position - 1]) < 1e-4
+            continue
+        logp = last_logprobs(backend, lead + ids[position - n:position])
+        assert abs(answer.logprobs[position - 1] - logp[ids[position]].item()) < 1e-4, position
+        prob = logp.exp()
+        mu = (prob * logp).sum().item()
+        assert abs(answer.mu[position - 1] - mu) < 1e-4
+        assert answer.rank[position - 1] == 1 + int((logp > logp[ids[position]]).sum())
+
+
+def test_ngram_contexts_are_deduplicated_and_batch_independent(tiny_llama, monkeypatch):
+    rows = []
+    original = tiny_llama._hidden
+
+    def counting(input_ids, attention_mask=None):
+        rows.append(tuple(input_ids.shape))
+        return original(input_ids, attention_mask)
+
+    monkeypatch.setattr(tiny_llama, "_hidden", counting)
+    text = "abcabcabcabc"  # 12 byte tokens after <s>; contexts of n=2 repeat every 3
+    alone = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2)])[0]
+    # rows of width 3 (<s> + 2 tokens): the full-prefix window "<s>ab", plus the distinct
+    # contexts "ab", "bc", "ca" once each (10 without de-duplication)
+    assert sum(r[0] for r in rows if r[1] == 3) == 1 + 3
+    rows.clear()
+    together = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2), TokenLogprobsRequest(text + "ab", ngram=2),
+                                  TokenLogprobsRequest(text, ngram=2, stats=False)])
+    assert sum(r[0] for r in rows if r[1] == 3) == 3 + 3  # 32 without de-duplication
+    assert_same_scores(together[0], alone)
+    assert together[2].logprobs == alone.logprobs and together[2].mu is None
+    assert together[1].logprobs[:len(alone.logprobs)] == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+def test_bad_ngram_is_a_config_error(tiny_llama):
+    with pytest.raises(ConfigError, match="ngram"):
+        tiny_llama.answer([TokenLogprobsRequest("abc", ngram=0)])
+
+
+# -- generation ---------------------------------------------------------------------------
+
+PROMPTS = ["The capital of France is", "Once upon a time, in a small village by the sea, there lived", "1, 2, 3,"]
+
+
+@pytest.mark.model
+def test_greedy_is_deterministic_and_batch_independent(smollm2):
+    requests = [GenerateRequest(prompt=p, max_tokens=10) for p in PROMPTS]
+    batched = smollm2.answer(requests)
+    again = smollm2.answer(requests)
+    assert batched == again
+    for req, generation in zip(requests, batched):
+        alone = smollm2.answer([req])[0]
+        assert alone.text == generation.text
+        assert generation.prompt_tokens == len(smollm2.tokenizer(req.prompt).input_ids)
+        assert generation.finish_reason in ("stop", "length")
+        if generation.finish_reason == "length":
+            assert generation.completion_tokens == 10
+    # greedy = the argmax continuation, checked token by token for one prompt
+    ids = smollm2.tokenizer(PROMPTS[0]).input_ids
+    for _ in range(5):
+        ids.append(int(last_logprobs(smollm2, ids).argmax()))
+    expected = smollm2.tokenizer.decode(ids[-5:], skip_special_tokens=True)
+    assert batched[0].text.startswith(expected)
+
+
+@pytest.mark.model
+def test_seeded_sampling_is_reproducible_regardless_of_batch(smollm2):
+    sample = GenerateRequest(prompt="Once upon a time", temperature=1.0, seed=7, max_tokens=12)
+    first = smollm2.answer([sample])[0]
+    mixed = smollm2.answer([GenerateRequest(prompt="Hello", temperature=0.8, seed=1, max_tokens=5), sample,
+                            GenerateRequest(prompt="1, 2,", max_tokens=4)])
+    assert mixed[1] == first
+    other = smollm2.answer([GenerateRequest(prompt="Once upon a time", temperature=1.0, seed=8, max_tokens=12)])[0]
+    assert other.text != first.text
+
+
+@pytest.mark.model
+def test_stop_strings_truncate_at_first_occurrence(smollm2):
+    prompt = PROMPTS[1]
+    free = smollm2.answer([GenerateRequest(prompt=prompt, max_tokens=24)])[0]
+    stop = free.text.strip()[4:6]
+    assert stop.strip(), free.text
+    cut = free.text.find(stop)
+    stopped = smollm2.answer([GenerateRequest(prompt=prompt, max_tokens=24, stop=("\u2603never", stop))])[0]
+    assert stopped.text == free.text[:cut]
+    assert stopped.finish_reason == "stop"
+    assert stopped.completion_tokens < free.completion_tokens
+
+
+@pytest.mark.model
+def test_top_logprobs_and_chat_messages(smollm2):
+    generation = smollm2.answer([GenerateRequest(prompt=PROMPTS[0], max_tokens=3, top_logprobs=3)])[0]
+    assert len(generation.top_logprobs) == generation.completion_tokens
+    assert all(1 <= len(step) <= 3 for step in generation.top_logprobs)
+    best = last_logprobs(smollm2, smollm2.tokenizer(PROMPTS[0]).input_ids).max().item()
+    assert abs(max(generation.top_logprobs[0].values()) - best) < 1e-4
+    messages = (("user", "What is 2 + 2?"),)
+    chat = smollm2.answer([GenerateRequest(messages=messages, max_tokens=8)])[0]
+    template = smollm2.tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}],
+                                                     add_generation_prompt=True, tokenize=False)
+    assert chat.prompt_tokens == len(smollm2.tokenizer(template, add_special_tokens=False).input_ids)
+
+
+@pytest.mark.model
+def test_logits_processors_apply_and_change_the_fingerprint(smollm2):
+    plain = smollm2.answer([GenerateRequest(prompt=PROMPTS[0], max_tokens=1)])[0]
+    banned = smollm2.tokenizer(plain.text, add_special_tokens=False).input_ids[0]
+
+    def ban(input_ids, scores):
+        scores[:, banned] = -math.inf
+        return scores
+
+    filtered = HFBackend(smollm2.model, smollm2.tokenizer, device="cpu", dtype="float32",
+                         logits_processors=[ban], fingerprint_extra="ban:test")
+    other = filtered.answer([GenerateRequest(prompt=PROMPTS[0], max_tokens=1)])[0]
+    assert other.text != plain.text
+    assert filtered.fingerprint != HFBackend(smollm2.model, smollm2.tokenizer, device="cpu",
+                                             dtype="float32").fingerprint
+
+
+def test_tiny_generation_without_chat_template(tiny_llama):
+    # the byte tokenizer has no chat template: a role-prefixed transcript is used
+    answer = tiny_llama.answer([GenerateRequest(messages=(("user", "hi"),), max_tokens=4)])[0]
+    assert answer.prompt_tokens == len(tiny_llama.tokenizer("user: hi\nassistant:").input_ids)
+    assert answer.completion_tokens <= 4
+
+
+# -- multiple choice ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["tiny_llama", pytest.param("smollm2", marks=pytest.mark.model),
+                                  pytest.param("gemma", marks=pytest.mark.model)])
+def test_choice_logprobs_match_direct(request, name):
+    backend = request.getfixturevalue(name)
+    prompts = ["Question: Which is a fruit?\nA) stone\nB) apple\nC) car\nD) cloud\nAnswer:", "Pick one letter:"]
+    requests = [ChoiceLogprobsRequest(prompt=p, choices=("A", "B", "C", "D")) for p in prompts]
+    answers = backend.answer(requests)
+    for req, answer in zip(requests, answers):
+        logp = last_logprobs(backend, backend.tokenizer(req.prompt).input_ids)
+        for choice in req.choices:
+            candidates = [backend.tokenizer(form, add_special_tokens=False).input_ids[0]
+                          for form in (choice, " " + choice)]
+            expected = max(logp[c].item() for c in candidates)
+            assert abs(answer.logprobs[choice] - expected) < 1e-4
+        assert answer.logprobs == pytest.approx(backend.answer([req])[0].logprobs, abs=1e-4)
+
+
+# -- capabilities, errors, identity -------------------------------------------------------
+
+
+def test_missing_capability_fails_before_any_work(monkeypatch):
+    backend = make_tiny_backend()
+    backend.capabilities = frozenset({TOKEN_LOGPROBS})
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(backend, "_hidden", no_work)
+    monkeypatch.setattr(backend.model, "generate", no_work)
+    with pytest.raises(CapabilityError, match=GENERATE):
+        backend.answer([GenerateRequest(prompt="x")])
+    with pytest.raises(CapabilityError, match="distribution_stats"):
+        backend.answer([TokenLogprobsRequest("abc")])
+
+
+def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):
+    backend = make_tiny_backend()
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(backend, "_hidden", oom)
+    with pytest.raises(BackendError, match="--batch-size") as info:
+        backend.answer([TokenLogprobsRequest("abc")])
+    assert "\n" not in str(info.value)
+
+
+def test_fingerprint_covers_weights_and_settings_but_not_batch_or_device():
+    model, tokenizer = make_tiny_model(), make_byte_tokenizer()
+    base = HFBackend(model, tokenizer, device="cpu", dtype="float32", batch_size=2)
+    assert HFBackend(model, tokenizer, device="auto", dtype="float32", batch_size=7).fingerprint == base.fingerprint
+    assert HFBackend(model, tokenizer, device="cpu", dtype="float32", max_length=64).fingerprint != base.fingerprint
+    assert HFBackend(model, tokenizer, device="cpu", dtype="float32", fingerprint_extra="x").fingerprint != base.fingerprint
+    assert HFBackend(model, tokenizer, device="cpu", dtype="float32", chat=True).fingerprint != base.fingerprint
+    assert HFBackend(make_tiny_model(seed=1), tokenizer, device="cpu", dtype="float32").fingerprint != base.fingerprint
+    half = HFBackend(make_tiny_model(), tokenizer, device="cpu", dtype="bfloat16")
+    assert half.fingerprint != base.fingerprint
+    info = half.info()
+    assert info["dtype"] == "bfloat16" and info["device"] == "cpu"
+    assert info["vocab_size"] == 259 and info["max_length"] == 128
+    assert info["n_params"] == sum(p.numel() for p in half.model.parameters())
+
+
+def test_device_and_dtype_resolution():
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_dtype("auto", "cpu") == torch.float32
+    assert resolve_dtype("bf16", "cpu") == torch.bfloat16
+    with pytest.raises(ConfigError, match="dtype"):
+        resolve_dtype("float8", "cpu")
+    with pytest.raises(ConfigError, match="device"):
+        resolve_device("gpu0")
+    with pytest.raises(ConfigError, match="max length"):
+        make_tiny_backend(max_length=4096)
+    with pytest.raises(ConfigError, match="batch size"):
+        make_tiny_backend(batch_size=0)

@@ -1,0 +1,112 @@
+"""Shared fixtures.
+
+Model fixtures (``smollm2``, ``gemma``) load the GGUF files shipped in pip packages; tests
+that use them carry ``@pytest.mark.model``. They skip, with the pip command to run, when
+the package is missing. The converted models are kept in copyprobe's normal cache
+directory (see ``copyprobe.backends.hf.load_gguf``), so only the first run pays the
+~30 s conversion.
+
+``tiny_llama`` / ``tiny_gemma2`` are random few-kilobyte models with a byte-level
+tokenizer that adds a BOS token: fast, need no files, and exercise the same code paths.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# On a small shared CI box, OpenMP threads spin-waiting for busy cores make a forward
+# pass 10-15x slower than one thread does (measured: 7 s vs 0.5 s for 8 tokens).
+# COPYPROBE_TEST_THREADS overrides.
+try:
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("COPYPROBE_TEST_THREADS", "1")))
+except ImportError:  # pragma: no cover - torch is a hard dependency
+    pass
+
+
+def _alias_backend(alias: str, **options):
+    from copyprobe.backends.specs import alias_path, load_backend
+    from copyprobe.errors import BackendError
+
+    try:
+        alias_path(alias)
+    except BackendError as exc:  # the message names the pip command that installs it
+        pytest.skip(str(exc))
+    return load_backend(alias, device="cpu", dtype="float32", **options)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """HFBackend for smollm2-135m-instruct (no leading special tokens), batch size 4."""
+    backend = _alias_backend("smollm2-135m-instruct", batch_size=4)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """HFBackend for gemma-3-270m (adds <bos>; 262k vocabulary; no chat template), batch size 4."""
+    backend = _alias_backend("gemma-3-270m", batch_size=4)
+    yield backend
+    backend.close()
+
+
+def make_byte_tokenizer():
+    """A byte-level tokenizer (every UTF-8 byte one token) that puts <s> before each text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {"<s>": 0, "</s>": 1, "<pad>": 2}
+    vocab.update({char: i + 3 for i, char in enumerate(alphabet)})
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+
+def make_tiny_model(kind: str = "llama", context: int = 128, seed: int = 0):
+    """A random causal LM over the byte tokenizer's 259 ids. ``gemma2`` has final-logit
+    soft-capping, which the backend must apply like the model does."""
+    import torch
+    from transformers import AutoModelForCausalLM, Gemma2Config, LlamaConfig
+
+    common = dict(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
+                  bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    if kind == "llama":
+        config = LlamaConfig(**common)
+    elif kind == "gemma2":
+        config = Gemma2Config(**common, head_dim=8, final_logit_softcapping=3.0, sliding_window=context)
+    else:
+        raise ValueError(kind)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    # the default init (std 0.02) gives almost equal logits; larger weights spread them
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() > 1:
+                param.mul_(8.0)
+    return model.eval()
+
+
+def make_tiny_backend(kind: str = "llama", **options):
+    from copyprobe.backends.hf import HFBackend
+
+    options.setdefault("device", "cpu")
+    options.setdefault("dtype", "float32")
+    return HFBackend(make_tiny_model(kind), make_byte_tokenizer(), spec=f"tiny-{kind}", **options)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    return make_tiny_backend("llama", batch_size=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma2():
+    return make_tiny_backend("gemma2", batch_size=3)
