@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 import pytest
 
 from copyprobe.backends.base import GenerateRequest, TokenLogprobs, TokenLogprobsRequest
@@ -299,3 +301,25 @@ def test_person_measure_uses_spacy_names():
     text = "Yesterday Harriet Smith wrote a letter to the editor about the harbour."
     cands = InfoProbe(measure="person").select_candidates(text, None)
     assert [c.word.core for c in cands] == ["Harriet", "Smith"]
+
+
+def test_detect_records_no_probe_rows_as_errors_not_zeros(tmp_path):
+    from copyprobe.detect import Session, detect
+
+    texts = ["alpha beta", "the old harbour keeper counted seventeen lanterns before the storm"]
+    examples = [Example(f"e{i}", t, label=i % 2) for i, t in enumerate(texts)]
+    ref = FakeBackend(spec="ref")
+    lps = _fake_lp(ref, texts[0].split())
+    session = Session(FakeBackend(spec="target"), cache=tmp_path / "c", loader=lambda spec: ref)
+    # "beta" is not surprising at this threshold; the second text has candidates
+    threshold = lps[0] - 1e-6
+    result = detect(
+        session, examples, ["info_probe"], params={"info_probe": {"reference": "ref", "logprob_threshold": threshold}},
+        n_bootstrap=20,
+    )
+    rows = result.scores.set_index("id")
+    second_lps = _fake_lp(ref, texts[1].split())
+    assert any(v < threshold for v in second_lps)
+    assert np.isnan(rows.loc["e0", "info_probe"])
+    assert rows.loc["e0", "errors"]["info_probe"].startswith("no probe")
+    assert rows.loc["e1", "info_probe"] >= 0
