@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
 import numpy as np
-
 import pytest
 
 from copyprobe.backends.base import GenerateRequest, TokenLogprobs, TokenLogprobsRequest
