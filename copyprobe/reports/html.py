@@ -153,16 +153,18 @@ def _detail_value(value: Any) -> dict[str, Any]:
 
 
 def _method_names(run: dict, scores: list[dict]) -> list[str]:
-    names = [str(n) for n in (run.get("methods") or {})] if isinstance(run.get("methods"), dict) else []
+    """The methods run.json declares; without that, numeric columns of scores.jsonl."""
+    declared = run.get("methods")
+    if isinstance(declared, dict) and declared:
+        return [str(n) for n in declared]
+    names: list[str] = []
     for row in scores:
         for key, value in row.items():
             if key in RESERVED_KEYS or key in names:
                 continue
-            if value is None or (_num(value) is not None and not isinstance(value, (str, bool))):
+            if _num(value) is not None or key in (row.get("errors") or {}):
                 names.append(key)
-    # a key that is null in every row and not a declared method is not a method
-    declared = set(run.get("methods") or {}) if isinstance(run.get("methods"), dict) else set()
-    return [n for n in names if n in declared or any(_num(r.get(n)) is not None for r in scores)]
+    return names
 
 
 def _as_list(value: Any) -> list:

@@ -358,3 +358,30 @@ def test_verdict_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
     headings = html.split('id="verdicts"', 1)[1]
     first_two = [h.split("—")[0].strip() for h in headings.split("<h3 id=\"verdict-")[1:3]]
     assert all(any(s in h for s in suspects) for h in first_two)
+
+
+def test_degenerate_runs(tmp_path):
+    """A method that failed everywhere, one-class labels, no methods in run.json."""
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    rows = _scores(run_dir)
+    for r in rows:
+        r["zlib"] = None
+        r.setdefault("errors", {})["zlib"] = "zlib: empty text"
+        r["label"] = 1
+        r["year"] = 1999  # an extra numeric column is not a method when run.json names them
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "metrics.json").unlink()
+    page = Page(render_report(run_dir))
+    summary = {r[0]: r for r in page.tables["summary-table"]["rows"]}
+    assert set(summary) == {"loss", "zlib", "prefix_probe"}
+    assert summary["zlib"][-2:] == ["0", "48"]
+    assert not [i for i in page.images if i.get("class") == "roc"]  # one class: no ROC
+    assert "summary-roc" not in page.ids
+    assert page.tables["failure-summary"]["rows"] == [["zlib", "48"]]
+
+    run = json.loads((run_dir / "run.json").read_text())
+    del run["methods"]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    page = Page(render_report(run_dir))
+    names = {r[0] for r in page.tables["summary-table"]["rows"]}
+    assert names == {"loss", "zlib", "prefix_probe", "year"}  # inferred from the columns
