@@ -595,8 +595,17 @@ def _environment():
     return env
 
 
+def _require_extras() -> None:
+    import importlib.util
+
+    missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"the report needs {' and '.join(missing)}: pip install 'copyprobe[report]'")
+
+
 def render_report(run_dir: str | os.PathLike) -> str:
     """The report page of a run directory, as an HTML string."""
+    _require_extras()
     context = build_context(load_run(run_dir))
     return _environment().get_template("report.html.j2").render(**context)
 

@@ -385,3 +385,13 @@ def test_degenerate_runs(tmp_path):
     page = Page(render_report(run_dir))
     names = {r[0] for r in page.tables["summary-table"]["rows"]}
     assert names == {"loss", "zlib", "prefix_probe", "year"}  # inferred from the columns
+
+
+def test_missing_report_extras_is_a_one_line_error(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"needs matplotlib: pip install 'copyprobe\[report\]'"):
+        render_report(tmp_path)
