@@ -263,7 +263,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
     if not p.exists():
         builtin = builtin_path(str(path))
         if builtin is None:
-            raise DataError(f"data file {path} does not exist (built-in sets: kjv)")
+            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext)")
         p = builtin
     if p.is_dir():
         out = CopySet(source=str(p))
@@ -505,21 +505,36 @@ def parse_qa_pair(text: str) -> tuple[str, str]:
 
 
 def nonliteral_from_summary(
-    *, title: str, author: str, summary: str, n_beginning_events: int = 5, max_tokens: int = 1024,
-    model: str | None = None, item_id: str | None = None,
-) -> Generator[list[GenerateRequest], list[Any], NonLiteralItem]:
-    """A runner generator: extract events (Fig. 13) and characters (Fig. 14) from a summary,
-    then make the story beginning from the first ``n_beginning_events`` events (A.1).
-    Characters named in the beginning stay in the list: the metric excludes them per item."""
+    *, title: str, author: str, summary: str, n_beginnings: int = 5, max_tokens: int = 1024,
+    model: str | None = None, id_prefix: str | None = None,
+) -> Generator[list[GenerateRequest], list[Any], list[NonLiteralItem]]:
+    """A runner generator: extract events (Fig. 13) and characters (Fig. 14) from a summary.
+    As in CopyBench's release, each of the first ``n_beginnings`` events is the beginning of
+    one item, whose reference events are all the other events. Characters named in a
+    beginning stay in the list: the metric excludes them per item."""
     values = {"title": title, "author": author, "summary": summary}
     ev_req = GenerateRequest(prompt=prompts.fill(prompts.EVENTS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ch_req = GenerateRequest(prompt=prompts.fill(prompts.CHARACTERS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ev_ans, ch_ans = yield [ev_req, ch_req]
     events = parse_events(_text_of(ev_ans))
     chars = parse_characters(_text_of(ch_ans))
-    beginning = " ".join(events[:n_beginning_events])
-    return NonLiteralItem(item_id or f"nonliteral.{title}", title, beginning, tuple(events),
-                          tuple(tuple(c) for c in chars))
+    return nonliteral_items(events, chars, title=title, n_beginnings=n_beginnings, id_prefix=id_prefix)
+
+
+def nonliteral_items(
+    events: list[str], characters: list[list[str]], *, title: str = "", n_beginnings: int = 5,
+    id_prefix: str | None = None,
+) -> list[NonLiteralItem]:
+    """One item per beginning event (the first ``n_beginnings``); the rest are its references."""
+    if len(events) < 2:
+        raise RowError("need at least two events (one beginning, one reference)")
+    chars = tuple(tuple(c) for c in characters if c)
+    prefix = id_prefix or f"nonliteral.{re.sub(r'[^A-Za-z0-9]+', '_', title).strip('_') or 'work'}"
+    items = []
+    for i, beginning in enumerate(events[:n_beginnings]):
+        rest = tuple(e for j, e in enumerate(events) if j != i)
+        items.append(NonLiteralItem(f"{prefix}.{i}", title, beginning, rest, chars))
+    return items
 
 
 def qa_from_passage(

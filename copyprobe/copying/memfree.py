@@ -183,27 +183,61 @@ def _base_class():
 
 
 class MemFreeLogitsProcessor(_base_class()):
-    """Reject next tokens that complete a protected n-gram (see the module docstring)."""
+    """Reject next tokens that complete a protected n-gram (see the module docstring).
 
-    def __init__(self, index: NgramIndex):
+    Built either from an index, or deferred: ``MemFreeLogitsProcessor.deferred(texts)``
+    can be handed to a backend before the model (and so the tokenizer) is loaded, and is
+    then ``bind(tokenizer)``-ed; its fingerprint depends only on the texts and settings.
+    """
+
+    def __init__(self, index: NgramIndex | None, texts: Sequence[str] | None = None, n: int = 10,
+                 kind: str = "set", **index_options: Any):
         self.index = index
         self.n_rejections = 0  # (row, step) pairs where at least one token was rejected
+        self._texts = list(texts) if texts is not None else None
+        self._n = index.n if index is not None else n
+        self._kind = index.kind if index is not None else kind
+        self._options = index_options
+        if index is None and self._texts is None:
+            raise ConfigError("MemFree needs an index or the protected texts")
+        if index is None:
+            NgramIndex(n=n, kind=kind, capacity=1)  # check the settings now
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], tokenizer: Any, n: int = 10, kind: str = "set",
                    **index_options: Any) -> "MemFreeLogitsProcessor":
-        texts = list(texts)
-        if kind == "bloom" and "capacity" not in index_options:
-            index_options["capacity"] = max(1000, 2 * sum(len(t.split()) * 2 for t in texts))
-        index = NgramIndex(n=n, kind=kind, **index_options)
-        index.add_texts(texts, tokenizer)
-        return cls(index)
+        proc = cls.deferred(texts, n=n, kind=kind, **index_options)
+        proc.bind(tokenizer)
+        return proc
+
+    @classmethod
+    def deferred(cls, texts: Iterable[str], n: int = 10, kind: str = "set", **index_options: Any) -> "MemFreeLogitsProcessor":
+        return cls(None, texts=list(texts), n=n, kind=kind, **index_options)
+
+    def bind(self, tokenizer: Any) -> "MemFreeLogitsProcessor":
+        """Tokenize the protected texts with the model's tokenizer and build the index."""
+        if self._texts is None:
+            return self
+        options = dict(self._options)
+        if self._kind == "bloom" and "capacity" not in options:
+            options["capacity"] = max(1000, 4 * sum(len(t) for t in self._texts) // 3)
+        index = NgramIndex(n=self._n, kind=self._kind, **options)
+        index.add_texts(self._texts, tokenizer)
+        self.index = index
+        return self
 
     def fingerprint(self) -> str:
-        return f"memfree:{self.index.kind}:{self.index.n}:{self.index.fingerprint()}"
+        """memfree:<kind>:<n>:<hash of the protected texts (or token ids)>."""
+        if self._texts is not None:
+            digest = hashlib.sha256("\x1e".join(self._texts).encode()).hexdigest()[:16]
+        else:
+            digest = self.index.fingerprint()
+        return f"memfree:{self._kind}:{self._n}:{digest}"
 
     def __call__(self, input_ids, scores):
         index = self.index
+        if index is None:
+            raise RuntimeError("MemFree processor used before bind(tokenizer)")
         if index.empty or input_ids.shape[-1] < index.n - 1:
             return scores
         prefixes = input_ids[:, -(index.n - 1):].tolist()
@@ -219,15 +253,19 @@ class MemFreeLogitsProcessor(_base_class()):
         return scores
 
 
-def attach_memfree(backend: Any, texts: Sequence[str], n: int = 10, kind: str = "set") -> MemFreeLogitsProcessor:
-    """Add MemFree to a loaded Hugging Face backend (one with ``tokenizer`` and a
-    ``logits_processors`` list). Raises ConfigError for backends that cannot take it."""
+def memfree_backend(spec: str, texts: Sequence[str], *, n: int = 10, kind: str = "set",
+                    loader: Any = None, **load_options: Any):
+    """Load ``spec`` with a MemFree processor for ``texts``; returns (backend, processor).
+    The processor's fingerprint goes into the backend's, so cached unfiltered generations
+    are never reused."""
+    proc = MemFreeLogitsProcessor.deferred(texts, n=n, kind=kind)
+    if loader is None:
+        from copyprobe.backends.specs import load_backend as loader
+    if str(spec).startswith("openai:"):
+        raise ConfigError("MemFree decoding needs the logits of every step: use a local (hf:, gguf:) model, not openai:")
+    backend = loader(spec, logits_processors=[proc], fingerprint_extra=proc.fingerprint(), **load_options)
     tokenizer = getattr(backend, "tokenizer", None)
-    processors = getattr(backend, "logits_processors", None)
-    if tokenizer is None or processors is None:
-        raise ConfigError(
-            f"MemFree decoding needs a Hugging Face backend (logits processors); {getattr(backend, 'spec', backend)!r} has none"
-        )
-    proc = MemFreeLogitsProcessor.from_texts(texts, tokenizer, n=n, kind=kind)
-    processors.append(proc)
-    return proc
+    if tokenizer is None:
+        raise ConfigError(f"MemFree decoding needs a Hugging Face backend; {spec!r} has no tokenizer")
+    proc.bind(tokenizer)
+    return backend, proc

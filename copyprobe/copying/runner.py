@@ -218,3 +218,92 @@ def compute_metrics(rows: list[dict], config: CopyConfig) -> dict[str, Any]:
             "n": len(ok), "n_errors": len(rs) - len(ok),
         }
     return out
+
+
+# ------------------------------------------------------------------ whole run + record
+def copying(
+    model: Any,
+    data: Any,
+    config: CopyConfig,
+    *,
+    out: Any = None,
+    cache: Any = True,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    memfree_n: int = 10,
+    memfree_index: str = "set",
+    progress=None,
+    command: list[str] | None = None,
+    book_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate copying of ``model`` (spec or Backend) on ``data`` (path, built-in name or
+    CopySet) and, with ``out``, write the run directory. Returns {"rows", "metrics", "run"}."""
+    import hashlib
+    import sys
+    import time
+    from pathlib import Path
+
+    from copyprobe import record
+    from copyprobe.copying.data import load_copyset
+    from copyprobe.copying.memfree import memfree_backend
+    from copyprobe.detect import Session
+
+    started = time.perf_counter()
+    out_dir = record.prepare_out_dir(out) if out is not None else None
+    copyset = data if isinstance(data, CopySet) else load_copyset(data, **(book_options or {}))
+    notes: list[str] = []
+    data_info: dict[str, Any] = {"path": copyset.source or None, "counts": copyset.counts()}
+    if copyset.source and Path(copyset.source).is_file():
+        data_info["sha256"] = hashlib.sha256(Path(copyset.source).read_bytes()).hexdigest()
+    wanted = [t for t in config.tasks if t != "fluency"]
+    if not any(getattr(copyset, t) for t in wanted):
+        from copyprobe.errors import DataError
+
+        raise DataError(f"the data has no items for the tasks asked ({', '.join(wanted)}); it has {copyset.counts()}")
+    memfree_info = None
+    load_start = time.perf_counter()
+    target: Any = model
+    if config.gen.mitigation == "memfree":
+        corpus = copyset.protected_corpus()
+        if not corpus:
+            notes.append("MemFree: the data has no protected texts (no 'protected' list and no literal items)")
+        if isinstance(model, str):
+            target, proc = memfree_backend(model, corpus, n=memfree_n, kind=memfree_index,
+                                           batch_size=batch_size, device=device, dtype=dtype)
+        else:
+            raise ConfigError("with --mitigation memfree pass a model spec (the backend is built with the filter)")
+        memfree_info = {"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
+                        "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}
+    session = Session(target, cache=cache, batch_size=batch_size, device=device, dtype=dtype)
+    load_s = time.perf_counter() - load_start
+    stats = DriveStats()
+    score_start = time.perf_counter()
+    rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats)
+    score_s = time.perf_counter() - score_start
+    if memfree_info is not None:
+        memfree_info["rejections"] = proc.n_rejections
+    run = {
+        "copyprobe_version": record.versions().get("copyprobe"),
+        "command": command if command is not None else list(sys.argv),
+        "created": record.utc_now(),
+        "model": session.target.info(),
+        "models": {spec: b.info() for spec, b in session.backends.items() if spec is not None},
+        "copying": config.describe(),
+        "mitigation": {"name": config.gen.mitigation, "memfree": memfree_info},
+        "data": data_info,
+        "versions": record.versions(),
+        "timings": {"load_s": round(load_s, 3), "score_s": round(score_s, 3),
+                    "total_s": round(time.perf_counter() - started, 3)},
+        "cache": session.cache_counts(),
+        "requests": {"rounds": stats.rounds, "total": stats.requests_total, "unique": stats.requests_unique,
+                     "by_model_kind": stats.by_model_kind, "failed": getattr(stats, "failed_requests", [])},
+        "failures": [{"task": r["task"], "id": r["id"], "template": r.get("template"), "error": r["error"]}
+                     for r in rows if r.get("error")],
+        "notes": notes,
+    }
+    if out_dir is not None:
+        record.write_jsonl(out_dir / "results.jsonl", rows)
+        record.write_json(out_dir / "metrics.json", metrics)
+        record.write_json(out_dir / "run.json", run)
+    return {"rows": rows, "metrics": metrics, "run": run, "out": out_dir}
