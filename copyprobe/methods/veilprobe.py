@@ -174,6 +174,8 @@ class VeilProbe(Method):
         "temperature": "sampling temperature for the suffixes",
         "seed": "seed of sampling (sample j uses seed + j), training and model initialisation",
         "attribution_tokens": "length of the proxy's greedy continuation used in attribution",
+        "key_tokens": "attribution (proxy leave-one-word-out) or random (seeded; the paper's ablation, no proxy calls)",
+        "max_attribution_words": "attribute only the last N words (nearest the suffix; 0 = all) to bound cost",
         "n_train": "labelled samples the runner gives fit() (paper: about 50)",
         "p_threshold": "Welch t-test p-value below which a perturbation-feature dimension is kept",
         "map_dim": "width of the mapping model",
@@ -197,6 +199,8 @@ class VeilProbe(Method):
         temperature: float = 1.0,
         seed: int = 0,
         attribution_tokens: int = 16,
+        key_tokens: str = "attribution",
+        max_attribution_words: int = 0,
         n_train: int = 50,
         p_threshold: float = 0.05,
         map_dim: int = 32,
@@ -217,6 +221,8 @@ class VeilProbe(Method):
         self.temperature = temperature
         self.seed = seed
         self.attribution_tokens = attribution_tokens
+        self.key_tokens = key_tokens
+        self.max_attribution_words = max_attribution_words
         self.n_train = n_train
         self.p_threshold = p_threshold
         self.map_dim = map_dim
@@ -239,6 +245,11 @@ class VeilProbe(Method):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"veilprobe.{name} must be a positive integer, got {value!r}")
+        if self.key_tokens not in ("attribution", "random"):
+            raise ConfigError(f"veilprobe.key_tokens must be attribution or random, got {self.key_tokens!r}")
+        mw = self.max_attribution_words
+        if isinstance(mw, bool) or not isinstance(mw, int) or mw < 0:
+            raise ConfigError(f"veilprobe.max_attribution_words must be an integer >= 0, got {mw!r}")
         if self.map_dim % 2:
             raise ConfigError(f"veilprobe.map_dim must be even (two attention heads), got {self.map_dim}")
         need = 2 * MIN_PER_CLASS
@@ -264,7 +275,8 @@ class VeilProbe(Method):
         return self._resolve(str(self.substituter).strip() or "reference")
 
     def models(self) -> set[str]:
-        return set(self.proxy_specs()) | {self.substituter_spec()}
+        proxies = set(self.proxy_specs()) if self.key_tokens == "attribution" else set()
+        return proxies | {self.substituter_spec()}
 
     # -- requests ---------------------------------------------------------------------------
     def sample_requests(self, text: str) -> list[GenerateRequest]:
@@ -289,6 +301,8 @@ class VeilProbe(Method):
             raise RowError("veilprobe: the text has no words")
 
         # round 1: the target's suffixes and each proxy's greedy continuation
+        if self.key_tokens == "random":
+            proxies = []
         continuation_reqs = [
             GenerateRequest(prompt=text, max_tokens=self.attribution_tokens, temperature=0.0, model=p)
             for p in proxies
@@ -298,23 +312,31 @@ class VeilProbe(Method):
         continuations = [a.text for a in answers[: len(proxies)]]
         suffixes = tuple(a.text for a in answers[len(proxies) :])
 
-        # round 2: leave-one-word-out log-probs under each proxy
-        removed = [remove_word(text, w) for w in words]
-        reqs = []
-        for proxy, cont in zip(proxies, continuations):
-            reqs.append(TokenLogprobsRequest(text + cont, stats=False, model=proxy))
-            reqs += [TokenLogprobsRequest(r_text + cont, stats=False, model=proxy) for r_text, _, _ in removed]
-        responses = yield reqs
         importance = np.zeros(len(words))
-        per = len(words) + 1
-        for k, cont in enumerate(continuations):
-            block = responses[k * per : (k + 1) * per]
-            full = text + cont
-            for i, (r_text, r_tail, o_tail) in enumerate(removed):
-                original_tail = tail_logprobs(full, block[0], o_tail)
-                removed_tail = tail_logprobs(r_text + cont, block[i + 1], r_tail)
-                importance[i] += attribution(original_tail, removed_tail)
-        importance /= len(proxies)
+        if self.key_tokens == "random":
+            seed = int(hashlib.sha256(f"{self.seed}:{text}".encode()).hexdigest()[:16], 16)
+            importance = np.random.default_rng(seed).random(len(words))
+        else:
+            # round 2: leave-one-word-out log-probs under each proxy
+            first = 0
+            if self.max_attribution_words and len(words) > self.max_attribution_words:
+                first = len(words) - self.max_attribution_words
+            attributed = list(range(first, len(words)))
+            removed = [remove_word(text, words[i]) for i in attributed]
+            reqs = []
+            for proxy, cont in zip(proxies, continuations):
+                reqs.append(TokenLogprobsRequest(text + cont, stats=False, model=proxy))
+                reqs += [TokenLogprobsRequest(r_text + cont, stats=False, model=proxy) for r_text, _, _ in removed]
+            responses = yield reqs
+            per = len(removed) + 1
+            for k, cont in enumerate(continuations):
+                block = responses[k * per : (k + 1) * per]
+                full = text + cont
+                for j, (r_text, r_tail, o_tail) in enumerate(removed):
+                    original_tail = tail_logprobs(full, block[0], o_tail)
+                    removed_tail = tail_logprobs(r_text + cont, block[j + 1], r_tail)
+                    importance[attributed[j]] += attribution(original_tail, removed_tail)
+            importance /= len(proxies)
 
         # round 3: substitutes for the key words
         keys = top_words(words, importance, self.gamma)

@@ -320,3 +320,61 @@ def test_detect_records_no_probe_rows_as_errors_not_zeros(tmp_path):
     assert np.isnan(rows.loc["e0", "info_probe"])
     assert rows.loc["e0", "errors"]["info_probe"].startswith("no probe")
     assert rows.loc["e1", "info_probe"] >= 0
+
+
+# -- real models (slow) ----------------------------------------------------------------------
+
+
+class WithTokenStrings:
+    """Adds token strings (tokenizer.convert_ids_to_tokens) to a HF backend's token
+    log-probs when it gives none; a no-op once the backend fills ``tokens`` itself."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.spec = inner.spec
+
+    def check(self, requests):
+        self.inner.check(requests)
+
+    def answer(self, requests, progress=None):
+        out = self.inner.answer(requests, progress)
+        if requests and isinstance(requests[0], TokenLogprobsRequest):
+            tok = self.inner.tokenizer
+            out = [
+                r if r.tokens is not None else TokenLogprobs(**{**r.to_json(), "tokens": tok.convert_ids_to_tokens(r.token_ids)})
+                for r in out
+            ]
+        return out
+
+
+@pytest.mark.model
+def test_info_probe_end_to_end_on_smollm2_with_gemma_reference(smollm2, gemma):
+    text = (
+        "The ferry to Quellbrook left at dawn, and Marisol Okonkwo counted the gulls while "
+        "her brother argued with the ticket clerk about a crate of pickled turnips."
+    )
+    seen: list[str] = []
+
+    class Recording:
+        spec = smollm2.spec
+
+        def check(self, requests):
+            smollm2.check(requests)
+
+        def answer(self, requests, progress=None):
+            seen.extend(r.messages[0][1] for r in requests)
+            return smollm2.answer(requests, progress)
+
+    backends = {None: Recording(), "gemma-3-270m": WithTokenStrings(gemma)}
+    method = InfoProbe(reference="gemma-3-270m", max_tokens=3)
+    score = drive({"a": method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    assert isinstance(score, Score), score
+    d = score.details
+    assert 1 <= d["probed"] <= 3 and len(seen) == d["probed"]
+    assert 0 <= d["reconstructed"] <= d["probed"] and score.value == d["reconstructed"]
+    assert d["unparsed"] == sum(p["guess"] is None for p in d["probes"])
+    for probe, prompt in zip(d["probes"], seen):
+        passage = prompt.rsplit("Input: ", 1)[1].split("\nOutput:")[0]
+        assert passage.count(MASK) == 1
+        assert passage.replace(MASK, probe["word"], 1) == text
+        assert probe["surprise"] > 12  # -log p below the paper's threshold

@@ -124,6 +124,25 @@ def test_substituter_repeating_the_word_falls_back():
     assert word not in feats.perturbed_text.split()
 
 
+def test_random_key_tokens_and_attribution_cap():
+    text = "the old harbour keeper counted seventeen lanterns before the storm"
+    proxy = FakeBackend(spec="proxy")
+    target = FakeBackend()
+    backends = {None: target, "proxy": proxy}
+    random_method = VeilProbe(reference="proxy", key_tokens="random", gamma=0.2)
+    assert random_method.models() == {"proxy"}  # the substituter only
+    a = drive({"a": random_method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    b = drive({"a": random_method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    assert proxy.calls["token_logprobs"] == 0
+    assert a.key_words == b.key_words and len(a.key_words) == 2
+
+    capped = VeilProbe(reference="proxy", max_attribution_words=3)
+    f = drive({"a": capped.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    assert proxy.calls["token_logprobs"] == 4  # the text + the last three words removed
+    assert f.importance[:7] == (0.0,) * 7 and any(v > 0 for v in f.importance[7:])
+    assert f.key_words[0] in text.split()[7:]
+
+
 def test_unresolved_auto_is_a_config_error():
     with pytest.raises(ConfigError, match="auto"):
         drive({"a": VeilProbe().run(Example("a", "some text here"))}, backend_for=lambda s: FakeBackend())
@@ -276,3 +295,41 @@ def test_detect_trains_on_a_labelled_subset_and_caches_every_request(tmp_path):
     assert sum(target.calls.values()) == 0
     assert all(sum(b.calls.values()) == 0 for b in made)
     assert second.scores["veilprobe"].tolist() == frame["veilprobe"].tolist()
+
+
+@pytest.mark.model
+def test_veilprobe_end_to_end_on_smollm2_with_gemma_proxy(smollm2, gemma):
+    from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+
+    class WithTokenStrings:  # token strings for alignment until the HF backend gives them
+        spec = gemma.spec
+
+        def check(self, requests):
+            gemma.check(requests)
+
+        def answer(self, requests, progress=None):
+            out = gemma.answer(requests, progress)
+            if requests and isinstance(requests[0], TokenLogprobsRequest):
+                conv = gemma.tokenizer.convert_ids_to_tokens
+                out = [r if r.tokens else TokenLogprobs(**{**r.to_json(), "tokens": conv(r.token_ids)}) for r in out]
+            return out
+
+    texts = [
+        "It was the best of times, it was the worst of times.",
+        "Call me Ishmael. Some years ago I went to sea.",
+        "The ferry to Quellbrook left at dawn with pickled turnips.",
+        "Our committee approved the drainage plan for the allotments.",
+    ]
+    labels = [1, 1, 0, 0]
+    method = VeilProbe(reference="gemma-3-270m", n_samples=2, suffix_tokens=8, attribution_tokens=4, n_train=4, **TINY)
+    backends = {None: smollm2, "gemma-3-270m": WithTokenStrings()}
+    feats = drive({i: method.run(Example(str(i), t)) for i, t in enumerate(texts)}, backend_for=backends.__getitem__)
+    for i, text in enumerate(texts):
+        f = feats[i]
+        assert isinstance(f, VeilFeatures), f
+        assert len(f.suffixes) == 2 and len(f.perturbed_suffixes) == 2
+        assert len(f.key_words) == 1 and f.key_words[0] in text
+        assert f.perturbed_text != text and f.substitutes[0].lower() != f.key_words[0].lower()
+        assert len(f.importance) == len(text.split())
+    scores = method.fit([feats[i] for i in range(4)], labels).predict([feats[i] for i in range(4)])
+    assert all(0.0 <= s.value <= 1.0 for s in scores)
