@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from copyprobe.errors import BackendError, ConfigError, CopyprobeError, DataError
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
-from copyprobe.plant.split import split_passages
+from copyprobe.plant.split import split_documents, split_passages
 
 PLANT_FORMAT = 1
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -209,6 +209,7 @@ class PlantSettings:
     lora_r: int = 8
     lora_alpha: int | None = None  # default 2 * lora_r
     max_steps: int | None = None
+    split_by: str = "passage"  # or "document"
     text_column: str | None = None
     device: str = "auto"
     eval_loss: bool = True
@@ -228,6 +229,8 @@ class PlantSettings:
             raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.lora_r < 1:
             raise ConfigError(f"--lora-r must be at least 1, got {self.lora_r}")
+        if self.split_by not in ("passage", "document"):
+            raise ConfigError(f"--split-by must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"--max-steps must be at least 1, got {self.max_steps}")
 
@@ -423,10 +426,35 @@ def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str) ->
         "corpus_sha256": corpus_sha,
         "passage_tokens": settings.passage_tokens,
         "member_fraction": settings.member_fraction,
+        "split_by": settings.split_by,
         "text_column": settings.text_column,
         "training": settings.training(),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def data_rows(passages, member_set: set[int], split_by: str, seed: int) -> list[dict[str, Any]]:
+    """Rows of data.jsonl. ``source`` is the document a passage was cut from. ``doc_id``
+    must name units that are members or non-members as a whole (document-level metrics
+    need that): with a document split it is the source; with a passage split it is the
+    source plus an opaque tag that differs between the source's members and non-members,
+    so each book yields two pseudo-documents (its member and its non-member passages).
+    The tag is a hash of seed, source and label: it reveals nothing about the label."""
+    has_docs = any(p.doc_id is not None for p in passages)
+    rows = []
+    for i, p in enumerate(passages):
+        label = 1 if i in member_set else 0
+        row: dict[str, Any] = {"id": p.id, "text": p.text, "label": label}
+        if has_docs:
+            source = p.doc_id if p.doc_id is not None else p.id
+            if split_by == "document":
+                row["doc_id"] = source
+            else:
+                tag = hashlib.sha256(f"{seed}\x1f{source}\x1f{label}".encode()).hexdigest()[:6]
+                row["doc_id"] = f"{source}#{tag}"
+            row["source"] = source
+        rows.append(row)
+    return rows
 
 
 def _prepare_out(out: Path, key: str, force: bool) -> str:
@@ -486,7 +514,11 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         )
     corpus: Corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
                                  text_column=settings.text_column)
-    members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
+    if settings.split_by == "document":
+        members, nonmembers = split_documents([p.doc_id for p in corpus.passages],
+                                              settings.member_fraction, settings.seed)
+    else:
+        members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
     fingerprint = model_fingerprint(source)
     key = _settings_key(settings, fingerprint, corpus.sha256)
     state_of_out = _prepare_out(out, key, settings.force)
@@ -498,13 +530,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     previous_losses = record_prev_losses(out) if state_of_out == "resume" else {}
 
     # data first: an interrupted run still has its labelled passages
-    member_set = set(members)
-    rows = []
-    for i, p in enumerate(corpus.passages):
-        row = {"id": p.id, "text": p.text, "label": 1 if i in member_set else 0}
-        if p.doc_id is not None:
-            row["doc_id"] = p.doc_id
-        rows.append(row)
+    rows = data_rows(corpus.passages, set(members), settings.split_by, settings.seed)
     _write_jsonl(out / "data.jsonl", rows)
 
     # tokenize; passages longer than the context are truncated for training (counted)
@@ -536,7 +562,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                    "cut": corpus.cut, "passage_tokens": settings.passage_tokens if corpus.cut else None,
                    "n_truncated": n_truncated,
                    "n_documents": len({p.doc_id for p in corpus.passages if p.doc_id is not None})},
-        "split": {"by": "passage", "seed": settings.seed, "member_fraction": settings.member_fraction,
+        "split": {"by": settings.split_by, "seed": settings.seed, "member_fraction": settings.member_fraction,
                   "n_members": len(members), "n_nonmembers": len(nonmembers)},
         "training": settings.training(),
         "versions": _versions(),

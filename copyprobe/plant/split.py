@@ -1,7 +1,8 @@
 """Random member / non-member split of passages, reproducible from a seed.
 
-The split is by passage (documents are kept only as ``doc_id`` for document-level
-metrics): a document usually has both members and non-members.
+``split_passages`` splits passages (the default of ``copyprobe plant``: a book then has
+both members and non-members); ``split_documents`` splits whole documents, so every
+passage of a book shares its label.
 """
 
 from __future__ import annotations
@@ -42,4 +43,29 @@ def split_passages(items: Sequence[T], member_fraction: float = 0.5, seed: int =
     random.Random(seed).shuffle(order)
     members = sorted(order[:k])
     nonmembers = sorted(order[k:])
+    return members, nonmembers
+
+
+def split_documents(doc_ids: Sequence[str | None], member_fraction: float = 0.5,
+                    seed: int = 0) -> tuple[list[int], list[int]]:
+    """Indices of members and non-members when whole documents are split: every passage
+    of a document gets the same label. Passages without a document count as their own."""
+    if not 0.0 < member_fraction < 1.0:
+        raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {member_fraction}")
+    n = len(doc_ids)
+    if n < MIN_PASSAGES:
+        raise DataError(f"corpus too small to split: {n} passage(s), need at least {MIN_PASSAGES}")
+    keys = [d if d is not None else f"\x00{i}" for i, d in enumerate(doc_ids)]
+    docs = list(dict.fromkeys(keys))
+    k = n_members_for(len(docs), member_fraction)
+    if k < 1 or k > len(docs) - 1:
+        raise DataError(
+            f"corpus too small to split by document: {len(docs)} document(s) with --member-fraction "
+            f"{member_fraction} gives {k} member and {len(docs) - k} non-member documents; both must be non-empty"
+        )
+    order = list(range(len(docs)))
+    random.Random(seed).shuffle(order)
+    member_docs = {docs[i] for i in order[:k]}
+    members = [i for i, key in enumerate(keys) if key in member_docs]
+    nonmembers = [i for i, key in enumerate(keys) if key not in member_docs]
     return members, nonmembers

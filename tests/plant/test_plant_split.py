@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.plant.split import split_passages
+from copyprobe.plant.split import split_documents, split_passages
 
 
 def test_split_is_reproducible_disjoint_and_complete():
@@ -45,3 +45,21 @@ def test_split_too_small_corpus():
 def test_split_bad_fraction(fraction):
     with pytest.raises(ConfigError):
         split_passages(list(range(10)), fraction)
+
+
+def test_split_documents_keeps_documents_whole():
+    docs = ["a", "a", "b", "c", "c", "c", "d", None, None]
+    members, nonmembers = split_documents(docs, 0.5, seed=3)
+    assert sorted(members + nonmembers) == list(range(9)) and set(members).isdisjoint(nonmembers)
+    for doc in "abcd":
+        where = {i in members for i, d in enumerate(docs) if d == doc}
+        assert len(where) == 1  # all passages of a document on one side
+    assert split_documents(docs, 0.5, seed=3) == (members, nonmembers)
+    # 6 units (4 documents + 2 undocumented passages): 3 of them are members
+    units = {docs[i] if docs[i] is not None else i for i in members}
+    assert len(units) == 3
+
+
+def test_split_documents_needs_two_documents():
+    with pytest.raises(DataError, match="by document: 1 document"):
+        split_documents(["a"] * 6, 0.5)

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--passage-tokens", type=int, default=128,
                         help="passage length for cut books, in model tokens (default 128; BookTection uses 64/128/256)")
     parser.add_argument("--member-fraction", type=float, default=0.5, help="share of passages trained on (default 0.5)")
+    parser.add_argument("--split-by", choices=("passage", "document"), default="passage",
+                        help="split single passages at random (default; each book gives a member and a "
+                        "non-member pseudo-document) or whole documents")
     parser.add_argument("--seed", type=int, default=0, help="seed of the split and of training (default 0)")
     parser.add_argument("--epochs", type=int, default=1, help="passes over the members (default 1)")
     parser.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5; use ~1e-3 with --lora)")
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     settings = PlantSettings(
         model=args.model, corpus=args.corpus, out=args.out, passage_tokens=args.passage_tokens,
         member_fraction=args.member_fraction, seed=args.seed, epochs=args.epochs, lr=args.lr,
-        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps,
+        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps, split_by=args.split_by,
         text_column=args.text_column, device=args.device, eval_loss=not args.no_eval,
         force=args.force, progress=not args.no_progress,
     )

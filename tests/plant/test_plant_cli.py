@@ -1,0 +1,303 @@
+"""`copyprobe plant` end to end on a tiny random Llama built in the test (seconds, no hub)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from copyprobe.cli.main import main  # noqa: E402
+from copyprobe.errors import ConfigError  # noqa: E402
+from copyprobe.plant import finetune  # noqa: E402
+from copyprobe.plant.finetune import PlantSettings, plant  # noqa: E402
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def make_tiny_model(path, context: int = 64) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, "[EOS]": 2}
+    for w in WORDS:
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="[EOS]")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=context,
+                      tie_word_embeddings=True, pad_token_id=1, eos_token_id=2, bos_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    fast.save_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    make_tiny_model(root / "model")
+    rng = random.Random(1)
+    book = root / "book.txt"
+    book.write_text(" ".join(rng.choice(WORDS) for _ in range(16 * 12)))  # 12 passages of 16 tokens
+    return root
+
+
+def args(tiny, out, *extra):
+    return ["plant", "--model", f"hf:{tiny / 'model'}", "--corpus", str(tiny / "book.txt"),
+            "--passage-tokens", "16", "--epochs", "2", "--lr", "1e-2", "--batch-size", "2",
+            "--no-progress", "--out", str(out), *extra]
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def member_loss(model_dir, texts):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model.eval()
+    with torch.no_grad():
+        losses = [float(model(**(enc := tok(t, return_tensors="pt")), labels=enc["input_ids"]).loss) for t in texts]
+    return sum(losses) / len(losses)
+
+
+def test_plant_end_to_end(tiny, tmp_path, capsys):
+    out = tmp_path / "plant"
+    assert main(args(tiny, out)) == 0
+    printed = capsys.readouterr().out
+    assert "members: 6, non-members: 6" in printed and f"hf:{out / 'model'}" in printed
+
+    rows = read_jsonl(out / "data.jsonl")
+    assert len(rows) == 12 and {r["label"] for r in rows} == {0, 1}
+    assert sum(r["label"] for r in rows) == 6
+    assert all(r["source"] == "book" and len(r["text"].split()) == 16 for r in rows)
+    # a passage split gives each book two pseudo-documents, each wholly member or non-member
+    docs = {}
+    for r in rows:
+        docs.setdefault(r["doc_id"], set()).add(r["label"])
+    assert len(docs) == 2 and sorted(docs.values(), key=min) == [{0}, {1}]
+    assert all(d.startswith("book#") and "member" not in d for d in docs)
+
+    record = json.loads((out / "plant.json").read_text())
+    assert record["status"] == "done"
+    assert record["split"] == {"by": "passage", "seed": 0, "member_fraction": 0.5, "n_members": 6, "n_nonmembers": 6}
+    assert record["training"]["method"] == "full" and record["training"]["epochs"] == 2
+    assert record["base_model"]["spec"] == f"hf:{tiny / 'model'}" and len(record["base_model"]["fingerprint"]) == 64
+    assert record["steps"] == 6 and record["steps_per_epoch"] == 3
+    assert set(record["timings"]) >= {"load_s", "train_s", "save_s", "total_s", "epoch_s"}
+    assert "torch" in record["versions"] and "transformers" in record["versions"]
+    losses = record["losses_eval"]
+    assert losses["members_after"] < losses["members_before"]
+    assert losses["members_after"] < losses["nonmembers_after"]
+
+    log = read_jsonl(out / "train_log.jsonl")
+    assert [e["step"] for e in log] == [1, 2, 3, 4, 5, 6]
+    assert [e["epoch"] for e in log] == [1, 1, 1, 2, 2, 2]
+    assert not (out / "checkpoint").exists()
+
+    # the saved model loads with plain transformers and fits the members better than the base
+    members = [r["text"] for r in rows if r["label"] == 1]
+    after = member_loss(out / "model", members)
+    before = member_loss(tiny / "model", members)
+    assert after < before
+    assert after == pytest.approx(losses["members_after"], rel=0.05)
+
+    # rerun with the same arguments reuses the plant without training
+    mtime = (out / "model" / "model.safetensors").stat().st_mtime_ns
+    assert main(args(tiny, out)) == 0
+    assert "reusing it" in capsys.readouterr().err
+    assert (out / "model" / "model.safetensors").stat().st_mtime_ns == mtime
+
+
+def test_plant_output_runs_in_detect(tiny, tmp_path):
+    out = tmp_path / "plant"
+    assert main(args(tiny, out, "--epochs", "1", "--no-eval")) == 0
+    from copyprobe.detect import detect
+
+    result = detect(f"hf:{out / 'model'}", str(out / "data.jsonl"), ["loss"], cache=False, n_bootstrap=50)
+    assert result.metrics is not None
+    assert result.metrics["passage"]["loss"]["n"] == 12
+    assert result.metrics["document"]["loss"]["n"] == 2
+
+
+def test_split_by_document(tiny, tmp_path):
+    corpus = tmp_path / "books"
+    corpus.mkdir()
+    rng = random.Random(2)
+    for name in "abcdef":
+        (corpus / f"{name}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(32)))
+    out = tmp_path / "o"
+    assert main(args(tiny, out, "--corpus", str(corpus), "--split-by", "document", "--epochs", "1",
+                     "--no-eval")) == 0
+    rows = read_jsonl(out / "data.jsonl")
+    assert len(rows) == 12
+    labels = {}
+    for r in rows:
+        assert r["doc_id"] == r["source"]
+        labels.setdefault(r["doc_id"], set()).add(r["label"])
+    assert sorted(labels) == list("abcdef") and all(len(v) == 1 for v in labels.values())
+    assert sum(min(v) for v in labels.values()) == 3
+    assert json.loads((out / "plant.json").read_text())["split"]["by"] == "document"
+
+
+def test_plant_lora_merges_before_saving(tiny, tmp_path):
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    out = tmp_path / "lora"
+    assert main(args(tiny, out, "--lora", "--lora-r", "4", "--lr", "5e-2")) == 0
+    record = json.loads((out / "plant.json").read_text())
+    assert record["training"]["method"] == "lora" and record["training"]["lora_r"] == 4
+    assert record["losses_eval"]["members_after"] < record["losses_eval"]["members_before"]
+    keys = load_file(out / "model" / "model.safetensors").keys()
+    assert not any("lora" in k for k in keys)
+    base = load_file(tiny / "model" / "model.safetensors")
+    merged = load_file(out / "model" / "model.safetensors")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(base[name], merged[name])  # the adapter was merged into the weights
+
+
+def _interrupt_at(monkeypatch, step: int):
+    real = finetune._train_step
+    calls = {"n": 0}
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == step:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(finetune, "_train_step", flaky)
+
+
+def test_interrupted_training_resumes_to_the_same_weights(tiny, tmp_path, monkeypatch, capsys):
+    from safetensors.torch import load_file
+
+    full = tmp_path / "full"
+    assert main(args(tiny, full, "--no-eval")) == 0
+
+    part = tmp_path / "part"
+    _interrupt_at(monkeypatch, 5)  # mid second epoch
+    assert main(args(tiny, part, "--no-eval")) == 130
+    assert (part / "checkpoint" / "state.pt").is_file()
+    meta = json.loads((part / "checkpoint" / "meta.json").read_text())
+    assert meta["global_step"] == 4 and meta["epoch"] == 1 and meta["step_in_epoch"] == 1
+    assert not (part / "model").exists()
+    monkeypatch.undo()
+
+    assert main(args(tiny, part, "--no-eval")) == 0
+    assert "resuming from checkpoint at step 4" in capsys.readouterr().err
+    record = json.loads((part / "plant.json").read_text())
+    assert record["resumed_from_step"] == 4 and record["steps"] == 6
+    assert [e["step"] for e in read_jsonl(part / "train_log.jsonl")] == [1, 2, 3, 4, 5, 6]
+    a = load_file(full / "model" / "model.safetensors")
+    b = load_file(part / "model" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6), key
+
+
+def test_unreadable_checkpoint_restarts_cleanly(tiny, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "p"
+    _interrupt_at(monkeypatch, 2)
+    assert main(args(tiny, out, "--no-eval")) == 130
+    monkeypatch.undo()
+    (out / "checkpoint" / "state.pt").write_bytes(b"garbage")
+    assert main(args(tiny, out, "--no-eval")) == 0
+    err = capsys.readouterr().err
+    assert "discarding incompatible checkpoint" in err and "restarts from the base model" in err
+    record = json.loads((out / "plant.json").read_text())
+    assert record["resumed_from_step"] is None and record["steps"] == 6
+    assert [e["step"] for e in read_jsonl(out / "train_log.jsonl")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_other_settings_in_same_out_need_force(tiny, tmp_path, capsys):
+    out = tmp_path / "p"
+    assert main(args(tiny, out, "--epochs", "1", "--no-eval")) == 0
+    capsys.readouterr()
+    assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3")) == 2
+    err = capsys.readouterr().err
+    assert "other settings" in err and "--force" in err and "Traceback" not in err
+    assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3", "--force")) == 0
+    assert json.loads((out / "plant.json").read_text())["split"]["seed"] == 3
+
+
+def run_error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("copyprobe: error:")]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_corpus_too_small(tiny, tmp_path, capsys):
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps({"id": str(i), "text": f"w{i} w{i + 1}"}) + "\n" for i in range(3)))
+    argv = args(tiny, tmp_path / "o", "--corpus", str(small))
+    assert "corpus too small to split: 3 passage(s)" in run_error(argv, capsys)
+    assert not (tmp_path / "o").exists()  # nothing written before the check
+
+
+def test_passage_longer_than_context(tiny, tmp_path, capsys):
+    msg = run_error(args(tiny, tmp_path / "o", "--passage-tokens", "100"), capsys)
+    assert "longer than the model context (64 tokens)" in msg
+
+
+def test_data_rows_longer_than_context_are_truncated_and_counted(tiny, tmp_path, capsys):
+    rows = [{"id": str(i), "text": " ".join(WORDS[(i + j) % 60] for j in range(80 if i < 2 else 10))}
+            for i in range(6)]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "o"
+    assert main(args(tiny, out, "--corpus", str(data), "--epochs", "1", "--no-eval")) == 0
+    assert "2 passage(s) are longer than the model context (64 tokens)" in capsys.readouterr().err
+    assert json.loads((out / "plant.json").read_text())["corpus"]["n_truncated"] == 2
+    assert [r["text"] for r in read_jsonl(out / "data.jsonl")] == [r["text"] for r in rows]  # kept whole
+
+
+def test_out_of_memory_suggests_smaller_batch(tiny, tmp_path, monkeypatch, capsys):
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(finetune, "_train_step", oom)
+    msg = run_error(args(tiny, tmp_path / "o", "--batch-size", "4"), capsys)
+    assert "out of memory while training with --batch-size 4" in msg and "--batch-size (e.g. 2)" in msg
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--epochs", "0"], "--epochs must be at least 1"),
+    (["--lr", "-1"], "--lr must be a positive number"),
+    (["--batch-size", "0"], "--batch-size must be at least 1"),
+    (["--member-fraction", "1"], "--member-fraction must be between 0 and 1"),
+    (["--model", "openai:gpt-4o"], "cannot fine-tune"),
+    (["--model", "hf:/nonexistent/dir"], "model directory not found"),
+    (["--model", "no-such-model"], "unknown model spec"),
+    (["--corpus", "/nonexistent/corpus.txt"], "corpus not found"),
+])
+def test_bad_options(tiny, tmp_path, capsys, extra, needle):
+    assert needle in run_error(args(tiny, tmp_path / "o", *extra), capsys)
+
+
+def test_out_dir_that_is_not_a_plant_is_left_alone(tiny, tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    assert "is not a plant directory" in run_error(args(tiny, out), capsys)
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def test_python_api_returns_the_record(tiny, tmp_path):
+    settings = PlantSettings(model=f"hf:{tiny / 'model'}", corpus=str(tiny / "book.txt"), out=str(tmp_path / "o"),
+                             passage_tokens=16, epochs=1, batch_size=4, max_steps=2, progress=False)
+    record = plant(settings, log=lambda m: None)
+    assert record["steps"] == 2 and record["training"]["max_steps"] == 2
+    with pytest.raises(ConfigError):
+        PlantSettings(model="x", corpus="y", out="z", lora_r=0).validate()
