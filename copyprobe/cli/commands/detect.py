@@ -14,6 +14,7 @@ from copyprobe.cli._common import (
     progress_bars,
     split_names,
 )
+from copyprobe.errors import ConfigError
 
 DEFAULT_METHODS = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference"
 
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     params = parse_params(args.param, names)
     build_methods(names, params)  # unknown methods and bad values fail before any loading
     check_batch_size(args.batch_size)
+    if args.bootstrap < 0:
+        raise ConfigError(f"--bootstrap must be >= 0 (0 = no confidence intervals), got {args.bootstrap}")
     prepare_out_dir(args.out)
     dataset = load_dataset(
         args.data,
