@@ -44,6 +44,8 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc.strerror}") from None
+        if self.path.is_dir():
+            raise ConfigError(f"cache path {self.path} is a directory; give a file path, e.g. {self.path / 'responses.sqlite'}")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout = 60000")
