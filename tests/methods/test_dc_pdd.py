@@ -22,7 +22,6 @@ from copyprobe.runner import Failure, drive
 TOY = FrequencyTable(counts=np.array([5, 3, 1, 0, 1]), name="toy", vocab_hash="h")
 
 
-
 def model_fixture(request):
     """The session fixture ``smollm2`` of tests/conftest.py (skip where there is none)."""
     try:
