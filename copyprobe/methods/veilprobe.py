@@ -99,14 +99,20 @@ def remove_word(text: str, word: Word) -> tuple[str, int, int]:
     return text[:start] + text[end:], start, end
 
 
-def tail_logprobs(full: str, response: TokenLogprobs, tail_start: int) -> list[float]:
-    """Log-probs of the scored tokens that start at or after ``tail_start``."""
+def scored_starts(full: str, response: TokenLogprobs) -> list[tuple[int, float]]:
+    """(start character, log-prob) of each scored token that could be located."""
     spans = response_spans(full, response)
     return [
-        float(response.logprobs[t - 1])
+        (span[0], float(response.logprobs[t - 1]))
         for t, span in enumerate(spans)
-        if t >= 1 and span is not None and span[0] >= tail_start
+        if t >= 1 and span is not None
     ]
+
+
+def tail_logprobs(full: str, response: TokenLogprobs | list[tuple[int, float]], tail_start: int) -> list[float]:
+    """Log-probs of the scored tokens that start at or after ``tail_start``."""
+    starts = scored_starts(full, response) if isinstance(response, TokenLogprobs) else response
+    return [lp for start, lp in starts if start >= tail_start]
 
 
 def attribution(original_tail: Sequence[float], removed_tail: Sequence[float]) -> float:
@@ -332,8 +338,9 @@ class VeilProbe(Method):
             for k, cont in enumerate(continuations):
                 block = responses[k * per : (k + 1) * per]
                 full = text + cont
+                original = scored_starts(full, block[0])
                 for j, (r_text, r_tail, o_tail) in enumerate(removed):
-                    original_tail = tail_logprobs(full, block[0], o_tail)
+                    original_tail = tail_logprobs(full, original, o_tail)
                     removed_tail = tail_logprobs(r_text + cont, block[j + 1], r_tail)
                     importance[attributed[j]] += attribution(original_tail, removed_tail)
             importance /= len(proxies)
