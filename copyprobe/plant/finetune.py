@@ -4,6 +4,7 @@ Layout of ``OUT``::
 
     data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every passage
     model/           the fine-tuned model + tokenizer (save_pretrained): ``hf:OUT/model``
+    epochs/<k>/      with save_epochs: the model after epoch k (k < epochs)
     plant.json       split, seed, base model, training settings, losses, timings, versions
     train_log.jsonl  one line per optimizer step: step, epoch, loss, seconds
     checkpoint/      while training only: state after each finished epoch (and on Ctrl-C)
@@ -210,6 +211,7 @@ class PlantSettings:
     lora_alpha: int | None = None  # default 2 * lora_r
     max_steps: int | None = None
     split_by: str = "passage"  # or "document"
+    save_epochs: bool = False  # also save the model after each epoch but the last: OUT/epochs/<k>/
     text_column: str | None = None
     device: str = "auto"
     eval_loss: bool = True
@@ -369,6 +371,31 @@ def _train_step(model, optimizer, batch, autocast) -> float:
     return float(loss.detach())
 
 
+def _save_model(model, tokenizer, target: Path) -> None:
+    """save_pretrained into a temporary sibling, then rename: never a half-written model."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, target)
+
+
+def _save_snapshot(model, tokenizer, target: Path, lora: bool) -> None:
+    """The model as it is after an epoch (LoRA: merged into a copy; training goes on)."""
+    import copy
+
+    if lora:
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.to("cpu")
+        _save_model(merged, tokenizer, target)
+        del merged
+    else:
+        _save_model(model, tokenizer, target)
+
+
 def _trainable_state(model) -> dict[str, Any]:
     names = {n for n, p in model.named_parameters() if p.requires_grad}
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k in names}
@@ -427,6 +454,7 @@ def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str) ->
         "passage_tokens": settings.passage_tokens,
         "member_fraction": settings.member_fraction,
         "split_by": settings.split_by,
+        "save_epochs": settings.save_epochs,
         "text_column": settings.text_column,
         "training": settings.training(),
     }
@@ -482,7 +510,7 @@ def _prepare_out(out: Path, key: str, force: bool) -> str:
             f"--out {out} holds a plant made with other settings (model, corpus or training); "
             "use another --out, or --force to replace it"
         )
-    for name in ("model", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json"):
+    for name in ("model", "epochs", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json"):
         target = out / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -686,6 +714,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                     if not math.isfinite(loss):
                         raise ConfigError(f"training diverged (loss {loss} at step {global_step}); try a smaller --lr")
                 epoch_seconds.append(time.perf_counter() - t_epoch)
+                if settings.save_epochs and epoch + 1 < settings.epochs and step_in_epoch == len(batches):
+                    _save_snapshot(model, tokenizer, out / "epochs" / str(epoch + 1), settings.lora)
                 _save_checkpoint(ckpt_dir, key, model, optimizer, epoch, step_in_epoch, global_step)
     except KeyboardInterrupt:
         bar.close()
@@ -710,14 +740,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     if settings.lora:
         model = model.merge_and_unload()
     model.to("cpu")
-    final = out / "model"
-    tmp = out / ".model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    _save_model(model, tokenizer, out / "model")
     save_s = time.perf_counter() - t
 
     steps = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
@@ -741,6 +764,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         "timings": {"load_s": round(load_s, 3), "eval_s": round(eval_s, 3), "train_s": round(train_s, 3),
                     "epoch_s": [round(s, 3) for s in epoch_seconds], "save_s": round(save_s, 3),
                     "total_s": round(time.perf_counter() - started, 3)},
+        "epoch_models": {str(k): f"hf:{out / 'epochs' / str(k)}" for k in range(1, settings.epochs)
+                         if (out / "epochs" / str(k) / "config.json").is_file()} if settings.save_epochs else {},
         "resumed_from_step": resume["global_step"] if resume is not None else None,
     })
     _json_dump(out / "plant.json", record)

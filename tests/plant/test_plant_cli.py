@@ -301,3 +301,20 @@ def test_python_api_returns_the_record(tiny, tmp_path):
     assert record["steps"] == 2 and record["training"]["max_steps"] == 2
     with pytest.raises(ConfigError):
         PlantSettings(model="x", corpus="y", out="z", lora_r=0).validate()
+
+
+def test_save_epochs_snapshot_equals_a_shorter_plant(tiny, tmp_path):
+    from safetensors.torch import load_file
+
+    two = tmp_path / "two"
+    assert main(args(tiny, two, "--save-epochs", "--no-eval")) == 0
+    record = json.loads((two / "plant.json").read_text())
+    assert record["epoch_models"] == {"1": f"hf:{two / 'epochs' / '1'}"}
+    assert not (two / "epochs" / "2").exists()  # the last epoch is model/
+    one = tmp_path / "one"
+    assert main(args(tiny, one, "--epochs", "1", "--no-eval")) == 0
+    a = load_file(two / "epochs" / "1" / "model.safetensors")
+    b = load_file(one / "model" / "model.safetensors")
+    c = load_file(two / "model" / "model.safetensors")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)

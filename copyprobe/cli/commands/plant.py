@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5; use ~1e-3 with --lora)")
     parser.add_argument("--batch-size", type=int, default=4, help="passages per optimizer step (default 4)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    parser.add_argument("--save-epochs", action="store_true",
+                        help="also save the model after every epoch but the last, as OUT/epochs/<k> "
+                        "(with a constant lr, epochs/1 of a 3-epoch plant equals a 1-epoch plant)")
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) and merge them before saving")
     parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default 8)")
     parser.add_argument("--text-column", help="text column of a data-file corpus (default: found by name)")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     settings = PlantSettings(
         model=args.model, corpus=args.corpus, out=args.out, passage_tokens=args.passage_tokens,
         member_fraction=args.member_fraction, seed=args.seed, epochs=args.epochs, lr=args.lr,
-        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps, split_by=args.split_by,
+        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps, split_by=args.split_by, save_epochs=args.save_epochs,
         text_column=args.text_column, device=args.device, eval_loss=not args.no_eval,
         force=args.force, progress=not args.no_progress,
     )
