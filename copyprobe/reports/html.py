@@ -405,27 +405,50 @@ def _blind_context(metrics: dict, methods: list[dict]) -> dict[str, Any] | None:
     }
 
 
+SUSPECT_VERDICTS = {"suspect", "seen"}  # "seen": the audit command's word for it
+QUIET_VERDICTS = {"no evidence", "not detected"}
+
+
+def verdict_class(verdict: str) -> str:
+    if verdict in SUSPECT_VERDICTS:
+        return "suspect"
+    return "noevidence" if verdict in QUIET_VERDICTS else "inconclusive"
+
+
 def verdict_sentence(doc: dict, alpha: float, method: str) -> str:
-    """What the evidence for one document does and does not show, in plain words."""
+    """What the evidence for one document does and does not show, in plain words.
+
+    ``doc`` holds the fields of a verdicts.json document (docs/report.md).
+    """
     name = str(doc.get("doc_id"))
     n = doc.get("n_passages")
     mean, base = _num(doc.get("mean_score")), _num(doc.get("baseline_mean"))
     welch, mw = _num(doc.get("welch_p")), _num(doc.get("mannwhitney_p"))
+    verdict = str(doc.get("verdict"))
     compare = (f"its {n} passages score {fmt(mean)} on average under {method}, against "
                f"{fmt(base)} for the clean baseline") if mean is not None and base is not None else (
                f"its passages were scored under {method}")
     tests = f"Welch p = {fmt_p(welch)}, Mann-Whitney p = {fmt_p(mw)}, threshold alpha = {alpha:g}"
-    if str(doc.get("verdict")) == "suspect":
+    if verdict in SUSPECT_VERDICTS:
         return (f"Document {name}: {compare} ({tests}). The model treats this text differently "
                 f"from comparable text it is assumed not to have seen, which is consistent with "
                 f"the text, or close copies of it, having been in its training data. This is "
                 f"statistical evidence, not proof: it does not show how the text got there, "
                 f"whether its use was licensed or lawful, or that the model reproduces it; it "
                 f"also assumes the baseline texts are truly comparable and unseen.")
-    return (f"Document {name}: {compare} ({tests}). The scores are not significantly higher "
-            f"than the baseline's. This does not show that the text was not used for training: "
-            f"membership signals are weak for text seen only once, and few passages give the "
-            f"tests little power.")
+    if verdict in QUIET_VERDICTS:
+        return (f"Document {name}: {compare} ({tests}). The scores are not significantly higher "
+                f"than the baseline's. This does not show that the text was not used for "
+                f"training: membership signals are weak for text seen only once, and few "
+                f"passages give the tests little power.")
+    if verdict == "untested":
+        reason = f": {doc['reason']}" if doc.get("reason") else ""
+        return (f"Document {name}: not tested{reason}. These scores say nothing about whether "
+                f"the text was used for training.")
+    return (f"Document {name}: {compare} ({tests}). The tests disagree (verdict "
+            f"\u201c{verdict}\u201d): the evidence is mixed. It neither shows that the text was "
+            f"in the training data nor that it was not; more passages, or another method, may "
+            f"settle it.")
 
 
 def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
@@ -449,14 +472,29 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
         baseline = [v for v in map(_num, verdicts["baseline_scores"]) if v is not None]
     elif isinstance(verdicts.get("baseline_ids"), list):
         baseline = [by_id[str(i)] for i in verdicts["baseline_ids"] if str(i) in by_id]
+    # the audit command writes one top-level "baseline" ({"mean", "sd", "n_passages"}), its
+    # clean passages with label 0, and per document "score" and "mann_whitney_p"
+    shared = verdicts.get("baseline") if isinstance(verdicts.get("baseline"), dict) else None
+    if baseline is None and shared is not None:
+        baseline = [_num(r.get(method)) for r in loaded["scores"] if _label(r.get("label")) == 0]
+        baseline = [v for v in baseline if v is not None] or None
+    shared = shared or {}
     docs = []
-    for i, doc in enumerate(verdicts["documents"]):
+    for i, raw in enumerate(verdicts["documents"]):
+        doc = {
+            **raw,
+            "mean_score": raw.get("mean_score", raw.get("score")),
+            "baseline_mean": raw.get("baseline_mean", shared.get("mean")),
+            "baseline_std": raw.get("baseline_std", shared.get("sd")),
+            "mannwhitney_p": raw.get("mannwhitney_p", raw.get("mann_whitney_p")),
+        }
         verdict = str(doc.get("verdict", "—"))
         docs.append({
             "doc_id": str(doc["doc_id"]),
             "anchor": f"verdict-{i}",
             "verdict": verdict,
-            "suspect": verdict == "suspect",
+            "suspect": verdict in SUSPECT_VERDICTS,
+            "css": verdict_class(verdict),
             "n_passages": doc.get("n_passages", "—"),
             "mean_score": fmt(doc.get("mean_score")),
             "baseline_mean": fmt(doc.get("baseline_mean")),
@@ -472,8 +510,8 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
         passages = doc.get("passage_scores")
         if isinstance(passages, list):
             passages = [v for v in map(_num, passages) if v is not None]
-        else:
-            passages = by_doc.get(d["doc_id"], [])
+        else:  # the audit command prefixes document ids with "suspect:" in scores.jsonl
+            passages = by_doc.get(d["doc_id"]) or by_doc.get(f"suspect:{d['doc_id']}", [])
         d["png"] = plots.verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
                                       _num(doc.get("baseline_std")),
                                       title=f"{_short_title(d['doc_id'])}: passages vs clean baseline")
@@ -488,8 +526,10 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
         "detailed": detailed,
         "n_hidden_plots": len(docs) - len(detailed),
         "n_suspect": n_suspect,
+        "suspect_word": "seen" if any(d["verdict"] == "seen" for d in docs) else "suspect",
         "expected_false": f"{alpha * len(docs):.2g}",
-        "notes": [str(n) for n in _as_list(verdicts.get("notes"))],
+        "notes": [str(n) for n in _as_list(verdicts.get("notes"))]
+        + ([f"rule: {verdicts['rule']}"] if verdicts.get("rule") else []),
     }
 
 

@@ -227,6 +227,12 @@ def test_verdict_sentences_say_what_evidence_does_not_show():
     assert "does not show that the text was not used for training" in quiet
     missing = verdict_sentence({"doc_id": "x", "verdict": "no evidence"}, 0.01, "loss")
     assert "Welch p = —" in missing
+    # the audit command's words
+    assert verdict_sentence({**doc, "verdict": "seen"}, 0.01, "loss") == text.replace("suspect", "seen")
+    mixed = verdict_sentence({**doc, "mannwhitney_p": 0.2, "verdict": "inconclusive"}, 0.01, "loss")
+    assert "evidence is mixed" in mixed and "neither shows" in mixed
+    untested = verdict_sentence({"doc_id": "x", "verdict": "untested", "reason": "too few"}, 0.01, "loss")
+    assert "not tested: too few" in untested
 
 
 def test_run_without_labels(tmp_path):
@@ -397,3 +403,43 @@ def test_missing_report_extras_is_a_one_line_error(tmp_path, monkeypatch):
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
     with pytest.raises(ConfigError, match=r"needs matplotlib: pip install 'copyprobe\[report\]'"):
         render_report(tmp_path)
+
+
+def test_reads_the_audit_commands_verdicts(tmp_path, monkeypatch):
+    """verdicts.json as `copyprobe audit` writes it: ids prefixed suspect:/clean:, one
+    top-level baseline, "score" and "mann_whitney_p", verdicts seen/inconclusive/not detected."""
+    from copyprobe.cli.commands.audit import verdicts as audit_verdicts
+    from copyprobe.reports import plots
+
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    rows = _scores(run_dir)
+    for r in rows:
+        r["doc_id"] = ("suspect:" if r["label"] == 1 else "clean:") + r["doc_id"]
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = audit_verdicts({r["id"]: r["loss"] for r in rows}, {r["id"]: r["doc_id"] for r in rows},
+                            {r["id"]: r["label"] for r in rows}, 0.01)
+    report["method"] = "loss"
+    report["documents"].append({"doc_id": "tiny", "n_passages": 1, "score": 0.3, "welch_p": None,
+                                "mann_whitney_p": None, "verdict": "untested",
+                                "reason": "needs at least 2 scores per group, got 1 suspect and 24 clean"})
+    (run_dir / "verdicts.json").write_text(json.dumps(report))
+
+    drawn = []
+    real_plot = plots.verdict_plot
+    monkeypatch.setattr(plots, "verdict_plot", lambda *a, **k: drawn.append(a) or real_plot(*a, **k))
+    page = Page(render_report(run_dir))
+    table = page.tables["verdict-table"]["rows"]
+    assert len(table) == len(report["documents"]) == 7
+    by_id = {r[0]: r for r in table}
+    for doc in report["documents"][:-1]:
+        row = by_id[doc["doc_id"]]
+        assert row[1] == doc["verdict"]
+        assert row[3] == f"{doc['score']:.3f}"
+        assert row[4] == f"{report['baseline']['mean']:.3f}" and row[5] == f"{report['baseline']['sd']:.3f}"
+        assert row[7] != "—"  # mann_whitney_p read
+    # passages found through the "suspect:" prefix, baseline = the clean (label 0) passages
+    assert len(drawn) == 7
+    assert sorted(len(a[0]) for a in drawn) == [0] + [4] * 6
+    assert all(len(a[1]) == 24 for a in drawn)
+    assert "not tested: needs at least 2 scores per group" in page.text
+    assert "rule: seen = Welch and Mann-Whitney" in page.text
