@@ -333,6 +333,9 @@ class WithTokenStrings:
         self.inner = inner
         self.spec = inner.spec
 
+    def __getattr__(self, name):  # canonical, capabilities, fingerprint ...
+        return getattr(self.inner, name)
+
     def check(self, requests):
         self.inner.check(requests)
 
@@ -357,6 +360,9 @@ def test_info_probe_end_to_end_on_smollm2_with_gemma_reference(smollm2, gemma):
 
     class Recording:
         spec = smollm2.spec
+
+        def __getattr__(self, name):
+            return getattr(smollm2, name)
 
         def check(self, requests):
             smollm2.check(requests)

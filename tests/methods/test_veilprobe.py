@@ -304,6 +304,9 @@ def test_veilprobe_end_to_end_on_smollm2_with_gemma_proxy(smollm2, gemma):
     class WithTokenStrings:  # token strings for alignment until the HF backend gives them
         spec = gemma.spec
 
+        def __getattr__(self, name):  # canonical, capabilities, fingerprint ...
+            return getattr(gemma, name)
+
         def check(self, requests):
             gemma.check(requests)
 
