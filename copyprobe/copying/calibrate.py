@@ -115,9 +115,7 @@ def build(seed: int = 0) -> list[dict[str, Any]]:
 
 def evaluate(pairs: list[dict[str, Any]], judge: EmbeddingJudge | None = None) -> dict[str, Any]:
     judge = judge or EmbeddingJudge()
-    scores = []
-    for p in pairs:
-        scores.append(float(judge.similarities([p["event"]], [p["chunk"]])[0, 0]))
+    scores = judge.pair_similarities([(p["event"], p["chunk"]) for p in pairs])
     labels = [p["label"] for p in pairs]
     grid = [round(0.20 + 0.01 * i, 2) for i in range(61)]
     table = []

@@ -40,7 +40,7 @@ CHUNK_TOKENS = 128
 
 # Calibrated on copyprobe/copying/data/event_calibration.json (see docs/copying.md):
 # the threshold that maximises F1 of "event supported by chunk" on that labelled set.
-EMBEDDING_THRESHOLD = 0.55
+EMBEDDING_THRESHOLD = 0.53
 
 _WORD = re.compile(r"\W+", re.UNICODE)
 
@@ -216,6 +216,24 @@ class EmbeddingJudge:
             if ws:
                 out[:, j] = sims[:, start : start + len(ws)].max(axis=1)
             start += len(ws)
+        return out
+
+    def pair_similarities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Best cosine similarity of each (event, chunk) pair, encoding everything in one batch."""
+        model = _load_sentence_model(self.model_dir)
+        windows = [sentence_windows(c) for _, c in pairs]
+        texts = list(dict.fromkeys([e for e, _ in pairs] + [w for ws in windows for w in ws]))
+        if not texts:
+            return []
+        vecs = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64)
+        pos = {t: i for i, t in enumerate(texts)}
+        out = []
+        for (event, _), ws in zip(pairs, windows):
+            if not ws:
+                out.append(-1.0)
+                continue
+            e = vecs[pos[event]]
+            out.append(float(max(float(vecs[pos[w]] @ e) for w in ws)))
         return out
 
     def judge(self, events: Sequence[str], chunks: Sequence[str]):
