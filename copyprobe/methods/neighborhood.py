@@ -114,7 +114,7 @@ class Neighbourhood(Method):
     access = GREY_BOX
     summary = "Log-likelihood relative to LM-proposed word-substitution neighbours (Mattern et al. 2023)"
     param_help = {
-        "n_neighbours": "neighbours per text (paper: 10 to 100; VeilProbe's comparison: 10)",
+        "n_neighbours": "neighbours per text (VeilProbe's comparison of the baselines: 10)",
         "fraction": "fraction of the words each neighbour replaces (at least one word), in (0, 1]",
         "neighbour_model": "model that proposes substitute words: 'target' or a model spec",
         "temperature": "sampling temperature of the substitute proposals (> 0)",
