@@ -53,6 +53,7 @@ class FakeOpenAIServer:
         self.model = model
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.delay = 0.0  # seconds to wait before each answer (a slow model)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,6 +89,8 @@ class FakeOpenAIServer:
                     server.log.append({"t": time.monotonic(), "path": self.path, "body": body})
                 if not self._authorised():
                     return
+                if server.delay:
+                    time.sleep(server.delay)
                 if body.get("model") != server.model:
                     self._reply(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
                     return
