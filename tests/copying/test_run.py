@@ -1,0 +1,104 @@
+import json
+
+import pytest
+
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+from copyprobe.copying import CopyConfig, GenConfig, compute_metrics, load_copyset
+from copyprobe.copying.nonliteral import BackendJudge
+from copyprobe.copying.runner import copying
+from copyprobe.errors import ConfigError
+
+
+def _fake():
+    kjv = load_copyset("kjv")
+    refs = {i.input: i.reference for i in kjv.literal}
+
+    def gen(req):
+        p = req.prompt or req.messages[-1][1]
+        if p.startswith("### Instruction:\nPlease solely verify"):
+            return "attributable" if "ark" in p.split("Reference:")[1] else "not attributable"
+        if p.startswith("You are a fair judge"):
+            return "Feedback: fine. [RESULT] 3"
+        if "Question:" in p:
+            return " [Output_Start] gopher wood [Output_End]"
+        for prefix, ref in refs.items():
+            if prefix in p and prefix.startswith("In the beginning God"):
+                return ref  # the model "copies" Genesis 1
+        if "Continue the text" in p:
+            return "Noah and Shem built an ark; Ham watched. The rain came and the ark floated."
+        return "Something else entirely, with no relation to the source text at all."
+
+    return FakeBackend(generate_fn=gen), kjv
+
+
+def test_copying_run_writes_a_recomputable_record(tmp_path):
+    fb, kjv = _fake()
+    cfg = CopyConfig(judge=BackendJudge(None), literal_max_tokens=60, nonliteral_max_tokens=60)
+    result = copying(fb, "kjv", cfg, out=tmp_path / "run", cache=False, command=["copyprobe", "copying"])
+    out = tmp_path / "run"
+    run = json.loads((out / "run.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    rows = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 + 12 + 12
+    assert run["copying"]["tasks"] == ["literal", "nonliteral", "qa", "fluency"]
+    assert run["mitigation"]["name"] == "none" and run["data"]["counts"]["literal"] == 8
+    assert metrics == json.loads(json.dumps(compute_metrics(rows, cfg)))  # recomputable from results.jsonl
+    lit = metrics["literal"]
+    assert lit["rate"] == pytest.approx(1 / 8) and lit["n"] == 8 and lit["n_errors"] == 0
+    assert lit["fluency"] == {"mean": 3, "n": 8, "n_unparseable": 0}
+    nl = metrics["nonliteral"]
+    # every story names Noah, Shem, Ham: 3 characters in the Noah items (unless named in the beginning)
+    noah = [r for r in rows if r["task"] == "nonliteral" and "Noah" in r["title"]]
+    assert len(noah) == 2 and all(("Noah" in r["characters_excluded"]) != ("Noah" in r["characters_found"]) for r in noah)
+    assert all({"Shem", "Ham"} <= set(r["characters_found"]) for r in noah)
+    assert nl["n"] == 12 and nl["character_rate"] == pytest.approx(
+        sum(r["character_overlap"] >= 3 for r in rows if r["task"] == "nonliteral") / 12)
+    assert metrics["qa"]["exact_match"] == pytest.approx(1 / 12)  # only the ark question
+    assert result["run"]["requests"]["unique"] <= result["run"]["requests"]["total"]
+
+
+def test_system_prompt_mitigation_reaches_the_requests(tmp_path):
+    seen = []
+    fb = FakeBackend(generate_fn=lambda r: seen.append(r) or "text")
+    cfg = CopyConfig(tasks=("literal",), gen=GenConfig(mitigation="system_prompt"))
+    copying(fb, "kjv_incontext", cfg, cache=False)
+    assert seen and all(r.prompt.startswith("You should be a responsible agent") for r in seen)
+
+
+def test_memfree_needs_a_spec_and_a_local_model(tmp_path):
+    fb, _ = _fake()
+    with pytest.raises(ConfigError, match="model spec"):
+        copying(fb, "kjv", CopyConfig(tasks=("literal",), gen=GenConfig(mitigation="memfree")), cache=False)
+    with pytest.raises(ConfigError, match="local"):
+        copying("openai:m@http://127.0.0.1:9", "kjv", CopyConfig(tasks=("literal",), gen=GenConfig(mitigation="memfree")), cache=False)
+
+
+def test_bad_input_rows_are_reported_per_item(tmp_path):
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([{"id": "a", "input": "x " * 20, "reference": "y " * 50}, {"id": "b", "input": "x"}]))
+    fb = FakeBackend(generate_fn=lambda r: "")
+    res = copying(fb, data, CopyConfig(tasks=("literal",)), cache=False, out=tmp_path / "o")
+    errs = {r["id"]: r["error"] for r in res["rows"]}
+    assert errs == {"a": "empty generation", "b": "bad input: missing field 'reference'"}
+    assert res["metrics"]["literal"]["n"] == 0 and res["metrics"]["literal"]["rate"] is None
+    assert {f["id"] for f in res["run"]["failures"]} == {"a", "b"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--tasks", "literal,poems"], "unknown copying task(s) poems"),
+    (["--tasks", "fluency"], "fluency grades the outputs"),
+    (["--templates", "0,5"], "template index 5 out of range"),
+    (["--data", "/nonexistent.json"], "does not exist"),
+    (["--limit", "0"], "--limit must be at least 1"),
+])
+def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
+    base = ["copying", "--model", "smollm2-135m-instruct", "--data", "kjv", "--out", str(tmp_path / "o")]
+    for i in range(0, len(argv), 2):
+        if argv[i] in base:
+            base[base.index(argv[i]) + 1] = argv[i + 1]
+        else:
+            base += argv[i : i + 2]
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
