@@ -8,6 +8,8 @@ directory (see ``copyprobe.backends.hf.load_gguf``), so only the first run pays 
 
 ``tiny_llama`` / ``tiny_gemma2`` are random few-kilobyte models with a byte-level
 tokenizer that adds a BOS token: fast, need no files, and exercise the same code paths.
+``tiny_gguf`` is a random llama-architecture GGUF file (float32 tensors, byte-level
+"gpt2" tokenizer) for testing GGUF loading and its conversion cache in seconds.
 """
 
 from __future__ import annotations
@@ -110,3 +112,57 @@ def tiny_llama():
 @pytest.fixture(scope="session")
 def tiny_gemma2():
     return make_tiny_backend("gemma2", batch_size=3)
+
+
+def write_tiny_gguf(path, seed: int = 0):
+    """Write a random 2-layer llama GGUF (float32, 259 byte-level tokens + 1 merge)."""
+    import gguf
+    import numpy as np
+    from tokenizers import pre_tokenizers
+
+    rng = np.random.default_rng(seed)
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tokens = ["<s>", "</s>", *alphabet, "\u0120t"]  # "\u0120t" = " t", the result of the one merge
+    writer = gguf.GGUFWriter(str(path), "llama")
+    hidden, ffn, kv = 32, 64, 16
+    writer.add_context_length(64)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(2)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(8)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL] * 2 + [gguf.TokenType.NORMAL] * (len(tokens) - 2))
+    writer.add_token_merges(["\u0120 t"])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(1)
+
+    def random(name, *shape):
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.3).astype(np.float32))
+
+    random("token_embd.weight", len(tokens), hidden)
+    for block in range(2):
+        writer.add_tensor(f"blk.{block}.attn_norm.weight", np.ones(hidden, np.float32))
+        writer.add_tensor(f"blk.{block}.ffn_norm.weight", np.ones(hidden, np.float32))
+        random(f"blk.{block}.attn_q.weight", hidden, hidden)
+        random(f"blk.{block}.attn_k.weight", kv, hidden)
+        random(f"blk.{block}.attn_v.weight", kv, hidden)
+        random(f"blk.{block}.attn_output.weight", hidden, hidden)
+        random(f"blk.{block}.ffn_gate.weight", ffn, hidden)
+        random(f"blk.{block}.ffn_up.weight", ffn, hidden)
+        random(f"blk.{block}.ffn_down.weight", hidden, ffn)
+    writer.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
+    random("output.weight", len(tokens), hidden)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory):
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
