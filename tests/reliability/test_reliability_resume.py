@@ -190,3 +190,59 @@ def test_ctrl_c_during_api_requests_exits_promptly(tmp_path, fake_openai, monkey
     # at most the round in flight (8 requests, 4 s) is waited for, not the 4 rounds queued
     assert len(server.log) <= 16, len(server.log)
     assert waited < 10, waited
+
+
+def test_black_box_run_killed_three_times_resends_nothing_committed(tmp_path, fake_openai):
+    """The same with an API model, counted in the server's own log: prompts whose answers
+    were committed before a kill never reach the server again."""
+    from copyprobe.methods.prefix_probe import PrefixProbe
+    from rel_util import cli_cmd
+
+    rows = make_passages(96, seed=4, words=70)
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    server = fake_openai(corpus=[r["text"] for r in rows if r["label"] == 1])
+    server.delay = 0.05
+    model = f"openai:tiny-model@{server.base_url}"
+
+    def cmd(out: str, cache: str) -> list[str]:
+        return cli_cmd("detect", "--model", model, "--data", str(data), "--methods", "prefix_probe", "--out",
+                       str(tmp_path / out), "--cache", str(tmp_path / cache), "--bootstrap", "100", "--no-progress")
+
+    reference = run(cmd("ref", "ref.sqlite"), env=env(OPENAI_API_KEY=""))
+    assert reference.returncode == 0, reference.stderr
+    n_unique = len(server.log)
+    assert n_unique == 96
+    probe = PrefixProbe()
+    key_of = lambda body: probe.request(body["prompt"]).key()  # noqa: E731  the cache key of a logged request
+
+    rng = random.Random(7)
+    start = len(server.log)
+    committed: list[set] = []
+    cuts: list[int] = []
+    for _ in range(3):
+        before = len(server.log)
+        proc = subprocess.Popen(cmd("run", "c.sqlite"), cwd=str(Path(__file__).parents[2]), env=env(OPENAI_API_KEY=""),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        target = rng.randint(10, 50)
+        deadline = time.monotonic() + 120
+        while len(server.log) - before < target and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.05))
+        assert proc.poll() is None, "the run ended before the kill"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        cuts.append(len(server.log))
+        committed.append({key for _, _, key, _ in cache_rows(tmp_path / "c.sqlite")})
+    final = run(cmd("run", "c.sqlite"), env=env(OPENAI_API_KEY=""))
+    assert final.returncode == 0, final.stderr
+    for name in ("scores.jsonl", "metrics.json"):
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+    log = server.requests_for("/completions")
+    for i, keys in enumerate(committed):
+        resent = {key_of(r["body"]) for r in log[cuts[i]:]} & keys
+        assert not resent, f"{len(resent)} committed answers were requested again after kill {i + 1}"
+    sent = [key_of(r["body"]) for r in log[start:]]
+    assert set(sent) == {key_of(r["body"]) for r in log[:start]}
+    assert len(sent) - n_unique <= CHUNK * 3
+    assert assert_cache_entries_decode(tmp_path / "c.sqlite") == n_unique
+    print(f"sent={len(sent)} unique={n_unique} committed_at_kills={[len(k) for k in committed]}")
