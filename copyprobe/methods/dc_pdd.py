@@ -95,7 +95,7 @@ class DCPDD(Method):
 
     def validate(self) -> None:
         if self.freq is None or not str(self.freq).strip():
-            raise ConfigError(f"dc_pdd needs a token frequency table: -p dc_pdd.freq=FREQ.npz; {FREQ_HINT}")
+            raise ConfigError(f"dc_pdd needs a token frequency table: --param dc_pdd.freq=FREQ.npz; {FREQ_HINT}")
         a = self.a
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a <= 0:
             raise ConfigError(f"dc_pdd.a must be a positive number, got {a!r}")

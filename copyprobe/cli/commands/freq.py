@@ -94,7 +94,7 @@ def register(subparsers: Any) -> None:
         help="count a tokenizer's tokens over plain-text files, streaming",
         description="Count a tokenizer's tokens over plain-text files (streamed in chunks, so "
         "the corpus may be larger than memory; '-' reads standard input, .gz files are read "
-        "compressed) and save the table for `--method dc_pdd -p dc_pdd.freq=FREQ`.",
+        "compressed) and save the table for `--methods dc_pdd --param dc_pdd.freq=FREQ`.",
     )
     build.add_argument("--tokenizer", required=True, metavar="SPEC",
                        help="model spec whose tokenizer to use (an alias, or hf:DIR for a local folder)")
