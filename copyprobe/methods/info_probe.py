@@ -217,6 +217,20 @@ def parse_word(answer: str) -> str | None:
     return None
 
 
+_QUOTED = re.compile(r"[\"“”]([^\"“”]{1,60})[\"“”]")
+_LABEL = re.compile(r"^\s*(?:output|answer|word)\s*:\s*", re.IGNORECASE)
+
+
+def parse_lenient(answer: str) -> str | None:
+    """Guess from an answer without tags (``parse=lenient``): a quoted word if there is
+    one ('... is "Arthur."'), else the first word after an "Output:"-style label."""
+    m = _QUOTED.search(answer)
+    if m:
+        return m.group(1)
+    words = _WORDISH.findall(_LABEL.sub("", answer, count=1))
+    return words[0] if words else None
+
+
 def answer_words(answer: str) -> set[str]:
     """Normalised words of a free-form answer (knowledge filter)."""
     words = {normalize(w) for w in _WORDISH.findall(answer)}
@@ -295,6 +309,8 @@ class InfoProbe(Method):
         "skip_repeated": "skip words that occur more than once in the text (the other occurrence gives them away)",
         "chat": "send probes as a chat message (true) or as a plain prompt (false)",
         "answer_tokens": "maximum tokens of each probe answer",
+        "parse": "tags (only <word>...</word> counts, as the issue asks) or lenient (also a quoted word or "
+        "the first word of an untagged answer, as in the paper's Table 9 examples)",
     }
 
     def __init__(
@@ -312,6 +328,7 @@ class InfoProbe(Method):
         skip_repeated: bool = True,
         chat: bool = True,
         answer_tokens: int = 16,
+        parse: str = "tags",
     ):
         self.reference = reference
         self.measure = measure
@@ -326,6 +343,7 @@ class InfoProbe(Method):
         self.skip_repeated = skip_repeated
         self.chat = chat
         self.answer_tokens = answer_tokens
+        self.parse = parse
 
     # -- configuration ---------------------------------------------------------------
     def validate(self) -> None:
@@ -335,6 +353,8 @@ class InfoProbe(Method):
             raise ConfigError(f"info_probe.prompt must be memorization or contamination, got {self.prompt!r}")
         if self.score not in ("count", "fraction"):
             raise ConfigError(f"info_probe.score must be count or fraction, got {self.score!r}")
+        if self.parse not in ("tags", "lenient"):
+            raise ConfigError(f"info_probe.parse must be tags or lenient, got {self.parse!r}")
         if self.filter_prompt not in FILTER_PROMPTS:
             raise ConfigError(f"info_probe.filter_prompt must be single or list, got {self.filter_prompt!r}")
         for name in ("max_tokens", "min_reconstructed", "answer_tokens"):
@@ -461,6 +481,9 @@ class InfoProbe(Method):
             guess = parse_word(answer)
             if guess is None:
                 unparsed += 1
+                if self.parse == "lenient":
+                    guess = parse_lenient(answer)
+            if guess is None:
                 ok = False
             else:
                 ok = normalize(guess) == normalize(cand.word.core) and bool(normalize(guess))
@@ -471,6 +494,7 @@ class InfoProbe(Method):
                     "position": cand.word.index,
                     "surprise": round(cand.surprise, 4),
                     "guess": guess,
+                    "answer": answer[:200],
                     "reconstructed": ok,
                 }
             )

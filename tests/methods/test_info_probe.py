@@ -384,3 +384,19 @@ def test_info_probe_end_to_end_on_smollm2_with_gemma_reference(smollm2, gemma):
         assert passage.count(MASK) == 1
         assert passage.replace(MASK, probe["word"], 1) == text
         assert probe["surprise"] > 12  # -log p below the paper's threshold
+
+
+def test_lenient_parsing_accepts_the_papers_untagged_answers():
+    from copyprobe.methods.info_probe import parse_lenient
+
+    assert parse_lenient('I believe the word that fills in the [MASK] token in the passage is "Arthur."') == "Arthur."
+    assert parse_lenient("Output: Wemmick") == "Wemmick"
+    assert parse_lenient("   ") is None
+    cands = InfoProbe(measure="prob").select_candidates(TEXT2, R2)  # Quennix, Vask, Zorblat
+    answers = ["Output: Quennix", 'The word is "Vask".', "<word>Zorblat</word>"]
+    assert InfoProbe().score_answers(cands, answers).value == 1.0
+    lenient = InfoProbe(parse="lenient").score_answers(cands, answers)
+    assert lenient.value == 3.0
+    assert lenient.details["unparsed"] == 2  # still reported: two answers had no tags
+    with pytest.raises(ConfigError):
+        make_method("info_probe", parse="loose")
