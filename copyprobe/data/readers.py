@@ -413,6 +413,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
             # nothing to score: the row's other columns (even a bad label) do not matter
             n_skipped += 1
             continue
+        _check_encodable(text, f"{name}: {where}: column {text_col!r}")
 
         if id_col is not None:
             raw_id = record.get(id_col)
@@ -421,6 +422,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
             ex_id = _key_str(raw_id)
         else:
             ex_id = str(index)
+        _check_encodable(ex_id, f"{name}: {where}: the id")
         here = f"{name}: {where} (id {ex_id!r})"
         if ex_id in seen_ids:
             raise DataError(f"{name}: duplicate id {ex_id!r} ({seen_ids[ex_id]} and {where})")
@@ -447,6 +449,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         doc_id: str | None = None
         if doc_col is not None and not _is_missing(record.get(doc_col)):
             doc_id = _key_str(record[doc_col])
+            _check_encodable(doc_id, f"{here}: column {doc_col!r}")
         if doc_id is None:
             without_doc = without_doc or (where, ex_id)
         else:
@@ -474,6 +477,16 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         has_labels=has_labels,
         has_documents=has_documents,
     )
+
+
+def _check_encodable(value: str, what: str) -> None:
+    """A JSON "\\ud800" escape gives a lone surrogate: a str that is not text and cannot be
+    hashed or written as UTF-8 later, so it is refused here, naming the row."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DataError(f"{what} holds an unpaired surrogate \\u{ord(value[exc.start]):04x} at character "
+                        f"{exc.start} (a broken \\u escape), which is not valid text") from None
 
 
 def _short(value: Any, limit: int = 40) -> str:
