@@ -114,6 +114,8 @@ CASES = [
     Case("missing data file", {}, [], "data file not found", data="nope.jsonl"),
     Case("directory that is not a dataset", {"folder": _mkdir("folder")}, [], "not a Hugging Face dataset", data="folder"),
     Case("split on a plain file", {"data.jsonl": jsonl(GOOD)}, ["--split", "train"], "applies only to a saved Hugging Face dataset"),
+    Case("lone surrogate escape in text", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "s", "text": "broken emoji \\ud83d here", "label": 1}\n'}, [], "line 3: column 'text' holds an unpaired surrogate \\ud83d"),
+    Case("lone surrogate escape in id", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "x\\udc00", "text": "fine text here", "label": 1}\n'}, [], "the id holds an unpaired surrogate"),
     Case("missing id value", {"data.jsonl": jsonl([*GOOD[:2], _row(2, id=None)])}, [], "has no id in column 'id'"),
     # -- methods and parameters ------------------------------------------------------
     Case("unknown method", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,min_kk"], "unknown method 'min_kk'"),
@@ -135,6 +137,7 @@ CASES = [
     Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "--bootstrap must be >= 0"),
     Case("seed not an integer", {"data.jsonl": jsonl(GOOD)}, ["--seed", "one"], "invalid int value"),
     Case("unwritable output dir", {"data.jsonl": jsonl(GOOD), "blocker": b"a file"}, ["--out", "{tmp}/blocker/run"], "cannot write to output directory"),
+    Case("output dir is a file", {"data.jsonl": jsonl(GOOD), "taken": b"a file"}, ["--out", "{tmp}/taken"], "cannot write to output directory"),
     Case("corrupt cache file", {"data.jsonl": jsonl(GOOD), "bad.sqlite": b"this is not a database" * 100}, ["--cache", "{tmp}/bad.sqlite"], "corrupt"),
     Case("cache path is a directory", {"data.jsonl": jsonl(GOOD), "cachedir": _mkdir("cachedir")}, ["--cache", "{tmp}/cachedir"], "is a directory"),
     Case("cache under a file", {"data.jsonl": jsonl(GOOD), "blocker": b"a file"}, ["--cache", "{tmp}/blocker/c.sqlite"], "cannot create cache directory"),
