@@ -56,6 +56,12 @@ class ResponseCache:
                 " response TEXT NOT NULL, created REAL NOT NULL,"
                 " PRIMARY KEY (fingerprint, kind, key))"
             )
+            columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
+            if columns != ["fingerprint", "kind", "key", "response", "created"]:
+                raise ConfigError(
+                    f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
+                    f"table has columns {', '.join(columns)}); give another --cache file or use --no-cache"
+                )
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
             self._db.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -77,10 +83,13 @@ class ResponseCache:
         for start in range(0, len(keys), chunk):
             part = list(keys[start : start + chunk])
             marks = ",".join("?" * len(part))
-            rows = self._db.execute(
-                f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
-                [fingerprint, kind, *part],
-            ).fetchall()
+            try:
+                rows = self._db.execute(
+                    f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
+                    [fingerprint, kind, *part],
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise BackendError(f"cannot read cache file {self.path}: {exc}") from None
             for key, text in rows:
                 try:
                     found[key] = json.loads(text)
