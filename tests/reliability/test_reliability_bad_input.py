@@ -81,6 +81,26 @@ def _corrupt_parquet(tmp: Path) -> None:
     (tmp / "data.parquet").write_bytes(b"PAR1" + b"\x00garbage" * 20 + b"PAR1")
 
 
+def _foreign_sqlite(tmp: Path) -> None:
+    db = sqlite3.connect(tmp / "other.sqlite")
+    db.execute("CREATE TABLE responses (a, b, c)")
+    db.commit()
+    db.close()
+
+
+def _truncated_cache(tmp: Path) -> None:
+    """A real cache file cut in half (e.g. a partial copy)."""
+    db = sqlite3.connect(tmp / "half.sqlite")
+    db.execute("CREATE TABLE responses (fingerprint TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,"
+               " response TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (fingerprint, kind, key))")
+    db.executemany("INSERT INTO responses VALUES (?, ?, ?, ?, 0)",
+                   [("f", "token_logprobs", str(i), json.dumps({"x": "y" * 500})) for i in range(400)])
+    db.commit()
+    db.close()
+    raw = (tmp / "half.sqlite").read_bytes()
+    (tmp / "half.sqlite").write_bytes(raw[: len(raw) // 2])
+
+
 CASES = [
     # -- data files ---------------------------------------------------------------
     Case("empty file", {"data.jsonl": b""}, [], "has no rows"),
@@ -139,6 +159,8 @@ CASES = [
     Case("unwritable output dir", {"data.jsonl": jsonl(GOOD), "blocker": b"a file"}, ["--out", "{tmp}/blocker/run"], "cannot write to output directory"),
     Case("output dir is a file", {"data.jsonl": jsonl(GOOD), "taken": b"a file"}, ["--out", "{tmp}/taken"], "cannot write to output directory"),
     Case("corrupt cache file", {"data.jsonl": jsonl(GOOD), "bad.sqlite": b"this is not a database" * 100}, ["--cache", "{tmp}/bad.sqlite"], "corrupt"),
+    Case("sqlite file of another program as cache", {"data.jsonl": jsonl(GOOD), "o": _foreign_sqlite}, ["--cache", "{tmp}/other.sqlite"], "not a copyprobe response cache"),
+    Case("truncated cache file", {"data.jsonl": jsonl(GOOD), "h": _truncated_cache}, ["--cache", "{tmp}/half.sqlite"], "half.sqlite is unreadable or corrupt"),
     Case("cache path is a directory", {"data.jsonl": jsonl(GOOD), "cachedir": _mkdir("cachedir")}, ["--cache", "{tmp}/cachedir"], "is a directory"),
     Case("cache under a file", {"data.jsonl": jsonl(GOOD), "blocker": b"a file"}, ["--cache", "{tmp}/blocker/c.sqlite"], "cannot create cache directory"),
     Case("unknown model spec", {"data.jsonl": jsonl(GOOD)}, ["--model", "smollm3-135m"], "unknown model spec"),
