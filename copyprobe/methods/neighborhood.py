@@ -6,18 +6,33 @@ words; a non-member is not special among its neighbours. For each text:
 
 1. make ``n_neighbours`` neighbours: neighbour j replaces ``max(1, round(fraction * W))``
    of the text's W replaceable words (every word but the first), chosen with a
-   random generator seeded by (``seed``, j, text). Each substitute is proposed by a
-   causal LM (``neighbour_model``: ``"target"`` or any model spec) as the first word it
-   generates after the text's left context, sampled at ``temperature`` with a seed
-   derived from (``seed``, j, position), so neighbours are reproducible and cached. A
-   substitute equal to the original word (ignoring case) leaves it unchanged; a
-   neighbour with no change at all is dropped;
+   random generator seeded by (``seed``, j, text). Substitutes come from a causal LM
+   (``neighbour_model``: ``"target"`` or any model spec) that sees the text's left
+   context, in one of two ways (``proposals``):
+
+   * ``"top"`` (default): one greedy one-token GenerateRequest per replaced position
+     asks for the ``candidates`` most likely next tokens (``top_logprobs``); those that
+     are whole words at a word boundary, other than the original word, are the
+     position's substitutes, and neighbour j draws one in proportion to its
+     probability (seeded by ``seed``, j, position). The requests are deterministic,
+     batched and shared by all neighbours, so a text costs one short forward pass per
+     replaced position. This is the closest a causal LM gets to the paper's BERT
+     top-k proposals; a proposed token that is only the start of a longer word
+     still counts as a word (as with BERT word pieces);
+   * ``"sample"``: neighbour j samples a continuation of ``max_new_tokens`` tokens at
+     ``temperature`` with a seed derived from (``seed``, j, position) and takes its
+     first word. Any backend that generates text works, but each proposal is its own
+     sampled generation (the HF backend runs those one at a time): ten times or more
+     slower.
+
+   A substitute equal to the original word (ignoring case) leaves it unchanged; a
+   neighbour with no change at all is dropped; the original's capitalisation is kept;
 2. score the text and its neighbours with TokenLogprobsRequests (shared batching and
    cache with every other method);
 3. score = ll(text) - mean_j ll(neighbour_j), where ll is the **mean** token
    log-probability. Higher = member.
 
-Rounds: (1) the text's log-probs and all substitute generations, (2) the neighbours'
+Rounds: (1) the text's log-probs and all substitute proposals, (2) the neighbours'
 log-probs.
 
 Differences from the paper: Mattern et al. propose substitutes with BERT (a masked LM
@@ -42,11 +57,12 @@ import numpy as np
 
 from copyprobe.backends.base import GenerateRequest, Generation, TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, RowError
+from copyprobe.errors import CapabilityError, ConfigError, RowError
 from copyprobe.methods.base import GREY_BOX, Method, MethodRun, Score, check_fraction
 from copyprobe.registry import register
 
 TARGET = "target"
+PROPOSALS = ("top", "sample")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _FIRST_WORD = re.compile(r"\s*([^\W_]+(?:['\u2019][^\W_]+)*)")
 
@@ -75,6 +91,42 @@ def substitute_seed(seed: int, neighbour: int, start: int) -> int:
 def first_word(generated: str) -> str | None:
     match = _FIRST_WORD.match(generated)
     return match.group(1) if match else None
+
+
+def word_candidates(
+    generation: Generation, text: str, span: tuple[int, int], model: str
+) -> list[tuple[str, float]]:
+    """(word, probability) of the proposed next tokens that are whole words at the
+    replaced word's boundary and differ from it. Where the original word follows
+    whitespace, only tokens that start with whitespace qualify (else a word piece would
+    be glued onto the previous word); where none does, any word-like token is used."""
+    if not generation.top_logprobs:
+        raise CapabilityError(
+            f"model {model!r} returned no top log-probs for substitute proposals; "
+            "use --param neighborhood.proposals=sample"
+        )
+    start, end = span
+    original = text[start:end].lower()
+    after_space = text[start - 1].isspace()
+    fitting, any_word = [], []
+    for piece, logprob in generation.top_logprobs[0].items():
+        word = piece.strip()
+        if not _WORD.fullmatch(word) or word.lower() == original:
+            continue
+        any_word.append((word, math.exp(logprob)))
+        if piece[:1].isspace() == after_space:
+            fitting.append((word, math.exp(logprob)))
+    return fitting or any_word
+
+
+def pick_candidate(options: Sequence[tuple[str, float]], seed: int, neighbour: int, start: int) -> str | None:
+    """Draw one word in proportion to its probability, seeded per (neighbour, position)."""
+    if not options:
+        return None
+    rng = random.Random(_digest("pick", seed, neighbour, start))
+    words = [w for w, _ in options]
+    weights = [p for _, p in options]
+    return rng.choices(words, weights=weights, k=1)[0]
 
 
 def apply_substitutes(text: str, spans: Sequence[tuple[int, int]], words: Sequence[str | None]) -> tuple[str, int]:
@@ -117,8 +169,11 @@ class Neighbourhood(Method):
         "n_neighbours": "neighbours per text (VeilProbe's comparison of the baselines: 10)",
         "fraction": "fraction of the words each neighbour replaces (at least one word), in (0, 1]",
         "neighbour_model": "model that proposes substitute words: 'target' or a model spec",
-        "temperature": "sampling temperature of the substitute proposals (> 0)",
-        "max_new_tokens": "tokens generated per substitute proposal (its first word is used)",
+        "proposals": "'top': draw from the model's top next-token candidates (fast, batched); "
+                     "'sample': sample a continuation per neighbour and word (slow)",
+        "candidates": "top next tokens considered per replaced word (proposals=top)",
+        "temperature": "sampling temperature of the substitute proposals (proposals=sample, > 0)",
+        "max_new_tokens": "tokens generated per substitute proposal (proposals=sample; its first word is used)",
         "seed": "seed of the word positions and substitute samples",
     }
 
@@ -127,6 +182,8 @@ class Neighbourhood(Method):
         n_neighbours: int = 10,
         fraction: float = 0.1,
         neighbour_model: str = TARGET,
+        proposals: str = "top",
+        candidates: int = 10,
         temperature: float = 1.0,
         max_new_tokens: int = 4,
         seed: int = 0,
@@ -134,12 +191,16 @@ class Neighbourhood(Method):
         self.n_neighbours = n_neighbours
         self.fraction = fraction
         self.neighbour_model = neighbour_model
+        self.proposals = proposals
+        self.candidates = candidates
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.seed = seed
 
     def validate(self) -> None:
-        for name in ("n_neighbours", "max_new_tokens"):
+        if self.proposals not in PROPOSALS:
+            raise ConfigError(f"neighborhood.proposals must be one of {', '.join(PROPOSALS)}, got {self.proposals!r}")
+        for name in ("n_neighbours", "max_new_tokens", "candidates"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"neighborhood.{name} must be a positive integer, got {value!r}")
@@ -165,28 +226,52 @@ class Neighbourhood(Method):
             raise RowError("text has no word to replace (needs at least two words)")
         plan = [choose_positions(text, len(spans), self.fraction, self.seed, j) for j in range(self.n_neighbours)]
         model = self._proposal_model()
-        generate = [
-            GenerateRequest(
-                prompt=text[: spans[i][0]].rstrip(),
-                max_tokens=self.max_new_tokens,
-                temperature=float(self.temperature),
-                seed=substitute_seed(self.seed, j, spans[i][0]),
-                stop=("\n",),
-                model=model,
-            )
-            for j, positions in enumerate(plan)
-            for i in positions
-        ]
+        if self.proposals == "top":
+            needed = sorted({i for positions in plan for i in positions})
+            generate = [
+                GenerateRequest(
+                    prompt=text[: spans[i][0]].rstrip(),
+                    max_tokens=1,
+                    temperature=0.0,
+                    top_logprobs=self.candidates,
+                    model=model,
+                )
+                for i in needed
+            ]
+        else:
+            generate = [
+                GenerateRequest(
+                    prompt=text[: spans[i][0]].rstrip(),
+                    max_tokens=self.max_new_tokens,
+                    temperature=float(self.temperature),
+                    seed=substitute_seed(self.seed, j, spans[i][0]),
+                    stop=("\n",),
+                    model=model,
+                )
+                for j, positions in enumerate(plan)
+                for i in positions
+            ]
         responses = yield [TokenLogprobsRequest(text, stats=False), *generate]
         text_ll = mean_ll(responses[0])
         generations: list[Generation] = list(responses[1:])
 
+        if self.proposals == "top":
+            options = {
+                i: word_candidates(g, text, spans[i], self.neighbour_model) for i, g in zip(needed, generations)
+            }
+            chosen = [
+                [pick_candidate(options[i], self.seed, j, spans[i][0]) for i in positions]
+                for j, positions in enumerate(plan)
+            ]
+        else:
+            chosen, cursor = [], 0
+            for positions in plan:
+                chosen.append([first_word(g.text) for g in generations[cursor : cursor + len(positions)]])
+                cursor += len(positions)
+
         neighbours: list[str] = []
         changed_words: list[int] = []
-        cursor = 0
-        for positions in plan:
-            words = [first_word(g.text) for g in generations[cursor : cursor + len(positions)]]
-            cursor += len(positions)
+        for positions, words in zip(plan, chosen):
             neighbour, changed = apply_substitutes(text, [spans[i] for i in positions], words)
             if changed and neighbour != text:
                 neighbours.append(neighbour)

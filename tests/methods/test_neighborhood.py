@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from copyprobe.backends.base import TokenLogprobsRequest
+from copyprobe.backends.base import Generation, TokenLogprobsRequest
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError
+from copyprobe.errors import CapabilityError, ConfigError
 from copyprobe.methods.base import Score
 from copyprobe.methods.neighborhood import (
     apply_substitutes,
     choose_positions,
     first_word,
     neighbourhood_score,
+    pick_candidate,
     replaceable_words,
+    word_candidates,
 )
 from copyprobe.registry import make_method
 from copyprobe.runner import DriveStats, Failure, drive
@@ -77,11 +81,81 @@ def test_positions_are_seeded_and_differ_between_neighbours():
     assert choose_positions(text, 3, 0.01, 0, 0).__len__() == 1  # at least one word
 
 
+class TopFake(FakeBackend):
+    """FakeBackend whose generations also carry top next-token alternatives."""
+
+    def __init__(self, top, **kwargs):
+        super().__init__(**kwargs)
+        self.top = top  # {piece: logprob}
+        self.seen = []
+
+    def _answer_generate(self, requests, progress=None):
+        self.seen.extend(requests)
+        out = super()._answer_generate(requests, progress)
+        return [Generation(text=g.text, top_logprobs=[dict(self.top)]) for g in out]
+
+
+def test_top_candidates_filtering_by_hand():
+    gen = Generation(text="", top_logprobs=[{" dog": -0.5, " cat": -1.0, "s": -2.0, " ,": -2.5, "dog": -3.0}])
+    text = "the cat sat"
+    # replacing "cat" (after a space): " dog" qualifies; " cat" is the original; "s", "dog"
+    # lack the leading space; " ," is no word
+    assert word_candidates(gen, text, (4, 7), "target") == [("dog", pytest.approx(math.exp(-0.5)))]
+    glued = "(cat) sat"  # "cat" follows "(": only pieces without a leading space fit
+    assert [w for w, _ in word_candidates(gen, glued, (1, 4), "target")] == ["s", "dog"]
+    assert word_candidates(Generation(text="", top_logprobs=[{" cat": -1.0}]), text, (4, 7), "t") == []
+    with pytest.raises(CapabilityError, match="proposals=sample"):
+        word_candidates(Generation(text="x"), text, (4, 7), "target")
+
+
+def test_pick_candidate_follows_probabilities_and_seeds():
+    options = [("dog", 0.9), ("cow", 0.1)]
+    picks = [pick_candidate(options, 0, j, 4) for j in range(400)]
+    assert picks == [pick_candidate(options, 0, j, 4) for j in range(400)]
+    assert 320 < picks.count("dog") < 390  # about 90 %
+    assert pick_candidate([], 0, 0, 4) is None
+
+
+def test_top_mode_shares_one_greedy_request_per_position():
+    backend = TopFake({" zebra": -0.1, " yak": -2.0})
+    text = "alpha beta gamma delta"
+    method = make_method("neighborhood", n_neighbours=6, fraction=1.0)  # every word, every neighbour
+    stats = DriveStats()
+    result = run_all(method, [text], backend, stats=stats)[text]
+    # 3 replaceable words -> 3 greedy one-token requests, shared by the 6 neighbours
+    assert len(backend.seen) == 3 and backend.calls["generate"] == 3
+    assert all(r.temperature == 0 and r.max_tokens == 1 and r.top_logprobs == 10 for r in backend.seen)
+    assert [r.prompt for r in backend.seen] == ["alpha", "alpha beta", "alpha beta gamma"]
+    # every neighbour is one of the 2^3 zebra/yak combinations; score = ll(text) - their mean
+    spans = replaceable_words(text)
+    lls = []
+    for j in range(6):
+        words = [pick_candidate([("zebra", math.exp(-0.1)), ("yak", math.exp(-2.0))], 0, j, a) for a, _ in spans]
+        lls.append(ll(backend, apply_substitutes(text, spans, words)[0]))
+    assert result.value == pytest.approx(ll(backend, text) - sum(lls) / 6)
+    assert result.details["neighbours"] == 6 and stats.rounds == 2
+
+
+def test_top_mode_members_outscore_non_members():
+    members = [
+        "the old lighthouse keeper climbed the spiral stairs every evening at dusk",
+        "rain fell softly on the copper roofs of the sleeping harbour town",
+    ]
+    others = [
+        "quarterly revenue figures exceeded analyst expectations across all regions",
+        "engineers replaced one faulty valve before another pressure test resumed",
+    ]
+    top = {" stone": -1.0, " river": -1.2, " window": -1.5, " paper": -1.7, " garden": -2.0}
+    backend = TopFake(top, member_texts=members, boost=6.0)
+    results = run_all(make_method("neighborhood", fraction=0.3), members + others, backend)
+    assert min(results[t].value for t in members) > max(results[t].value for t in others)
+
+
 def test_full_replacement_scored_by_hand():
     """fraction=1 replaces every replaceable word, so every neighbour is the same
     text and the score is ll(text) - ll(that text)."""
     backend = FakeBackend(generate_fn=lambda r: " zebra crossing")
-    method = make_method("neighborhood", n_neighbours=3, fraction=1.0)
+    method = make_method("neighborhood", n_neighbours=3, fraction=1.0, proposals="sample")
     text = "alpha beta gamma"
     stats = DriveStats()
     result = run_all(method, [text], backend, stats=stats)[text]
@@ -100,7 +174,7 @@ def test_partial_replacement_requests_and_determinism():
         return f" w{request.seed % 1000}"
 
     text = "the quick brown fox jumps over the lazy dog today"
-    method = make_method("neighborhood", n_neighbours=4, fraction=0.25, seed=7)
+    method = make_method("neighborhood", n_neighbours=4, fraction=0.25, seed=7, proposals="sample")
     first = run_all(method, [text], FakeBackend(generate_fn=propose))[text]
     requests = list(seen)
     # 9 replaceable words, round(0.25 * 9) = 2 per neighbour, 4 neighbours
@@ -118,7 +192,7 @@ def test_partial_replacement_requests_and_determinism():
 def test_neighbour_score_equals_hand_mean_over_built_neighbours():
     backend = FakeBackend(generate_fn=lambda r: " zz" + str(r.seed % 97))
     text = "a b c d e f"
-    method = make_method("neighborhood", n_neighbours=5, fraction=0.4, seed=3)
+    method = make_method("neighborhood", n_neighbours=5, fraction=0.4, seed=3, proposals="sample")
     result = run_all(method, [text], backend)[text]
     spans = replaceable_words(text)
     neighbour_lls = []
@@ -148,7 +222,7 @@ def test_members_outscore_non_members_on_fake_backend():
     vocab = ["stone", "river", "window", "paper", "garden", "engine", "silver", "market"]
     backend = FakeBackend(member_texts=members, boost=6.0,
                           generate_fn=lambda r: " " + vocab[r.seed % len(vocab)])
-    method = make_method("neighborhood", n_neighbours=10, fraction=0.3)
+    method = make_method("neighborhood", n_neighbours=10, fraction=0.3, proposals="sample")
     results = run_all(method, members + others, backend)
     assert min(results[t].value for t in members) > max(results[t].value for t in others)
 
@@ -156,7 +230,7 @@ def test_members_outscore_non_members_on_fake_backend():
 def test_separate_neighbour_model_gets_the_generations():
     target = FakeBackend(spec="target", generate_fn=lambda r: pytest.fail("target asked to generate"))
     proposer = FakeBackend(spec="proposer", generate_fn=lambda r: " other")
-    method = make_method("neighborhood", n_neighbours=2, fraction=0.5, neighbour_model="hf:proposer")
+    method = make_method("neighborhood", n_neighbours=2, fraction=0.5, neighbour_model="hf:proposer", proposals="sample")
     assert method.models() == {"hf:proposer"}
     text = "x y z w"
     result = run_all(method, [text], target, backends={"hf:proposer": proposer})[text]
@@ -167,7 +241,7 @@ def test_separate_neighbour_model_gets_the_generations():
 
 def test_rows_that_cannot_be_scored_fail_alone():
     backend = FakeBackend(generate_fn=lambda r: " same")
-    method = make_method("neighborhood", n_neighbours=2, fraction=1.0)
+    method = make_method("neighborhood", n_neighbours=2, fraction=1.0, proposals="sample")
     results = run_all(method, ["single", "more same same", "a b c"], backend)
     assert isinstance(results["single"], Failure) and "no word" in results["single"].reason
     assert isinstance(results["more same same"], Failure) and "no neighbour" in results["more same same"].reason
@@ -176,7 +250,8 @@ def test_rows_that_cannot_be_scored_fail_alone():
 
 @pytest.mark.parametrize("params", [
     {"n_neighbours": 0}, {"fraction": 0}, {"fraction": 1.5}, {"temperature": 0},
-    {"neighbour_model": ""}, {"max_new_tokens": 0}, {"seed": 1.5},
+    {"neighbour_model": ""}, {"max_new_tokens": 0}, {"seed": 1.5}, {"proposals": "bert"},
+    {"candidates": 0},
 ])
 def test_bad_parameters(params):
     with pytest.raises(ConfigError):
