@@ -33,7 +33,7 @@ def test_two_processes_share_one_cache_file(tmp_path):
     procs = {
         name: subprocess.Popen(fake_cli_cmd(*args(data, tmp_path / f"run_{name}", shared)), cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env(FAKE_LOG=str(log), FAKE_DELAY="0.003"))
+                               env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"))
         for name, data in (("a", data_a), ("b", data_b), ("a2", data_a))
     }
     for name, proc in procs.items():
