@@ -494,7 +494,9 @@ def shared_prefix_logprobs(model: Any, sequences: Sequence[Sequence[int]], targe
                 children.setdefault(seqs[i][end], []).append(i)
         for group in children.values():
             walk(group, end, cache, last_logits)
-            cache.crop(end)
+            extra = cache.get_seq_length() - end
+            if extra > 0:
+                cache.crop(-extra)  # a negative value removes that many tokens (transformers 4.x and 5)
 
     with torch.inference_mode():
         groups: dict[int, list[int]] = {}
