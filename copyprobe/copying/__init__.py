@@ -3,7 +3,13 @@ recall and fluency, with MemFree decoding and the system-prompt self-reminder as
 See docs/copying.md."""
 
 from copyprobe.copying.common import GenConfig
-from copyprobe.copying.data import CopySet, LiteralItem, NonLiteralItem, QAItem, load_copyset
+from copyprobe.copying.data import (
+    CopySet,
+    LiteralItem,
+    NonLiteralItem,
+    QAItem,
+    load_copyset,
+)
 from copyprobe.copying.runner import CopyConfig, compute_metrics, run_copying
 
 __all__ = [

@@ -61,7 +61,7 @@ def _chapter_verses(book: str, chapter: int) -> list[str]:
     exe = shutil.which("bible")
     if exe is None:
         raise DataError("the `bible` command is missing: apt-get install bible-kjv")
-    raw = subprocess.run([exe, "-f", f"{book}{chapter}:1-200"], capture_output=True, text=True).stdout
+    raw = subprocess.run([exe, "-f", f"{book}{chapter}:1-200"], capture_output=True, text=True, check=False).stdout
     out = []
     for line in raw.splitlines():
         m = re.match(r"^\S+?(\d+):(\d+)\s+(.*)$", line.strip())

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
@@ -53,7 +54,7 @@ def text_of(response: Any) -> str:
     return text
 
 
-_LABEL = re.compile(r"^\s*(?:provided\s+)?completion\s*:\s*", re.I)
+_LABEL = re.compile(r"^\s*(?:provided\s+)?completion\s*:\s*", re.IGNORECASE)
 
 
 def clean_completion(text: str) -> str:

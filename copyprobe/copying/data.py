@@ -27,10 +27,11 @@ import json
 import posixpath
 import re
 import zipfile
+from collections.abc import Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Generator, Iterable
+from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
@@ -309,7 +310,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
 
 # --------------------------------------------------------------------------- books
 class _TextExtractor(HTMLParser):
-    BLOCK = {"p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "section", "blockquote"}
+    BLOCK = frozenset({"p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "section", "blockquote"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -494,7 +495,7 @@ def parse_characters(text: str) -> list[list[str]]:
 
 
 def parse_qa_pair(text: str) -> tuple[str, str]:
-    m = re.search(r"Question:\s*(.+?)\s*Answer:\s*(.+)", text, flags=re.S)
+    m = re.search(r"Question:\s*(.+?)\s*Answer:\s*(.+)", text, flags=re.DOTALL)
     if not m:
         raise RowError("the answer is not 'Question: ... Answer: ...'")
     question = m.group(1).strip()
@@ -557,7 +558,7 @@ def qa_from_passage(
         raise RowError(f"the passage does not support the pair ({question!r} -> {answer!r})")
     if label.startswith("partially") and not keep_partial:
         raise RowError(f"the passage only partially supports the pair ({question!r} -> {answer!r})")
-    if not (label.startswith("attributable") or label.startswith("partially")):
+    if not label.startswith(("attributable", "partially")):
         raise RowError(f"the verification answer cannot be read: {label[:60]!r}")
     rid = item_id or "qa." + hashlib.sha256(passage.encode()).hexdigest()[:10]
     return QAItem(rid, title, question, (answer,))

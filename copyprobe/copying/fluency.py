@@ -13,7 +13,7 @@ from typing import Any
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
 
-_RESULT = re.compile(r"\[RESULT\]\s*\(?\s*([1-5])(?:\.0+)?\s*\)?(?![\d.])", re.I)
+_RESULT = re.compile(r"\[RESULT\]\s*\(?\s*([1-5])(?:\.0+)?\s*\)?(?![\d.])", re.IGNORECASE)
 
 
 def parse_fluency(text: str) -> int | None:

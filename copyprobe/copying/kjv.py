@@ -23,8 +23,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from copyprobe.copying.data import CopySet, literal_items_from_text, nonliteral_items
-from copyprobe.copying.data import QAItem, LiteralItem
+from copyprobe.copying.data import (
+    CopySet,
+    LiteralItem,
+    QAItem,
+    literal_items_from_text,
+    nonliteral_items,
+)
 from copyprobe.errors import DataError
 
 DATA_DIR = Path(__file__).parent / "data"

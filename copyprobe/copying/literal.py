@@ -8,8 +8,9 @@ copied when ROUGE-L >= ``threshold`` (0.8 in the paper).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from copyprobe.copying import prompts
 from copyprobe.copying.common import GenConfig, clean_completion, text_of

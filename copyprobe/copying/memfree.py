@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +69,7 @@ class BloomFilter:
     """A Bloom filter over 64-bit keys (double hashing on the mixed key)."""
 
     def __init__(self, capacity: int, fp_rate: float = 1e-4):
-        if capacity < 1:
-            capacity = 1
+        capacity = max(capacity, 1)
         if not 0 < fp_rate < 1:
             raise ConfigError("Bloom filter false-positive rate must be in (0, 1)")
         self.m = max(64, int(math.ceil(-capacity * math.log(fp_rate) / (math.log(2) ** 2))))
@@ -205,16 +205,16 @@ class MemFreeLogitsProcessor(_base_class()):
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], tokenizer: Any, n: int = 10, kind: str = "set",
-                   **index_options: Any) -> "MemFreeLogitsProcessor":
+                   **index_options: Any) -> MemFreeLogitsProcessor:
         proc = cls.deferred(texts, n=n, kind=kind, **index_options)
         proc.bind(tokenizer)
         return proc
 
     @classmethod
-    def deferred(cls, texts: Iterable[str], n: int = 10, kind: str = "set", **index_options: Any) -> "MemFreeLogitsProcessor":
+    def deferred(cls, texts: Iterable[str], n: int = 10, kind: str = "set", **index_options: Any) -> MemFreeLogitsProcessor:
         return cls(None, texts=list(texts), n=n, kind=kind, **index_options)
 
-    def bind(self, tokenizer: Any) -> "MemFreeLogitsProcessor":
+    def bind(self, tokenizer: Any) -> MemFreeLogitsProcessor:
         """Tokenize the protected texts with the model's tokenizer and build the index."""
         if self._texts is None:
             return self

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts

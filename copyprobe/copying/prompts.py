@@ -14,8 +14,8 @@ test. None ship here (they would be copyrighted text); pass your own as
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # §5.2 / A.2: the system-mode self-reminder.
 SELF_REMINDER = (

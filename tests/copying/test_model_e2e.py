@@ -4,7 +4,13 @@ driving the literal rate to zero on the prompt set where the model copies."""
 import pytest
 
 from copyprobe.backends.hf import HFBackend
-from copyprobe.copying import CopyConfig, GenConfig, compute_metrics, load_copyset, run_copying
+from copyprobe.copying import (
+    CopyConfig,
+    GenConfig,
+    compute_metrics,
+    load_copyset,
+    run_copying,
+)
 from copyprobe.copying.fluency import FluencyJudge
 from copyprobe.copying.memfree import MemFreeLogitsProcessor
 
@@ -40,7 +46,7 @@ def test_memfree_drives_the_literal_rate_to_zero(smollm2):
     # repetition penalty 1.0: with 1.1 the penalty itself keeps this small model from
     # repeating the passage shown in the prompt
     cfg = CopyConfig(tasks=("literal",), gen=GenConfig(repetition_penalty=1.0), literal_max_tokens=70)
-    rows, plain = run_copying(data, lambda spec: smollm2, cfg)
+    _, plain = run_copying(data, lambda spec: smollm2, cfg)
     assert plain["literal"]["rate"] >= 1 / 3  # the model copies here (measured: 3 of 6)
 
     proc = MemFreeLogitsProcessor.deferred(data.protected_corpus(), n=10)

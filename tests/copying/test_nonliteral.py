@@ -87,7 +87,6 @@ def test_run_nonliteral_counts_events_and_characters_with_a_backend_judge():
     assert res["characters_found"] == ["Mary", "Herod", "Jesus"]  # "the child" alias counts for Jesus
     assert res["character_overlap"] == 3 and res["character_copied"] is True
     # the Fig. 8 prompt, one request per (event, chunk)
-    prompts = [k for k in fb.calls]
     assert fb.calls["generate"] == 1 + len(EVENTS) * res["n_chunks"]
 
 

@@ -33,7 +33,7 @@ def _fake():
 
 
 def test_copying_run_writes_a_recomputable_record(tmp_path):
-    fb, kjv = _fake()
+    fb, _ = _fake()
     cfg = CopyConfig(judge=BackendJudge(None), literal_max_tokens=60, nonliteral_max_tokens=60)
     result = copying(fb, "kjv", cfg, out=tmp_path / "run", cache=False, command=["copyprobe", "copying"])
     out = tmp_path / "run"

@@ -6,7 +6,12 @@ import argparse
 import json
 import sys
 
-from copyprobe.cli._common import add_model_options, cache_setting, check_batch_size, progress_bars
+from copyprobe.cli._common import (
+    add_model_options,
+    cache_setting,
+    check_batch_size,
+    progress_bars,
+)
 from copyprobe.errors import ConfigError, DataError
 
 
