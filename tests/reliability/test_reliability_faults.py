@@ -61,9 +61,9 @@ def test_api_run_with_all_faults_completes_and_records_every_failure(tmp_path, f
                              out=tmp_path / "clean", cache=False, n_bootstrap=100)
     assert not clean.run["failures"]
 
-    with FaultProxy(upstream_of(upstream), rate=0.2, seed=7, retry_after=1, hang_s=2.0,
+    with FaultProxy(upstream_of(upstream), rate=0.2, seed=7, retry_after=1, hang_s=4.0,
                     always_fail=lambda body: "POISON" in json.dumps(body)) as proxy:
-        backend = OpenAIBackend("tiny-model", proxy.base_url, timeout=1.0, max_retries=3, backoff=0.05,
+        backend = OpenAIBackend("tiny-model", proxy.base_url, timeout=3.0, max_retries=3, backoff=0.05,
                                 max_backoff=2.0)
         started = time.monotonic()
         result = copyprobe.detect(backend, str(data), ["prefix_probe"], out=tmp_path / "run",
@@ -85,35 +85,37 @@ def test_api_run_with_all_faults_completes_and_records_every_failure(tmp_path, f
 
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     poison_ids = {rows[i]["id"] for i in POISON}
-    # every request that failed for good is listed with its reason ...
+    failed_ids = {f["id"] for f in run["failures"]}
+    # every request that failed for good is listed with its reason: the forced ones, and any
+    # whose four attempts all met a fault by chance (on a loaded machine, also a slow answer)
+    assert poison_ids <= failed_ids and len(failed_ids - poison_ids) <= 2, failed_ids
     failed = run["requests"]["failed"]
-    assert len(failed) == len(POISON)
+    assert len(failed) == len(failed_ids)
+    assert sum("HTTP 500" in e["reason"] for e in failed) >= len(POISON)
     for entry in failed:
-        assert entry["kind"] == "generate" and "HTTP 500" in entry["reason"] and "gave up after 4 attempts" in entry["reason"]
-    # ... and its row is null with the reason, in scores.jsonl and in run.json's failures
-    assert {f["id"] for f in run["failures"]} == poison_ids
+        assert entry["kind"] == "generate" and "gave up after 4 attempts" in entry["reason"], entry
+    # ... its row is null with the reason; every other row equals the fault-free run
     written = read_rows(tmp_path / "run" / "scores.jsonl")
     clean_rows = {r["id"]: r for r in read_rows(tmp_path / "clean" / "scores.jsonl")}
+    assert len(written) == 60
     for row in written:
-        if row["id"] in poison_ids:
-            assert row["prefix_probe"] is None and row["errors"]["prefix_probe"].startswith("request failed: HTTP 500")
+        if row["id"] in failed_ids:
+            assert row["prefix_probe"] is None and row["errors"]["prefix_probe"].startswith("request failed: ")
+            if row["id"] in poison_ids:
+                assert "HTTP 500" in row["errors"]["prefix_probe"]
         else:
-            # no fault turned into a wrong or silent score: identical to the fault-free run
-            assert row == clean_rows[row["id"]]
+            assert row == clean_rows[row["id"]]  # no fault became a wrong or silent score
     # the record accounts for every attempt: sent = proxy log, retries = attempts beyond the first
     usage = run["model"]["usage"]
     assert usage["requests"] == len(events)
     assert usage["retries"] == len(events) - len({e["key"] for e in events})
-    assert usage["failed"] == len(POISON)
+    assert usage["failed"] == len(failed_ids)
     for key in {e["key"] for e in events}:
         attempts = [e for e in events if e["key"] == key]
         if attempts[0]["forced"]:
             assert len(attempts) == 4  # 1 + max_retries, all failed
-        else:
-            assert attempts[-1]["fault"] is None  # it ended with a real answer
     assert result.run["cache"]["misses"] == 60
-
-    assert len(resent) == len(POISON)  # nothing else is lost or sent again
+    assert len(resent) == len(failed_ids)  # the rerun asks for nothing else: nothing was lost
     assert not again.run["failures"]
     assert (tmp_path / "again" / "scores.jsonl").read_bytes() == (tmp_path / "clean" / "scores.jsonl").read_bytes()
     print(f"events={len(events)} injected={injected} retry_after_gaps={sorted(round(g, 2) for g in gaps)} elapsed={elapsed:.1f}s")
