@@ -65,3 +65,25 @@ def test_smollm2_runs_are_byte_identical(tmp_path):
     scores = [json.loads(l) for l in (a / "scores.jsonl").read_text().splitlines()]
     assert len(scores) == 6 and all(r["loss"] is not None for r in scores)
     assert json.loads((a / "run.json").read_text())["bootstrap"] == {"n": 300, "seed": 0}
+
+
+def test_document_level_metrics_are_byte_identical_across_processes(tmp_path):
+    """Documents (the demo data: doc ids, document-level bootstrap that resamples whole
+    documents) through the real CLI with a FakeBackend, in processes with different hash
+    seeds: byte-identical outputs."""
+    from copyprobe.cli.commands.demo import demo_data_path
+
+    from rel_util import fake_cli_cmd
+
+    outs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"run{hash_seed}"
+        result = run(fake_cli_cmd("detect", "--model", "fake", "--data", str(demo_data_path()), "--out", str(out),
+                                  "--methods", "loss,zlib,min_k,min_k_pp", "--no-cache", "--no-progress",
+                                  "--bootstrap", "200"), env=env(PYTHONHASHSEED=hash_seed))
+        assert result.returncode == 0, result.stderr
+        outs.append(out)
+    metrics = json.loads((outs[0] / "metrics.json").read_text())
+    assert metrics["document"] and all(v["auc_low"] is not None for v in metrics["document"].values())
+    for name in ("scores.jsonl", "metrics.json"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
