@@ -228,6 +228,21 @@ def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool
     return model, tokenizer, file_sha, False
 
 
+def load_gguf_tokenizer(path: str | os.PathLike):
+    """Only the tokenizer of a GGUF file: from the conversion cache when the model was
+    converted before, else converted directly (the model is not loaded)."""
+    from transformers import AutoTokenizer
+
+    file = check_gguf_file(path)
+    cached = cache_base_dir() / "models" / sha256_file(file)
+    try:
+        if (cached / "copyprobe-source.json").is_file():
+            return AutoTokenizer.from_pretrained(cached)
+        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+    except Exception as exc:  # noqa: BLE001 - corrupt or unsupported files fail in many ways
+        raise BackendError(f"cannot load the tokenizer of GGUF file {file}: {_one_line(exc)}") from exc
+
+
 def _drop_gguf_quantizer(model) -> None:
     # The weights are already de-quantized into plain tensors; only the loader's marker
     # remains, and it makes save_pretrained refuse ("not serializable").
@@ -690,6 +705,8 @@ class HFBackend(Backend):
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
+        if not all(prompts):
+            raise BackendError("empty generation prompt: give a prompt or messages")
         width = max(len(p) for p in prompts)
         if width + request.max_tokens > self._context_limit():
             raise BackendError(f"prompt of {width} tokens + max_tokens {request.max_tokens} exceeds "

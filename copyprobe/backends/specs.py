@@ -51,7 +51,10 @@ def load_backend(
     common = dict(device=device, dtype=dtype, batch_size=batch_size, max_length=max_length)
 
     if spec.startswith("openai:"):
-        from copyprobe.backends.openai_compat import OpenAIBackend
+        try:
+            from copyprobe.backends.openai_compat import OpenAIBackend
+        except ImportError as exc:
+            raise BackendError(f"openai: specs are not available in this install ({exc})") from exc
 
         return OpenAIBackend.from_spec(spec, **common, **options)
 
@@ -69,6 +72,35 @@ def load_backend(
         if not name:
             raise ConfigError("model spec 'hf:' needs a model directory or hub id, e.g. hf:./my-model")
         return HFBackend.from_pretrained(name, spec=spec, **common, **options)
+    raise ConfigError(_unknown_spec_message(spec))
+
+
+def load_tokenizer(spec: str):
+    """The tokenizer of a local model spec, without loading the model's weights."""
+    spec = spec.strip() if isinstance(spec, str) else spec
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
+    if spec.startswith("openai:"):
+        raise ConfigError(f"{spec!r} is a remote model: its tokenizer is not available; use an hf: or gguf: spec")
+    from copyprobe.backends.hf import load_gguf_tokenizer
+
+    if spec in ALIASES:
+        return load_gguf_tokenizer(alias_path(spec))
+    if spec.startswith("gguf:") and spec[len("gguf:"):].strip():
+        return load_gguf_tokenizer(Path(spec[len("gguf:"):].strip()).expanduser())
+    if spec.startswith("hf:") and spec[len("hf:"):].strip():
+        from transformers import AutoTokenizer
+
+        name = spec[len("hf:"):].strip()
+        local = Path(name).expanduser()
+        if (local.is_absolute() or name.startswith((".", "~"))) and not local.exists():
+            raise BackendError(f"model directory not found: {local}")
+        try:
+            return AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
+        except Exception as exc:  # noqa: BLE001 - missing files, hub errors
+            raise BackendError(f"cannot load the tokenizer of {name!r}: {str(exc).strip().splitlines()[0]}") from exc
+    if spec in ("hf:", "gguf:"):
+        raise ConfigError(f"model spec {spec!r} needs a path or name after the colon")
     raise ConfigError(_unknown_spec_message(spec))
 
 

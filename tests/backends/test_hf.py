@@ -417,3 +417,11 @@ def test_device_and_dtype_resolution():
         make_tiny_backend(max_length=4096)
     with pytest.raises(ConfigError, match="batch size"):
         make_tiny_backend(batch_size=0)
+
+
+
+@pytest.mark.model
+def test_empty_generation_prompt_is_a_backend_error(smollm2):
+    # smollm2 adds no BOS, so an empty prompt has no tokens at all
+    with pytest.raises(BackendError, match="empty generation prompt"):
+        smollm2.answer([GenerateRequest(prompt="", max_tokens=2)])

@@ -218,3 +218,21 @@ def test_alias_fingerprint_is_the_gguf_files(smollm2):
     # the alias and an explicit gguf: spec for the same file are the same model
     assert smollm2.fingerprint == load_backend(f"gguf:{specs.alias_path('smollm2-135m-instruct')}",
                                                device="cpu", batch_size=1).fingerprint
+
+
+def test_load_tokenizer_without_the_model(tiny_gguf, tiny_dir, tmp_path, monkeypatch):
+    from copyprobe.backends.specs import load_tokenizer
+
+    monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    text = "the cat sat"
+    direct = load_tokenizer(f"gguf:{tiny_gguf}")(text).input_ids  # converted, model not loaded
+    assert not (tmp_path / "cache" / "models").exists()
+    backend = load_backend(f"gguf:{tiny_gguf}", device="cpu")
+    assert load_tokenizer(f"gguf:{tiny_gguf}")(text).input_ids == direct == backend.tokenizer(text).input_ids
+    assert load_tokenizer(f"hf:{tiny_dir}")(text).input_ids == make_byte_tokenizer()(text).input_ids
+    with pytest.raises(ConfigError, match="remote"):
+        load_tokenizer("openai:m@http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match="did you mean"):
+        load_tokenizer("smollm2-135m")
+    with pytest.raises(BackendError, match="not found"):
+        load_tokenizer(f"gguf:{tmp_path / 'absent.gguf'}")
