@@ -77,9 +77,9 @@ def make_tiny_model(kind: str = "llama", context: int = 128, seed: int = 0):
     import torch
     from transformers import AutoModelForCausalLM, Gemma2Config, LlamaConfig
 
-    common = dict(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
-                  bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    common = {"vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": context,
+              "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2}
     if kind == "llama":
         config = LlamaConfig(**common)
     elif kind == "gemma2":

@@ -35,22 +35,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
-import tempfile
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from copyprobe.backends.base import (
     ALL_CAPABILITIES,
     Backend,
     ChoiceLogprobs,
     ChoiceLogprobsRequest,
-    Generation,
     GenerateRequest,
+    Generation,
     TokenLogprobs,
     TokenLogprobsRequest,
 )
@@ -218,7 +219,7 @@ def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool
     try:
         tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
         model = AutoModelForCausalLM.from_pretrained(file.parent, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - corrupt or unsupported files fail in many ways
+    except Exception as exc:
         raise BackendError(f"cannot load GGUF file {file}: {_one_line(exc)}") from exc
     _drop_gguf_quantizer(model)
     _save_conversion(model, tokenizer, cached, {"source": str(file), "sha256": file_sha,
@@ -239,7 +240,7 @@ def load_gguf_tokenizer(path: str | os.PathLike):
         if (cached / "copyprobe-source.json").is_file():
             return AutoTokenizer.from_pretrained(cached)
         return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
-    except Exception as exc:  # noqa: BLE001 - corrupt or unsupported files fail in many ways
+    except Exception as exc:
         raise BackendError(f"cannot load the tokenizer of GGUF file {file}: {_one_line(exc)}") from exc
 
 
@@ -267,10 +268,12 @@ def _save_conversion(model, tokenizer, target: Path, source: dict[str, Any]) -> 
         (temp / "copyprobe-source.json").write_text(json.dumps(source, indent=2))
         try:
             os.rename(temp, target)
-        except OSError:  # another process finished first; its copy is identical
-            pass
-    except Exception:  # noqa: BLE001 - e.g. disk full or read-only cache: just load slowly next time
-        pass
+        except OSError:
+            if not target.exists():
+                raise
+            # another process finished first; its copy is identical
+    except Exception as exc:  # noqa: BLE001 - disk full, read-only cache...: loads again slowly next time
+        logging.getLogger(__name__).warning("could not cache the converted model in %s: %s", target, exc)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
@@ -371,7 +374,7 @@ class HFBackend(Backend):
     # -- construction helpers ---------------------------------------------------------
     @classmethod
     def from_pretrained(cls, name_or_path: str, *, spec: str | None = None, device: str = "auto",
-                        dtype: str = "auto", **options: Any) -> "HFBackend":
+                        dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a local model directory (or, for users with hub access, a hub id)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -387,7 +390,7 @@ class HFBackend(Backend):
             tokenizer = AutoTokenizer.from_pretrained(str(local) if looks_local else name_or_path)
             model = AutoModelForCausalLM.from_pretrained(str(local) if looks_local else name_or_path,
                                                          dtype=torch_dtype)
-        except Exception as exc:  # noqa: BLE001 - missing files, hub errors, unsupported configs
+        except Exception as exc:
             raise BackendError(f"cannot load model {name_or_path!r}: {_one_line(exc)}") from exc
         weights_id = hash_model_dir(local) if looks_local else None
         return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
@@ -395,7 +398,7 @@ class HFBackend(Backend):
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, spec: str | None = None, device: str = "auto",
-                  dtype: str = "auto", **options: Any) -> "HFBackend":
+                  dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a GGUF file (through the conversion cache, see :func:`load_gguf`)."""
         resolved = resolve_device(device)
         model, tokenizer, file_sha, _ = load_gguf(path, resolve_dtype(dtype, resolved))
@@ -403,7 +406,7 @@ class HFBackend(Backend):
                    weights_id=f"gguf:{file_sha}", source=str(path), **options)
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike, **kwargs: Any) -> "HFBackend":
+    def from_path(cls, path: str | os.PathLike, **kwargs: Any) -> HFBackend:
         """A ``.gguf`` file or a model directory / hub id."""
         if str(path).endswith(".gguf") or Path(path).is_file():
             return cls.from_gguf(path, **kwargs)
@@ -703,7 +706,11 @@ class HFBackend(Backend):
 
     def _generate(self, prompts: list[list[int]], request: GenerateRequest, seed: int | None) -> list[Generation]:
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        from transformers import (
+            GenerationConfig,
+            LogitsProcessorList,
+            StoppingCriteriaList,
+        )
 
         if not all(prompts):
             raise BackendError("empty generation prompt: give a prompt or messages")
@@ -736,9 +743,9 @@ class HFBackend(Backend):
         stopping = StoppingCriteriaList()
         if request.stop:
             stopping.append(_stop_strings_criterion(self.tokenizer, request.stop, width))
-        kwargs = dict(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                      generation_config=config, logits_processor=LogitsProcessorList(self.logits_processors),
-                      stopping_criteria=stopping)
+        kwargs = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device),
+                  "generation_config": config, "logits_processor": LogitsProcessorList(self.logits_processors),
+                  "stopping_criteria": stopping}
         if seed is None and not sample:
             output = self.model.generate(**kwargs)
         else:

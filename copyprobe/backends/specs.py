@@ -48,7 +48,7 @@ def load_backend(
     spec = spec.strip() if isinstance(spec, str) else spec
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
-    common = dict(device=device, dtype=dtype, batch_size=batch_size, max_length=max_length)
+    common = {"device": device, "dtype": dtype, "batch_size": batch_size, "max_length": max_length}
 
     if spec.startswith("openai:"):
         try:
@@ -97,7 +97,7 @@ def load_tokenizer(spec: str):
             raise BackendError(f"model directory not found: {local}")
         try:
             return AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
-        except Exception as exc:  # noqa: BLE001 - missing files, hub errors
+        except Exception as exc:
             raise BackendError(f"cannot load the tokenizer of {name!r}: {str(exc).strip().splitlines()[0]}") from exc
     if spec in ("hf:", "gguf:"):
         raise ConfigError(f"model spec {spec!r} needs a path or name after the colon")

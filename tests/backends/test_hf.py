@@ -11,8 +11,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import make_byte_tokenizer, make_tiny_backend, make_tiny_model
+
 from copyprobe.backends.base import (
     GENERATE,
     TOKEN_LOGPROBS,
@@ -20,7 +20,7 @@ from copyprobe.backends.base import (
     GenerateRequest,
     TokenLogprobsRequest,
 )
-from copyprobe.backends.hf import HFBackend, resolve_dtype, resolve_device
+from copyprobe.backends.hf import HFBackend, resolve_device, resolve_dtype
 from copyprobe.errors import BackendError, CapabilityError, ConfigError
 
 TEXTS = [

@@ -8,8 +8,8 @@ import types
 
 import pytest
 import torch
-
 from conftest import make_byte_tokenizer, make_tiny_model
+
 from copyprobe.backends import specs
 from copyprobe.backends.hf import HFBackend, check_gguf_file, hash_model_dir
 from copyprobe.backends.specs import default_reference, load_backend
