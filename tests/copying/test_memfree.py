@@ -178,3 +178,28 @@ def test_memfree_through_hf_backend(tiny_llama):
     ids = spy.seen[-1]
     prot = _ngrams(plain_ids, 6)
     assert not any(tuple(ids[e - 5 : e + 1]) in prot for e in range(start, len(ids)))
+
+
+def test_memfree_backend_builds_a_filtered_backend_through_the_loader():
+    """The path `copyprobe copying --mitigation memfree` takes: load with a deferred filter,
+    bind it to the loaded tokenizer; the fingerprint changes with the protected texts."""
+    from conftest import make_tiny_backend
+
+    from copyprobe.copying.memfree import memfree_backend
+
+    calls = []
+
+    def loader(spec, **options):
+        calls.append(options)
+        return make_tiny_backend("llama", logits_processors=options["logits_processors"],
+                                 fingerprint_extra=options["fingerprint_extra"])
+
+    b1, p1 = memfree_backend("tiny", ["In the beginning God created the heaven"], n=4, loader=loader, batch_size=2)
+    b2, p2 = memfree_backend("tiny", ["And the earth was without form"], n=4, loader=loader)
+    assert calls[0]["batch_size"] == 2 and calls[0]["fingerprint_extra"] == p1.fingerprint()
+    assert b1.logits_processors == [p1] and p1.index is not None and not p1.index.empty
+    assert b1.fingerprint != b2.fingerprint
+    ids = b1.tokenizer("In the beginning God created the heaven", add_special_tokens=False)["input_ids"]
+    assert p1.index.contains(ids[:4]) and not p2.index.contains(ids[:4])
+    with pytest.raises(ConfigError, match="local"):
+        memfree_backend("openai:m@http://x", ["t"], loader=loader)
