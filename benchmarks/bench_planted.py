@@ -122,14 +122,30 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
              f"({report['bootstrap']} resamples); TPR at 1% / 5% FPR; document AUC over pseudo-documents "
              "(each book's member passages vs its non-member passages); seconds: marginal scoring time "
              "with the shared response cache (methods run in the order listed); model calls: requests "
-             "the method needs (new: cache misses).", ""]
+             "the method needs (new: cache misses). `reference` uses the un-tuned base model as its "
+             "reference.", ""]
+    pl = report.get("plant") or {}
+    le = pl.get("losses_eval") or {}
+    curve = (pl.get("loss_curve") or {}).get("epoch_mean") or {}
+    lines += ["## The plant", "",
+              f"- corpus: {report['corpus']['n_passages']} passages of ~{report['corpus']['passage_tokens']} tokens "
+              f"({report['corpus']['description']})",
+              f"- training: {pl.get('steps')} optimizer steps over {pl.get('n_train_tokens')} member tokens per "
+              f"epoch, {fmt(pl.get('train_s'), 0)} s ({', '.join(fmt(x, 0) for x in pl.get('epoch_s') or [])} s per "
+              f"epoch), loss evaluation {fmt(pl.get('eval_s'), 0)} s, whole plant {fmt(pl.get('total_s'), 0)} s"
+              + (" (reused from an earlier run)" if pl.get("reused") else ""),
+              f"- mean training loss per epoch: {', '.join(f'{k}: {v:.3f}' for k, v in curve.items())}",
+              f"- loss in nats/token: members {fmt(le.get('members_before'))} before, "
+              f"{fmt(le.get('members_after'))} after the last epoch; non-members {fmt(le.get('nonmembers_after'))} after",
+              ""]
     for plant in report["plants"]:
         lines += [f"## {plant['epochs']} epoch(s): {plant['base_model']}, {plant['n_members']} members / "
                   f"{plant['n_nonmembers']} non-members", "",
                   f"Model `{plant['model']}`; passages of ~{report['corpus']['passage_tokens']} tokens "
-                  f"({report['corpus']['description']}); training: {plant['training']}; "
-                  f"member loss {fmt(plant.get('loss_members_before'))} -> {fmt(plant.get('loss_members_after'))} "
-                  f"nats/token, non-members {fmt(plant.get('loss_nonmembers_after'))} after.", "",
+                  f"({report['corpus']['description']}); training: {plant['training']}"
+                  + (f"; blind baseline (model-free text classifier) AUC {fmt(blind)}" if (blind := next(
+                      (m.get('blind_baseline_auc') for m in plant['methods'].values() if m.get('blind_baseline_auc') is not None),
+                      None)) is not None else "") + ".", "",
                   "| method | passage AUC [95% CI] | TPR@1%FPR | TPR@5%FPR | document AUC [95% CI] | seconds | model calls (new) |",
                   "|---|---|---|---|---|---|---|"]
         for name, m in plant["methods"].items():
@@ -167,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", default=str(ROOT / "benchmarks" / ".work"), help="plants, runs, cache")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="where planted.md/json go")
     parser.add_argument("--note", action="append", default=[], help="extra note for the results")
+    parser.add_argument("--markdown-only", action="store_true", help="re-render planted.md from planted.json")
     args = parser.parse_args(argv)
+    if args.markdown_only:
+        results = Path(args.results)
+        write_markdown(results / "planted.md", json.loads((results / "planted.json").read_text()))
+        return 0
 
     import platform
 
