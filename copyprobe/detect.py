@@ -160,17 +160,18 @@ def _train_split(method: Method, examples: list[Example], seed: int) -> list[int
     labelled = [i for i, e in enumerate(examples) if e.label is not None]
     by_class = {c: [i for i in labelled if examples[i].label == c] for c in (0, 1)}
     needed = max(n_train, 2)
-    if len(by_class[0]) + len(by_class[1]) < needed + 2 or min(len(v) for v in by_class.values()) < 2:
+    if len(by_class[0]) + len(by_class[1]) < needed + 2 or min(len(v) for v in by_class.values()) < 3:
         raise DataError(
             f"method {method.name!r} trains on labelled data: it needs at least {needed + 2} labelled "
-            f"passages with both classes (>= 2 each) to train on {needed} and evaluate the rest; "
+            f"passages with both classes (>= 3 each) to train on {needed} and evaluate the rest; "
             f"the data has {len(by_class[1])} members and {len(by_class[0])} non-members"
         )
     rng = random.Random(f"{seed}:{method.name}")
     chosen: list[int] = []
     total = len(by_class[0]) + len(by_class[1])
     for cls, rows in sorted(by_class.items()):
-        share = max(1, round(needed * len(rows) / total))
+        # stratified, with at least 2 per class to fit on and at least 1 left to evaluate
+        share = max(2, round(needed * len(rows) / total))
         chosen += rng.sample(rows, min(share, len(rows) - 1))
     return sorted(chosen)
 

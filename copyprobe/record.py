@@ -21,7 +21,7 @@ from copyprobe.errors import ConfigError, DataError
 
 TRACKED_PACKAGES = (
     "copyprobe", "torch", "transformers", "gguf", "numpy", "scipy", "scikit-learn", "pandas",
-    "llama-cpp-python", "rouge-score", "rapidfuzz", "peft",
+    "llama-cpp-python", "rouge-score", "rapidfuzz", "peft", "sentence-transformers", "spacy",
 )
 
 

@@ -574,6 +574,8 @@ class HFBackend(Backend):
                 mu=result.mu if request.stats else None,
                 sigma=result.sigma if request.stats else None,
                 rank=result.rank if request.stats else None,
+                # token strings let word-level methods (info_probe, veilprobe) map tokens to words
+                tokens=self.tokenizer.convert_ids_to_tokens(ids),
             ))
         return answers
 
