@@ -91,6 +91,7 @@ def test_scores_match_a_direct_forward_pass(request, name):
     for text, answer in zip(texts, answers):
         ids = backend.tokenizer(text).input_ids
         assert answer.token_ids == ids
+        assert answer.tokens == backend.tokenizer.convert_ids_to_tokens(ids)  # aligned with token_ids
         expected = direct(backend, ids)
         assert len(answer.logprobs) == len(ids) - 1
         assert_close(answer.logprobs, expected["logprobs"])
