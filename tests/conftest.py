@@ -17,16 +17,20 @@ from __future__ import annotations
 import os
 
 import pytest
+from model_helpers import (  # noqa: F401
+    make_byte_tokenizer,
+    make_tiny_backend,
+    make_tiny_model,
+    write_tiny_gguf,
+)
 
-# On a small shared CI box, OpenMP threads spin-waiting for busy cores make a forward
-# pass 10-15x slower than one thread does (measured: 7 s vs 0.5 s for 8 tokens).
-# COPYPROBE_TEST_THREADS overrides.
-try:
+# On a machine whose cores are busy with other work, OpenMP threads spin-waiting for
+# them make a forward pass 10-15x slower than one thread does (measured: 7 s vs 0.5 s
+# for 8 tokens); set COPYPROBE_TEST_THREADS=1 there. A quiet CI machine uses them all.
+if os.environ.get("COPYPROBE_TEST_THREADS"):
     import torch
 
-    torch.set_num_threads(int(os.environ.get("COPYPROBE_TEST_THREADS", "1")))
-except ImportError:  # pragma: no cover - torch is a hard dependency
-    pass
+    torch.set_num_threads(int(os.environ["COPYPROBE_TEST_THREADS"]))
 
 
 def _alias_backend(alias: str, **options):
@@ -56,54 +60,6 @@ def gemma():
     backend.close()
 
 
-def make_byte_tokenizer():
-    """A byte-level tokenizer (every UTF-8 byte one token) that puts <s> before each text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {"<s>": 0, "</s>": 1, "<pad>": 2}
-    vocab.update({char: i + 3 for i, char in enumerate(alphabet)})
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-
-
-def make_tiny_model(kind: str = "llama", context: int = 128, seed: int = 0):
-    """A random causal LM over the byte tokenizer's 259 ids. ``gemma2`` has final-logit
-    soft-capping, which the backend must apply like the model does."""
-    import torch
-    from transformers import AutoModelForCausalLM, Gemma2Config, LlamaConfig
-
-    common = {"vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": context,
-              "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2}
-    if kind == "llama":
-        config = LlamaConfig(**common)
-    elif kind == "gemma2":
-        config = Gemma2Config(**common, head_dim=8, final_logit_softcapping=3.0, sliding_window=context)
-    else:
-        raise ValueError(kind)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config)
-    # the default init (std 0.02) gives almost equal logits; larger weights spread them
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() > 1:
-                param.mul_(8.0)
-    return model.eval()
-
-
-def make_tiny_backend(kind: str = "llama", **options):
-    from copyprobe.backends.hf import HFBackend
-
-    options.setdefault("device", "cpu")
-    options.setdefault("dtype", "float32")
-    return HFBackend(make_tiny_model(kind), make_byte_tokenizer(), spec=f"tiny-{kind}", **options)
-
-
 @pytest.fixture(scope="session")
 def tiny_llama():
     return make_tiny_backend("llama", batch_size=3)
@@ -112,55 +68,6 @@ def tiny_llama():
 @pytest.fixture(scope="session")
 def tiny_gemma2():
     return make_tiny_backend("gemma2", batch_size=3)
-
-
-def write_tiny_gguf(path, seed: int = 0):
-    """Write a random 2-layer llama GGUF (float32, 259 byte-level tokens + 1 merge)."""
-    import gguf
-    import numpy as np
-    from tokenizers import pre_tokenizers
-
-    rng = np.random.default_rng(seed)
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tokens = ["<s>", "</s>", *alphabet, "\u0120t"]  # "\u0120t" = " t", the result of the one merge
-    writer = gguf.GGUFWriter(str(path), "llama")
-    hidden, ffn, kv = 32, 64, 16
-    writer.add_context_length(64)
-    writer.add_embedding_length(hidden)
-    writer.add_block_count(2)
-    writer.add_feed_forward_length(ffn)
-    writer.add_head_count(4)
-    writer.add_head_count_kv(2)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_dimension_count(8)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([gguf.TokenType.CONTROL] * 2 + [gguf.TokenType.NORMAL] * (len(tokens) - 2))
-    writer.add_token_merges(["\u0120 t"])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(1)
-
-    def random(name, *shape):
-        writer.add_tensor(name, (rng.standard_normal(shape) * 0.3).astype(np.float32))
-
-    random("token_embd.weight", len(tokens), hidden)
-    for block in range(2):
-        writer.add_tensor(f"blk.{block}.attn_norm.weight", np.ones(hidden, np.float32))
-        writer.add_tensor(f"blk.{block}.ffn_norm.weight", np.ones(hidden, np.float32))
-        random(f"blk.{block}.attn_q.weight", hidden, hidden)
-        random(f"blk.{block}.attn_k.weight", kv, hidden)
-        random(f"blk.{block}.attn_v.weight", kv, hidden)
-        random(f"blk.{block}.attn_output.weight", hidden, hidden)
-        random(f"blk.{block}.ffn_gate.weight", ffn, hidden)
-        random(f"blk.{block}.ffn_up.weight", ffn, hidden)
-        random(f"blk.{block}.ffn_down.weight", hidden, ffn)
-    writer.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
-    random("output.weight", len(tokens), hidden)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.fixture(scope="session")

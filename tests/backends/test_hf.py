@@ -11,7 +11,7 @@ import math
 
 import pytest
 import torch
-from conftest import make_byte_tokenizer, make_tiny_backend, make_tiny_model
+from model_helpers import make_byte_tokenizer, make_tiny_backend, make_tiny_model
 
 from copyprobe.backends.base import (
     GENERATE,

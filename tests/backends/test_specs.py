@@ -8,7 +8,7 @@ import types
 
 import pytest
 import torch
-from conftest import make_byte_tokenizer, make_tiny_model
+from model_helpers import make_byte_tokenizer, make_tiny_model
 
 from copyprobe.backends import specs
 from copyprobe.backends.hf import HFBackend, check_gguf_file, hash_model_dir
@@ -203,7 +203,7 @@ def test_gguf_conversion_is_cached_atomically_and_reloads_identically(tiny_gguf,
 
 
 def test_changed_gguf_gets_a_new_cache_entry_and_fingerprint(tiny_gguf, tmp_path, monkeypatch):
-    from conftest import write_tiny_gguf
+    from model_helpers import write_tiny_gguf
 
     monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
     other = write_tiny_gguf(tmp_path / "tiny.gguf", seed=1)

@@ -183,7 +183,7 @@ def test_memfree_through_hf_backend(tiny_llama):
 def test_memfree_backend_builds_a_filtered_backend_through_the_loader():
     """The path `copyprobe copying --mitigation memfree` takes: load with a deferred filter,
     bind it to the loaded tokenizer; the fingerprint changes with the protected texts."""
-    from conftest import make_tiny_backend
+    from model_helpers import make_tiny_backend
 
     from copyprobe.copying.memfree import memfree_backend
 
