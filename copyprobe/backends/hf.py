@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import os
+import sys
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -185,6 +186,17 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def quiet_transformers() -> None:
+    """transformers prints weight-loading bars and warnings meant for its developers;
+    copyprobe shows its own progress. COPYPROBE_VERBOSE=1 keeps them."""
+    if os.environ.get("COPYPROBE_VERBOSE"):
+        return
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool]:
     """Load a GGUF file as a dense transformers model.
 
@@ -196,6 +208,7 @@ def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers()
     file = check_gguf_file(path)
     file_sha = sha256_file(file)
     cached = cache_base_dir() / "models" / file_sha
@@ -216,6 +229,8 @@ def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     except ImportError:
         pass
+    print(f"copyprobe: converting {file.name} for transformers (once; later loads use the cache)",
+          file=sys.stderr)
     try:
         tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
         model = AutoModelForCausalLM.from_pretrained(file.parent, **kwargs)
@@ -378,6 +393,7 @@ class HFBackend(Backend):
         """Load a local model directory (or, for users with hub access, a hub id)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        quiet_transformers()
         resolved = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, resolved)
         local = Path(name_or_path).expanduser()
