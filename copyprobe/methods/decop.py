@@ -479,7 +479,10 @@ def shared_prefix_logprobs(model: Any, sequences: Sequence[Sequence[int]], targe
         n = common_length(indices, start)
         if n > 0:
             segment = torch.tensor([seqs[indices[0]][start : start + n]], dtype=torch.long, device=device)
-            out = model(input_ids=segment, past_key_values=cache, use_cache=True)
+            try:  # only the last position's logits are needed (skips most of the LM head)
+                out = model(input_ids=segment, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            except TypeError:  # transformers < 4.50
+                out = model(input_ids=segment, past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             last_logits = out.logits[0, -1].float()
         end = start + n
