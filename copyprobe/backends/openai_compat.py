@@ -346,12 +346,18 @@ class OpenAIBackend(Backend):
                 if progress:
                     progress(1)
         else:
-            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
+            pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)))
+            try:
                 futures = [pool.submit(work, i) for i in range(len(requests))]
                 for future in futures:
                     future.result()
                     if progress:
                         progress(1)
+            except BaseException:
+                # Ctrl-C: send none of the queued requests; only those in flight finish
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown(wait=True)
         if run_wide:
             raise BackendError(f"model {self.spec!r}: {run_wide[0]}")
         return results
