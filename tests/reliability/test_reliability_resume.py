@@ -159,11 +159,6 @@ def test_ctrl_c_exits_130_with_a_resume_hint_and_no_traceback(tmp_path, dataset,
     assert (out / "metrics.json").read_bytes() == (ref_dir / "metrics.json").read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OpenAIBackend._run_all leaves `with ThreadPoolExecutor` on KeyboardInterrupt, whose "
-    "shutdown(wait=True) first runs every queued request of the chunk (32); needs "
-    "pool.shutdown(wait=False, cancel_futures=True) before re-raising -- reported to the "
-    "owner of copyprobe/backends/openai_compat.py"))
 def test_ctrl_c_during_api_requests_exits_promptly(tmp_path, fake_openai, monkeypatch):
     """Ctrl-C while API requests are in flight ends after the requests in flight, without
     first sending the rest of the queued chunk (a slow or hung server must not hold the
