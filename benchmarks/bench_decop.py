@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from copyprobe.backends.base import CHOICE_LOGPROBS, Backend, ChoiceLogprobs  # noqa: E402
-from copyprobe.data.example import Example  # noqa: E402
-from copyprobe.methods.decop import DECOP, LETTERS, shared_prefix_logprobs  # noqa: E402
-from copyprobe.runner import DriveStats, drive  # noqa: E402
+from copyprobe.backends.base import CHOICE_LOGPROBS, Backend, ChoiceLogprobs
+from copyprobe.data.example import Example
+from copyprobe.methods.decop import DECOP, LETTERS, shared_prefix_logprobs
+from copyprobe.runner import DriveStats, drive
 
 
 def smollm2_gguf() -> tuple[str, str]:

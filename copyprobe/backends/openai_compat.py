@@ -53,8 +53,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
@@ -63,8 +64,8 @@ from copyprobe.backends.base import (
     Backend,
     ChoiceLogprobs,
     ChoiceLogprobsRequest,
-    Generation,
     GenerateRequest,
+    Generation,
     TokenLogprobs,
     TokenLogprobsRequest,
 )
@@ -102,7 +103,7 @@ class _RunWide(Exception):
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """``openai:<model>@<base_url>`` -> (model, base_url)."""
-    body = spec[len("openai:") :] if spec.startswith("openai:") else spec
+    body = spec.removeprefix("openai:")
     model, sep, url = body.partition("@")
     model = model.strip()
     if not model:
@@ -182,7 +183,7 @@ class OpenAIBackend(Backend):
         self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
 
     @classmethod
-    def from_spec(cls, spec: str, **kwargs: Any) -> "OpenAIBackend":
+    def from_spec(cls, spec: str, **kwargs: Any) -> OpenAIBackend:
         model, base_url = parse_spec(spec)
         known = {
             "api_key_env", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",
@@ -271,7 +272,7 @@ class OpenAIBackend(Backend):
             if status == 404:
                 raise _RunWide(what + f" (is the model name {self.model!r} and the base URL right?)") from None
             raise _Fatal(what) from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
         except urllib.error.URLError as exc:
             reason = exc.reason

@@ -36,9 +36,15 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from copyprobe.backends.base import ChoiceLogprobs, ChoiceLogprobsRequest, Generation, GenerateRequest
+from copyprobe.backends.base import (
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    Generation,
+)
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score

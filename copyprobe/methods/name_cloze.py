@@ -64,20 +64,21 @@ NOUN_PROMPT = (
 )
 
 STOP_WORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each even ever every
-    few for from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just let like made make many may me might more most much must my myself
-    never no nor not now of off on once one only or other our ours ourselves out over own said same
-    say says she should so some still such than that the their theirs them themselves then there
-    these they this those though through to too under until up upon us very was way we well were
-    what when where which while who whom whose why will with within without would yet you your
-    yours yourself yourselves thing things something nothing anything everything time""".split()
+    "a about above after again against all also am an and any are as at be because been before "
+    "being below between both but by can could did do does doing down during each even ever "
+    "every few for from further had has have having he her here hers herself him himself his "
+    "how i if in into is it its itself just let like made make many may me might more most much "
+    "must my myself never no nor not now of off on once one only or other our ours ourselves "
+    "out over own said same say says she should so some still such than that the their theirs "
+    "them themselves then there these they this those though through to too under until up upon "
+    "us very was way we well were what when where which while who whom whose why will with within "
+    "without would yet you your yours yourself yourselves thing things something nothing anything "
+    "everything time".split()
 )
 
 
-TITLES = frozenset("Mr Mrs Ms Miss Dr Sir Lady Lord St Prof Captain Uncle Aunt".split())
-DETERMINERS = frozenset("the a an his her their my your our its this that these those".split())
+TITLES = frozenset(["Mr", "Mrs", "Ms", "Miss", "Dr", "Sir", "Lady", "Lord", "St", "Prof", "Captain", "Uncle", "Aunt"])
+DETERMINERS = frozenset(["the", "a", "an", "his", "her", "their", "my", "your", "our", "its", "this", "that", "these", "those"])
 
 
 @lru_cache(maxsize=1)

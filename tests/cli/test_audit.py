@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 from scipy import stats
-
-import sys
 
 import copyprobe.detect  # noqa: F401  (the package re-exports the function under the same name)
 from copyprobe.backends.fake import FakeBackend

@@ -10,7 +10,15 @@ import pytest
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
-from copyprobe.methods.name_cloze import MASK, NAME_PROMPT, NOUN_PROMPT, _spacy_nlp, choose_mask, mask_word, parse_guess
+from copyprobe.methods.name_cloze import (
+    MASK,
+    NAME_PROMPT,
+    NOUN_PROMPT,
+    _spacy_nlp,
+    choose_mask,
+    mask_word,
+    parse_guess,
+)
 from copyprobe.registry import make_method
 from copyprobe.runner import Failure, drive
 

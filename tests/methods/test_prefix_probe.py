@@ -30,9 +30,9 @@ def independent_token_sort(a: str, b: str) -> float:
 
 
 def test_lcs_words():
-    assert lcs_words("a b c d e".split(), "a x c y e".split()) == 3
+    assert lcs_words(["a", "b", "c", "d", "e"], ["a", "x", "c", "y", "e"]) == 3
     assert lcs_words([], ["a"]) == 0
-    assert lcs_words("the cat sat".split(), "sat the cat".split()) == 2
+    assert lcs_words(["the", "cat", "sat"], ["sat", "the", "cat"]) == 2
 
 
 def test_similarities_match_independent_values():

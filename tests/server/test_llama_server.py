@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from copyprobe.backends.base import ChoiceLogprobsRequest, GenerateRequest, RequestFailed, TokenLogprobsRequest
+from copyprobe.backends.base import (
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    RequestFailed,
+    TokenLogprobsRequest,
+)
 from copyprobe.backends.cache import CachedBackend, ResponseCache
 from copyprobe.backends.openai_compat import OpenAIBackend
 from copyprobe.data.example import Example
@@ -17,12 +22,12 @@ pytestmark = pytest.mark.server
 SECRET = "sk-server-test-secret-42"
 
 PASSAGES = [
-    ("genesis", "In the beginning God created the heaven and the earth. And the earth was without form, and void; "
-                "and darkness was upon the face of the deep."),
-    ("shepherd", "The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures: "
-                 "he leadeth me beside the still waters. He restoreth my soul."),
-    ("fresh", "Marta stacked the blue crates behind the bakery while the delivery van idled. Marta counted "
-              "them twice, then locked the gate and walked home through the rain."),
+    ("genesis", ("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+                 "and darkness was upon the face of the deep.")),
+    ("shepherd", ("The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures: "
+                  "he leadeth me beside the still waters. He restoreth my soul.")),
+    ("fresh", ("Marta stacked the blue crates behind the bakery while the delivery van idled. Marta counted "
+               "them twice, then locked the gate and walked home through the rain.")),
 ]
 
 

@@ -20,7 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from copyprobe.cli._common import add_model_options, cache_setting, check_batch_size, parse_params, progress_bars
+from copyprobe.cli._common import (
+    add_model_options,
+    cache_setting,
+    check_batch_size,
+    parse_params,
+    progress_bars,
+)
 from copyprobe.errors import ConfigError, DataError
 
 
