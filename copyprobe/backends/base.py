@@ -16,6 +16,7 @@ T-1 scored tokens::
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Sequence
@@ -218,6 +219,10 @@ class Backend:
 
     spec: str = ""
     capabilities: frozenset[str] = frozenset()
+    # True when the _answer_<kind> handlers take an ``on_result(index, response)`` callback
+    # and call it as each request finishes, so the cache can keep every finished answer
+    # even if the process dies before the whole list is done.
+    streams_results: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -251,8 +256,10 @@ class Backend:
             return replace(request, stats=True)
         return request
 
-    def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
-        """Answer requests of one kind, in order. ``progress(n)`` is called as n more are done."""
+    def answer(self, requests: Sequence[Request], progress=None, on_result=None) -> list[Any]:
+        """Answer requests of one kind, in order. ``progress(n)`` is called as n more are
+        done; ``on_result(i, response)`` as request i finishes (at the end for backends
+        that do not stream results)."""
         if not requests:
             return []
         kinds = {r.kind for r in requests}
@@ -260,7 +267,13 @@ class Backend:
             raise ValueError("answer() takes requests of one kind at a time")
         self.check(requests)
         handler = getattr(self, f"_answer_{requests[0].kind}")
-        return handler(list(requests), progress)
+        if on_result is not None and "on_result" in inspect.signature(handler).parameters:
+            return handler(list(requests), progress, on_result)
+        results = handler(list(requests), progress)
+        if on_result is not None:
+            for index, response in enumerate(results):
+                on_result(index, response)
+        return results
 
     def info(self) -> dict[str, Any]:
         """Facts about the model for the run record (no secrets)."""

@@ -120,10 +120,13 @@ class ResponseCache:
 class CachedBackend(Backend):
     """Answers from the cache what it can and asks the wrapped backend for the rest."""
 
-    def __init__(self, backend: Backend, cache: ResponseCache, chunk_size: int = 32):
+    def __init__(self, backend: Backend, cache: ResponseCache, chunk_size: int | None = None):
         self.backend = backend
         self.cache = cache
-        self.chunk_size = chunk_size
+        # Backends that stream results have each answer stored as it arrives. Others are
+        # asked one batch at a time and each batch is committed, so a crash loses at most
+        # the batch in progress, whose answers were not finished anyway.
+        self.chunk_size = chunk_size or max(1, int(getattr(backend, "batch_size", 1) or 1))
         self.hits = 0
         self.misses = 0
         self.spec = backend.spec
@@ -161,6 +164,11 @@ class CachedBackend(Backend):
             progress(len(requests) - len(missing))
         # Similar lengths together keep padding low in the wrapped backend's batches.
         missing.sort(key=lambda i: len(getattr(requests[i], "text", "") or ""))
+        if not missing:
+            return results
+        if self.backend.streams_results:
+            self._answer_streaming(requests, missing, keys, cacheable, results, progress)
+            return results
         # answer misses in chunks, committing each, so an interrupted run keeps its work
         for start in range(0, len(missing), self.chunk_size):
             part = missing[start : start + self.chunk_size]
@@ -173,6 +181,20 @@ class CachedBackend(Backend):
                     to_store.append((keys[i], response.to_json()))
             self.cache.put_many(fingerprint, kind, to_store)
         return results
+
+    def _answer_streaming(self, requests, missing, keys, cacheable, results, progress) -> None:
+        """Store every answer the moment it arrives: a crash or Ctrl-C loses only the
+        requests still in flight, and no finished answer is ever asked for again."""
+        kind = requests[0].kind
+
+        def keep(local: int, response: Any) -> None:
+            i = missing[local]
+            results[i] = response
+            self.misses += 1
+            if cacheable[i] and not isinstance(response, RequestFailed):
+                self.cache.put_many(self.fingerprint, kind, [(keys[i], response.to_json())])
+
+        self.backend.answer([requests[i] for i in missing], progress=progress, on_result=keep)
 
     def close(self) -> None:
         self.backend.close()

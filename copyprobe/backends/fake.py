@@ -49,6 +49,8 @@ class FakeBackend(Backend):
         self.generate_fn = generate_fn
         self.calls: Counter[str] = Counter()  # kind -> number of requests answered
 
+    streams_results = True
+
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(f"fake:{self.spec}:{self.boost}".encode()).hexdigest()[:16]
@@ -59,7 +61,7 @@ class FakeBackend(Backend):
             lp = min(-0.05, lp + self.boost)
         return lp
 
-    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None) -> list[Any]:
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None) -> list[Any]:
         out = []
         for request in requests:
             words = request.text.split()
@@ -87,11 +89,13 @@ class FakeBackend(Backend):
                 )
             )
             self.calls[request.kind] += 1
+            if on_result:
+                on_result(len(out) - 1, out[-1])
             if progress:
                 progress(1)
         return out
 
-    def _answer_generate(self, requests: list[GenerateRequest], progress=None) -> list[Any]:
+    def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None) -> list[Any]:
         out = []
         for request in requests:
             if self.generate_fn is not None:
@@ -111,17 +115,21 @@ class FakeBackend(Backend):
                 )
             )
             self.calls[request.kind] += 1
+            if on_result:
+                on_result(len(out) - 1, out[-1])
             if progress:
                 progress(1)
         return out
 
-    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None) -> list[Any]:
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None) -> list[Any]:
         out = []
         for request in requests:
             raw = {c: -1.0 - 4.0 * _unit(self.spec, request.prompt, c) for c in request.choices}
             norm = math.log(sum(math.exp(v) for v in raw.values())) if raw else 0.0
             out.append(ChoiceLogprobs(logprobs={c: v - norm for c, v in raw.items()}))
             self.calls[request.kind] += 1
+            if on_result:
+                on_result(len(out) - 1, out[-1])
             if progress:
                 progress(1)
         return out

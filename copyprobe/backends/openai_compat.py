@@ -54,7 +54,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from copyprobe.backends.base import (
@@ -319,7 +319,9 @@ class OpenAIBackend(Backend):
                 self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
             return payload
 
-    def _run_all(self, requests: list, one: Callable[[Any], Any], progress=None) -> list[Any]:
+    streams_results = True  # each answer goes to the cache as it arrives (see CachedBackend)
+
+    def _run_all(self, requests: list, one: Callable[[Any], Any], progress=None, on_result=None) -> list[Any]:
         results: list[Any] = [None] * len(requests)
         run_wide: list[str] = []
 
@@ -344,14 +346,19 @@ class OpenAIBackend(Backend):
         if len(requests) == 1 or self.concurrency == 1:
             for i in range(len(requests)):
                 work(i)
+                if on_result:
+                    on_result(i, results[i])
                 if progress:
                     progress(1)
         else:
             pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)))
             try:
-                futures = [pool.submit(work, i) for i in range(len(requests))]
-                for future in futures:
+                futures = {pool.submit(work, i): i for i in range(len(requests))}
+                # in completion order, so each answer reaches the cache the moment it arrives
+                for future in as_completed(futures):
                     future.result()
+                    if on_result:
+                        on_result(futures[future], results[futures[future]])
                     if progress:
                         progress(1)
             except BaseException:
@@ -433,8 +440,8 @@ class OpenAIBackend(Backend):
             top_logprobs=top,
         )
 
-    def _answer_generate(self, requests: list[GenerateRequest], progress=None) -> list[Any]:
-        return self._run_all(requests, self._generate_one, progress)
+    def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None) -> list[Any]:
+        return self._run_all(requests, self._generate_one, progress, on_result)
 
     def _choice_one(self, request: ChoiceLogprobsRequest) -> ChoiceLogprobs:
         body: dict[str, Any] = {"model": self.model, "max_tokens": 1, "temperature": 0}
@@ -464,8 +471,8 @@ class OpenAIBackend(Backend):
                 out[choice] = _logsumexp(matches)
         return ChoiceLogprobs(logprobs=out)
 
-    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None) -> list[Any]:
-        return self._run_all(requests, self._choice_one, progress)
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None) -> list[Any]:
+        return self._run_all(requests, self._choice_one, progress, on_result)
 
     def _token_logprobs_one(self, request: TokenLogprobsRequest) -> TokenLogprobs:
         payload = self._call(
@@ -494,9 +501,9 @@ class OpenAIBackend(Backend):
             raise _Fatal("the server left some prompt tokens without a log-prob")
         return TokenLogprobs(token_ids=[-1] * len(tokens), logprobs=scored, tokens=tokens)
 
-    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None) -> list[Any]:
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None) -> list[Any]:
         if self._prompt_logprobs is None:
             self._prompt_logprobs = self.probe_prompt_logprobs()
         if not self._prompt_logprobs:
             super().check(requests)  # raises CapabilityError
-        return self._run_all(requests, self._token_logprobs_one, progress)
+        return self._run_all(requests, self._token_logprobs_one, progress, on_result)

@@ -42,7 +42,7 @@ def main() -> int:
                         members.append(row["text"])
 
     class LoggingFake(FakeBackend):
-        def answer(self, requests, progress=None):
+        def answer(self, requests, progress=None, on_result=None):
             out = []
             fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if log_path else None
             try:
@@ -53,6 +53,8 @@ def main() -> int:
                     out.append(response)
                     if fd is not None:
                         os.write(fd, f"{os.getpid()} {self.fingerprint} {request.kind} {request.key()}\n".encode())
+                    if on_result is not None:  # streamed into the cache as it finishes
+                        on_result(len(out) - 1, response)
                     if progress:
                         progress(1)
             finally:

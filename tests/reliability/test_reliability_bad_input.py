@@ -172,14 +172,20 @@ CASES = [
 class CrashingFake(FakeBackend):
     """Answers 40 requests, then fails like a model running out of memory."""
 
-    def answer(self, requests, progress=None):
+    def answer(self, requests, progress=None, on_result=None):
         from copyprobe.errors import BackendError
 
         self.answered = getattr(self, "answered", 0)
-        if self.answered + len(requests) > 40:
-            raise BackendError("out of memory on cpu at batch size 8: lower --batch-size")
-        self.answered += len(requests)
-        return super().answer(requests, progress)
+        out = []
+        for request in requests:
+            if self.answered == 40:
+                raise BackendError("out of memory on cpu at batch size 8: lower --batch-size")
+            (response,) = super().answer([request], progress)
+            self.answered += 1
+            out.append(response)
+            if on_result is not None:  # streamed: the cache stores it at once
+                on_result(len(out) - 1, response)
+        return out
 
 
 def fake_loader(spec, **kwargs):
@@ -276,20 +282,20 @@ def test_bad_input(case: Case, tmp_path, capsys, fake_model, warm_cache):
 
 
 def test_failure_mid_run_keeps_the_work_done_before_it(tmp_path, capsys, fake_model):
-    """A model error after some chunks were answered: exit 2, one line, and the chunks
-    answered before the error are in the cache, so the rerun starts from them."""
+    """A model error after 40 answers: exit 2, one line, and every answer given before the
+    error is in the cache, so the rerun starts from them."""
     data = tmp_path / "data.jsonl"
     data.write_bytes(jsonl(make_passages(80, seed=2, words=12)))
     cache = tmp_path / "cache.sqlite"
     code, _, err = run_cli(["detect", "--model", "fake-crash", "--data", str(data), "--out", str(tmp_path / "run"),
                             "--methods", "loss", "--cache", str(cache), "--no-progress"], capsys)
     assert code == 2 and err.strip().count("\n") == 0 and "out of memory" in err
-    assert assert_cache_entries_decode(cache) == 32  # the first committed chunk of 32
+    assert assert_cache_entries_decode(cache) == 40  # each answer was stored as it finished
     code, _, err = run_cli(["detect", "--model", "fake", "--data", str(data), "--out", str(tmp_path / "run"),
                             "--methods", "loss", "--cache", str(cache), "--no-progress"], capsys)
     assert code == 0, err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["cache"]["hits"] == 32 and run["cache"]["misses"] == 48
+    assert run["cache"]["hits"] == 40 and run["cache"]["misses"] == 40
 
 
 # -- the real model ------------------------------------------------------------------------
