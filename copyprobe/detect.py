@@ -50,6 +50,7 @@ class Session:
         device: str = "auto",
         dtype: str = "auto",
         loader: Callable[..., Backend] | None = None,
+        api_options: Mapping[str, Any] | None = None,
     ):
         from copyprobe.backends.cache import CachedBackend, ResponseCache, default_cache_path
 
@@ -57,6 +58,8 @@ class Session:
         self.device = device
         self.dtype = dtype
         self._loader = loader
+        # options for OpenAI-compatible backends only (e.g. api_key_env, concurrency)
+        self.api_options = dict(api_options or {})
         if cache is True:
             self.cache = ResponseCache(default_cache_path())
         elif cache is False or cache is None:
@@ -75,7 +78,8 @@ class Session:
             return self._loader(spec)
         from copyprobe.backends.specs import load_backend
 
-        return load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size)
+        options = self.api_options if spec.startswith("openai:") else {}
+        return load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
 
     def backend_for(self, spec: str | None) -> Backend:
         if spec == self.target_spec:
@@ -287,12 +291,14 @@ def detect(
     blind_baseline: bool = True,
     progress: ProgressFactory | None = None,
     command: list[str] | None = None,
+    api_options: Mapping[str, Any] | None = None,
 ) -> DetectResult:
     """Score ``data`` with ``methods`` on ``model`` and (with ``out``) write the run record.
 
     ``model``: a model spec (e.g. ``"smollm2-135m-instruct"``), a Backend, or a Session.
     ``data``: a data file path, a Dataset, or a list of texts / Examples.
     ``params``: method name -> {parameter: value}.
+    ``api_options``: for ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
     """
     started = time.perf_counter()
     out_dir = record.prepare_out_dir(out) if out is not None else None
@@ -300,7 +306,7 @@ def detect(
     # methods are checked before the model loads: a typo must not cost a model load
     build_methods(methods, params)
     session = model if isinstance(model, Session) else Session(
-        model, cache=cache, batch_size=batch_size, device=device, dtype=dtype
+        model, cache=cache, batch_size=batch_size, device=device, dtype=dtype, api_options=api_options
     )
     built = build_methods(methods, params, target_spec=session.target_spec)
     names = [m.name for m in built]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -14,6 +15,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
+    parser.add_argument("--api-key-env", metavar="NAME",
+                        help="openai: models: environment variable holding the API key (default OPENAI_API_KEY)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="openai: models: requests in flight at once (default 8)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")
     group.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
@@ -23,6 +28,17 @@ def cache_setting(args: argparse.Namespace) -> Any:
     if args.no_cache:
         return False
     return args.cache or True
+
+
+def api_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.api_key_env:
+        options["api_key_env"] = args.api_key_env
+    if args.concurrency is not None:
+        if args.concurrency < 1:
+            raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
+        options["concurrency"] = args.concurrency
+    return options
 
 
 def check_batch_size(value: int) -> int:
@@ -131,8 +147,9 @@ def print_metrics(metrics: dict[str, Any] | None, scores, method_names: list[str
         for _, row in scores.head(10).iterrows():
             table.add_row(str(row["id"]), *(_fmt(row.get(n)) for n in method_names))
         console.print(table)
+    warning = (metrics or {}).get("blind_baseline", {}).get("warning")
     for note in notes:
-        if not (metrics or {}).get("blind_baseline", {}).get("warning") == note:
+        if note != warning:  # already printed in red above
             console.print(f"note: {note}")
 
 
@@ -141,7 +158,7 @@ def _fmt(value: Any) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return "–"
-    if number != number:
+    if math.isnan(number):
         return "–"
     return f"{number:.3f}"
 

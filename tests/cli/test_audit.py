@@ -90,3 +90,46 @@ def test_audit_bad_alpha(tmp_path, capsys):
     code = main(["audit", "--model", "fake", "--suspect", "x.jsonl", "--clean", "y.jsonl", "--alpha", "2",
                  "--out", str(tmp_path / "r")])
     assert code == 2 and "--alpha" in capsys.readouterr().err
+
+
+def test_dataset_level_test_matches_scipy():
+    clean = [0.1, 0.2, 0.15, 0.3, 0.25, 0.2]
+    suspect = {"a": [0.9, 0.8, 0.4], "b": [0.3, 0.35, 0.5]}
+    scores, docs, labels = {}, {}, {}
+    for i, v in enumerate(clean):
+        scores[f"c{i}"], docs[f"c{i}"], labels[f"c{i}"] = v, "clean:c", 0
+    for doc, values in suspect.items():
+        for i, v in enumerate(values):
+            scores[f"{doc}{i}"], docs[f"{doc}{i}"], labels[f"{doc}{i}"] = v, f"suspect:{doc}", 1
+    report = verdicts(scores, docs, labels, alpha=0.05)
+    every = suspect["a"] + suspect["b"]
+    expected = stats.ttest_ind(every, clean, equal_var=False, alternative="greater").pvalue
+    assert report["dataset"]["welch_p"] == pytest.approx(expected)
+    assert report["dataset"]["n_suspect"] == 6 and report["dataset"]["n_clean"] == 6
+    assert report["dataset"]["significant"] == (expected < 0.05)
+
+
+def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, capsys):
+    """Dataset inference (Maini et al.): feature_agg is fitted on part of the suspect and
+    clean passages; the test uses only the rest."""
+    suspect = [{"id": f"s{i}", "text": " ".join(f"book{i % 2}w{j}" for j in range(20)) + f" s{i}", "doc_id": f"book{i % 2}"} for i in range(16)]
+    clean = [{"id": f"c{i}", "text": " ".join(f"fresh{i}x{j}" for j in range(20)), "doc_id": f"fresh{i % 2}"} for i in range(16)]
+    write_jsonl(tmp_path / "suspect.jsonl", suspect)
+    write_jsonl(tmp_path / "clean.jsonl", clean)
+    fake = FakeBackend(spec="fake-audit", member_texts=[r["text"] for r in suspect])
+    detect_module = sys.modules["copyprobe.detect"]
+    real = detect_module.detect
+    monkeypatch.setattr(detect_module, "detect", lambda model, *a, **k: real(fake, *a, **k))
+    out = tmp_path / "run"
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
+                 "--clean", str(tmp_path / "clean.jsonl"), "--method", "feature_agg",
+                 "--param", "feature_agg.n_train=8", "--alpha", "0.01", "--out", str(out),
+                 "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0
+    report = json.loads((out / "verdicts.json").read_text())
+    trained = json.loads((out / "run.json").read_text())["train_ids"]["feature_agg"]
+    assert len(trained) >= 8
+    data = report["dataset"]
+    assert data["n_suspect"] + data["n_clean"] == 32 - len(trained)
+    assert data["welch_p"] < 0.01 and data["significant"]
+    assert "dataset level" in capsys.readouterr().out

@@ -22,6 +22,7 @@ from typing import Any
 
 from copyprobe.cli._common import (
     add_model_options,
+    api_options,
     cache_setting,
     check_batch_size,
     parse_params,
@@ -49,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--doc-column", help="column holding the document id")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for AUC CIs (default 200)")
+    parser.add_argument("--report", action="store_true", help="also write report.html into the run directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_model_options(parser)
     parser.set_defaults(func=run)
@@ -108,9 +110,23 @@ def verdicts(scores: dict[str, float | None], docs: dict[str, str], labels: dict
             "verdict": verdict,
             "reason": welch.reason or mw.reason,
         })
+    # Dataset level (Maini et al. 2024, "LLM dataset inference", with feature_agg): do the
+    # suspect passages as a whole score higher than the clean ones?
+    suspect_all = [v for values in by_doc.values() for v in values]
+    welch_all = welch_t_greater(suspect_all, clean)
+    mw_all = mann_whitney_greater(suspect_all, clean)
+    dataset = {
+        "n_suspect": len(suspect_all),
+        "n_clean": n,
+        "welch_t": _num(welch_all.statistic),
+        "welch_p": _num(welch_all.p_value),
+        "mann_whitney_p": _num(mw_all.p_value),
+        "significant": bool(welch_all.ok and welch_all.p_value < alpha),
+    }
     return {
         "alpha": alpha,
         "baseline": {"n_passages": n, "mean": _num(mean), "sd": _num(sd)},
+        "dataset": dataset,
         "rule": "seen = Welch and Mann-Whitney one-sided p < alpha; inconclusive = one of them; not detected = neither",
         "documents": rows,
     }
@@ -136,18 +152,27 @@ def run(args: argparse.Namespace) -> int:
             args.model, examples, [args.method], params=params, out=args.out, cache=cache_setting(args),
             batch_size=args.batch_size, device=args.device, dtype=args.dtype, seed=args.seed,
             n_bootstrap=args.bootstrap, progress=progress, command=["copyprobe", *sys.argv[1:]],
+            api_options=api_options(args),
         )
     frame = result.scores
     scores = {}
     for row in frame.to_dict("records"):
         value = row.get(args.method)
         scores[row["id"]] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    # rows a learning method (feature_agg, veilprobe) was fitted on are no evidence
+    for ids in result.run.get("train_ids", {}).values():
+        for train_id in ids:
+            scores.pop(train_id, None)
     docs = {e.id: e.doc_id for e in examples}
     labels = {e.id: e.label for e in examples}
     report = verdicts(scores, docs, labels, args.alpha)
     report["method"] = args.method
     write_json(Path(result.out) / "verdicts.json", report)
     _print(report)
+    if args.report:
+        from copyprobe.cli.commands.detect import write_report
+
+        write_report(result.out)
     print(f"run written to {result.out}")
     return 0
 
@@ -170,3 +195,7 @@ def _print(report: dict[str, Any]) -> None:
     for row in report["documents"]:
         print(f"{row['doc_id'][:32]:<32} {row['n_passages']:>4} {_fmt(row['score']):>7} "
               f"{_fmt(row['welch_p']):>10} {_fmt(row['mann_whitney_p']):>10}  {row['verdict']}")
+    data = report.get("dataset")
+    if data:
+        print(f"dataset level: {data['n_suspect']} suspect vs {data['n_clean']} clean passages, "
+              f"one-sided Welch p = {_fmt(data['welch_p'])}, Mann-Whitney p = {_fmt(data['mann_whitney_p'])}")

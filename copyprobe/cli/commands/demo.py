@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from copyprobe.cli._common import add_model_options, cache_setting, print_metrics, progress_bars, split_names
+from copyprobe.cli._common import add_model_options, api_options, cache_setting, print_metrics, progress_bars, split_names
 
 DEMO_METHODS = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference"
 
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             progress=progress,
             command=["copyprobe", *sys.argv[1:]],
+            api_options=api_options(args),
         )
     print_metrics(result.metrics, result.scores, names, result.notes)
     if args.report:

@@ -7,6 +7,7 @@ import sys
 
 from copyprobe.cli._common import (
     add_model_options,
+    api_options,
     cache_setting,
     check_batch_size,
     parse_params,
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             n_bootstrap=args.bootstrap,
             progress=progress,
             command=["copyprobe", *sys.argv[1:]],
+            api_options=api_options(args),
         )
     print_metrics(result.metrics, result.scores, names, result.notes)
     if args.report:

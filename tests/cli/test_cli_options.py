@@ -1,0 +1,44 @@
+"""CLI options that only some backends take reach them, and only them."""
+
+import json
+
+import pytest
+
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    calls = []
+
+    def loader(spec, **kwargs):
+        calls.append((spec, kwargs))
+        return FakeBackend(spec=spec)
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", loader)
+    return calls
+
+
+def data_file(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "text": f"some words here number {i}", "label": i % 2}) + "\n" for i in range(6)))
+    return path
+
+
+def test_api_options_go_to_openai_models_only(tmp_path, captured):
+    args = ["detect", "--data", str(data_file(tmp_path)), "--methods", "loss,reference",
+            "--param", "reference.model=gemma-3-270m", "--no-cache", "--no-progress", "--bootstrap", "0",
+            "--api-key-env", "MY_PROVIDER_KEY", "--concurrency", "3"]
+    assert main([*args, "--model", "openai:some-model@http://127.0.0.1:9/v1", "--out", str(tmp_path / "a")]) == 0
+    options = dict(captured)
+    assert options["openai:some-model@http://127.0.0.1:9/v1"]["api_key_env"] == "MY_PROVIDER_KEY"
+    assert options["openai:some-model@http://127.0.0.1:9/v1"]["concurrency"] == 3
+    assert "api_key_env" not in options["gemma-3-270m"]
+
+
+def test_bad_concurrency_is_a_one_line_error(tmp_path, captured, capsys):
+    code = main(["detect", "--model", "openai:m@http://127.0.0.1:9/v1", "--data", str(data_file(tmp_path)),
+                 "--methods", "loss", "--out", str(tmp_path / "a"), "--concurrency", "0", "--no-cache"])
+    assert code == 2
+    assert "--concurrency must be at least 1" in capsys.readouterr().err
