@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
+from copyprobe.copying.literal import lcs_length
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
@@ -33,17 +34,8 @@ SIMILARITIES = ("token_sort", "rouge_l", "lcs")
 CHAT_INSTRUCTION = "Continue the following text exactly as it appears in its source. Output only the continuation.\n\n"
 
 
-def lcs_words(a: list[str], b: list[str]) -> int:
-    """Length of the longest common subsequence of two word lists."""
-    if not a or not b:
-        return 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b, 1):
-            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
-        prev = cur
-    return prev[-1]
+# Longest common subsequence of two word lists: the same measure CopyBench's literal task reports.
+lcs_words = lcs_length
 
 
 def token_sort(a: str, b: str) -> float:
