@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", default=GREY_DEFAULT,
                         help=f"comma-separated, or 'all' (default: the grey-box set {GREY_DEFAULT})")
+    parser.add_argument("--dc-pdd-freq", help="frequency table for dc_pdd (copyprobe freq build); adds dc_pdd to the table")
     parser.add_argument("--reference", default=None, help="reference model for `reference` (default: the base model)")
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--device", default="auto")
@@ -220,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     params: dict[str, dict[str, Any]] = {"reference": {"model": args.reference or args.model}}
     n = record["split"]["n_members"] + record["split"]["n_nonmembers"]
     params["feature_agg"] = {"n_train": max(4, min(50, n // 3))}
+    if args.dc_pdd_freq:
+        # DC-PDD needs a token frequency table from text that holds none of the passages
+        params["dc_pdd"] = {"freq": args.dc_pdd_freq}
+    elif "dc_pdd" in methods:
+        raise SystemExit("dc_pdd needs --dc-pdd-freq FILE (copyprobe freq build on text disjoint from the corpus)")
     losses = record.get("losses_eval") or {}
     plants: list[dict[str, Any]] = []
     from copyprobe.record import utc_now, versions
