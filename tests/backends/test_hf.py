@@ -225,26 +225,55 @@ def test_ngram_scores_match_direct_short_contexts(request, name, n):
 
 
 def test_ngram_contexts_are_deduplicated_and_batch_independent(tiny_llama, monkeypatch):
-    rows = []
-    original = tiny_llama._hidden
+    windows, contexts = [], []
+    original_hidden, original_states = tiny_llama._hidden, tiny_llama._context_states
 
-    def counting(input_ids, attention_mask=None):
-        rows.append(tuple(input_ids.shape))
-        return original(input_ids, attention_mask)
+    def counting_hidden(input_ids, attention_mask=None):
+        windows.append(tuple(input_ids.shape))
+        return original_hidden(input_ids, attention_mask)
 
-    monkeypatch.setattr(tiny_llama, "_hidden", counting)
+    def counting_states(keys):
+        contexts.extend(keys)
+        return original_states(keys)
+
+    monkeypatch.setattr(tiny_llama, "_hidden", counting_hidden)
+    monkeypatch.setattr(tiny_llama, "_context_states", counting_states)
     text = "abcabcabcabc"  # 12 byte tokens after <s>; contexts of n=2 repeat every 3
     alone = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2)])[0]
-    # rows of width 3 (<s> + 2 tokens): the full-prefix window "<s>ab", plus the distinct
-    # contexts "ab", "bc", "ca" once each (10 without de-duplication)
-    assert sum(r[0] for r in rows if r[1] == 3) == 1 + 3
-    rows.clear()
+    ids = alone.token_ids
+    # one full-prefix window "<s>ab" for the first two tokens, then the distinct contexts
+    # "<s>ab", "<s>bc", "<s>ca" once each (10 without de-duplication)
+    assert windows == [(1, 3)]
+    assert sorted(contexts) == sorted({(ids[0], *ids[p - 2:p]) for p in range(3, len(ids))}) and len(contexts) == 3
+    windows.clear()
+    contexts.clear()
     together = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2), TokenLogprobsRequest(text + "ab", ngram=2),
                                   TokenLogprobsRequest(text, ngram=2, stats=False)])
-    assert sum(r[0] for r in rows if r[1] == 3) == 3 + 3  # 32 without de-duplication
+    assert len(contexts) == 3  # 32 without de-duplication
     assert_same_scores(together[0], alone)
     assert together[2].logprobs == pytest.approx(alone.logprobs, abs=1e-5) and together[2].mu is None
     assert together[1].logprobs[:len(alone.logprobs)] == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["tiny_llama", "tiny_gemma2"])
+def test_context_states_compute_each_shared_prefix_once(request, name, monkeypatch):
+    backend = request.getfixturevalue(name)
+    tokens_run = []
+    decoder = backend._decoder
+
+    def counting(*args, **kwargs):
+        tokens_run.append(kwargs["input_ids"].numel())
+        return decoder(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "_decoder", counting)
+    keys = [(1, 7, 8, 9), (1, 7, 8, 10), (1, 7, 11, 9), (1, 12, 8, 9), (1, 7, 8, 9)]
+    states = backend._context_states(keys)
+    # prefix tree: (1) -> (1,7) (1,12) -> (1,7,8) (1,7,11) (1,12,8) -> 4 distinct leaves
+    assert tokens_run == [1, 2, 3, 4]
+    with torch.inference_mode():
+        for key, state in zip(keys, states):
+            alone = backend._hidden(torch.tensor([key]))[0, -1]
+            assert torch.allclose(state, alone, atol=1e-5)
 
 
 def test_bad_ngram_is_a_config_error(tiny_llama):
@@ -358,6 +387,21 @@ def test_choice_logprobs_match_direct(request, name):
             expected = max(logp[c].item() for c in candidates)
             assert abs(answer.logprobs[choice] - expected) < 1e-4
         assert answer.logprobs == pytest.approx(backend.answer([req])[0].logprobs, abs=1e-4)
+
+
+def test_choice_logprobs_batched_path_equals_prefix_tree_path(tiny_llama):
+    # CPU answers through the prefix tree; the batched path is what GPUs use
+    prompts = [tiny_llama._prompt_ids(p, None, use_chat=False) for p in
+               ["Answer: A B", "Answer: A C", "Answer:", "Something else entirely", "Answer: A B"]]
+    columns = sorted({t for c in "ABCD" for t in tiny_llama._choice_token_ids(c)})
+    from copyprobe.backends.prefix_tree import shared_prefix_logprobs
+
+    counted = []
+    batched = tiny_llama._batched_next_logprobs(prompts, columns, counted.append)
+    tree = shared_prefix_logprobs(tiny_llama.model, prompts, columns)
+    assert sum(counted) == len(prompts)
+    for a, b in zip(batched, tree):
+        assert a == pytest.approx(b, abs=1e-4)
 
 
 # -- capabilities, errors, identity -------------------------------------------------------

@@ -377,26 +377,3 @@ def test_registered_black_box():
 def test_empty_passage_fails_row():
     with pytest.raises(RowError):
         next(DECOP().run(Example(id="e", text="   ")))
-
-
-# -- shared-prefix scoring (in-process helper) ------------------------------------------------
-
-def test_shared_prefix_logprobs_equal_one_forward_pass_per_sequence():
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from copyprobe.methods.decop import shared_prefix_logprobs
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    model = transformers.LlamaForCausalLM(config).eval()
-    header, opts = [1, 2, 3, 4], [[10, 11, 12], [13, 14], [15, 16, 17, 18], [19]]
-    sequences = [header + [t for i in perm for t in opts[i]] + [5] for perm in ORDERINGS]
-    sequences += [header[:2], header + [40], header + [40]]  # a prefix of others, and duplicates
-    targets = [20, 21, 22, 23]
-    got = shared_prefix_logprobs(model, sequences, targets)
-    with torch.no_grad():
-        for seq, row in zip(sequences, got):
-            logits = model(input_ids=torch.tensor([seq])).logits[0, -1]
-            want = torch.log_softmax(logits, dim=-1)[targets].tolist()
-            assert row == pytest.approx(want, abs=1e-4)
