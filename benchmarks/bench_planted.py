@@ -104,6 +104,22 @@ def run_methods(spec: str, data: Path, methods: list[str], params: dict[str, dic
     return {"methods": results, "load_s": round(load_s, 2)}
 
 
+def write_subset(data: Path, out: Path, size: int, seed: int) -> Path:
+    """A seeded subset with size // 2 members and size - size // 2 non-members."""
+    import random
+
+    rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+    rng = random.Random(seed)
+    members = [r for r in rows if r["label"] == 1]
+    others = [r for r in rows if r["label"] == 0]
+    if size // 2 > len(members) or size - size // 2 > len(others):
+        raise SystemExit(f"--subset {size} needs {size // 2} members and {size - size // 2} non-members")
+    chosen = rng.sample(members, size // 2) + rng.sample(others, size - size // 2)
+    chosen.sort(key=lambda r: r["id"])
+    out.write_text("".join(json.dumps(r) + "\n" for r in chosen))
+    return out
+
+
 def fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "-"
@@ -146,17 +162,18 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
                   + (f"; blind baseline (model-free text classifier) AUC {fmt(blind)}" if (blind := next(
                       (m.get('blind_baseline_auc') for m in plant['methods'].values() if m.get('blind_baseline_auc') is not None),
                       None)) is not None else "") + ".", "",
-                  "| method | passage AUC [95% CI] | TPR@1%FPR | TPR@5%FPR | document AUC [95% CI] | seconds | model calls (new) |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| method | passages | passage AUC [95% CI] | TPR@1%FPR | TPR@5%FPR | document AUC [95% CI] | seconds | model calls (new) |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, m in plant["methods"].items():
             if "error" in m:
-                lines.append(f"| {name} | not run: {m['error']} | | | | | |")
+                lines.append(f"| {name} | | not run: {m['error']} | | | | | |")
                 continue
             doc = m.get("document") or {}
             doc_cell = (f"{fmt(doc.get('auc'))} [{fmt(doc.get('auc_low'))}, {fmt(doc.get('auc_high'))}]"
                         if doc else "-")
+            total = plant["n_members"] + plant["n_nonmembers"]
             lines.append(
-                f"| {name} | {fmt(m.get('auc'))} [{fmt(m.get('auc_low'))}, {fmt(m.get('auc_high'))}] | "
+                f"| {name} | {m.get('passages', total)} | {fmt(m.get('auc'))} [{fmt(m.get('auc_low'))}, {fmt(m.get('auc_high'))}] | "
                 f"{fmt(m.get('tpr_at_1pct_fpr'))} | {fmt(m.get('tpr_at_5pct_fpr'))} | {doc_cell} | "
                 f"{fmt(m.get('seconds'), 1)} | {m.get('model_calls')} ({m.get('new_model_calls')}) |")
         lines.append("")
@@ -185,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="where planted.md/json go")
     parser.add_argument("--note", action="append", default=[], help="extra note for the results")
     parser.add_argument("--markdown-only", action="store_true", help="re-render planted.md from planted.json")
+    parser.add_argument("--subset", type=int, default=0,
+                        help="score a seeded, label-balanced subset of this many passages (for costly methods)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the methods already in planted.json and add (or replace) these")
+    parser.add_argument("--param", action="append", default=[], metavar="METHOD.KEY=VALUE",
+                        help="method parameter, as for copyprobe detect (repeatable)")
     args = parser.parse_args(argv)
     if args.markdown_only:
         results = Path(args.results)
@@ -226,6 +249,17 @@ def main(argv: list[str] | None = None) -> int:
         params["dc_pdd"] = {"freq": args.dc_pdd_freq}
     elif "dc_pdd" in methods:
         raise SystemExit("dc_pdd needs --dc-pdd-freq FILE (copyprobe freq build on text disjoint from the corpus)")
+    from copyprobe.cli._common import parse_params
+
+    for name, values in parse_params(args.param, methods).items():
+        params.setdefault(name, {}).update(values)
+    data = plant_dir / "data.jsonl"
+    if args.subset:
+        data = write_subset(data, work / f"subset-{args.subset}-s{args.seed}.jsonl", args.subset, args.seed)
+    previous: dict[int, dict[str, Any]] = {}
+    results_json = Path(args.results) / "planted.json"
+    if args.merge and results_json.exists():
+        previous = {pl["epochs"]: pl for pl in json.loads(results_json.read_text())["plants"]}
     losses = record.get("losses_eval") or {}
     plants: list[dict[str, Any]] = []
     from copyprobe.record import utc_now, versions
@@ -270,16 +304,20 @@ def main(argv: list[str] | None = None) -> int:
                          loss_nonmembers_after=losses.get("nonmembers_after"))
         else:
             entry.update(loss_members_before=losses.get("members_before"))
+        kept = dict((previous.get(e) or {}).get("methods") or {})
+        entry["methods"] = dict(kept)
         plants.append(entry)
 
-        def update(results_so_far: dict[str, Any], entry=entry) -> None:
-            entry["methods"] = dict(results_so_far)
+        def update(results_so_far: dict[str, Any], entry=entry, kept=kept) -> None:
+            entry["methods"] = {**kept, **results_so_far}
             save()
 
-        got = run_methods(spec, plant_dir / "data.jsonl", methods, params, work / "runs" / f"e{e}",
+        got = run_methods(spec, data, methods, params, work / "runs" / f"e{e}",
                           work / "responses.sqlite", args.batch_size, args.device, args.bootstrap, args.seed,
                           on_result=update)
-        entry["methods"] = got["methods"]
+        for got_entry in got["methods"].values():
+            got_entry.setdefault("passages", args.subset or n)
+        entry["methods"] = {**kept, **got["methods"]}
         entry["model_load_s"] = got["load_s"]
         save()
 
