@@ -159,3 +159,57 @@ def test_wrong_path_is_one_clear_error_without_the_key(llama_server, monkeypatch
         wrong.answer([GenerateRequest(prompt="hi", max_tokens=2)])
     assert SECRET not in str(info.value) and "\n" not in str(info.value)
     assert isinstance(RequestFailed("x"), RequestFailed)
+
+
+# -- information-guided probes and VeilProbe over HTTP (issue 6) ------------------------------
+
+FRESH = [
+    "Marta stacked the blue crates behind the bakery while the delivery van idled in the lane.",
+    "The ferry schedule changed in March, so Ibrahim took the slower bus along the coast road.",
+    "Our neighbour's greenhouse leaks whenever the north wind pushes rain against its panes.",
+    "Lena tuned the cello twice before the rehearsal, then forgot her bow on the tram.",
+]
+FAMOUS = [
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void.",
+    "The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures.",
+    "For God so loved the world, that he gave his only begotten Son, that whosoever believeth in him.",
+    "Our Father which art in heaven, Hallowed be thy name. Thy kingdom come. Thy will be done.",
+]
+
+
+def labelled_rows() -> list[Example]:
+    return ([Example(f"famous{i}", t, label=1) for i, t in enumerate(FAMOUS)]
+            + [Example(f"fresh{i}", t, label=0) for i, t in enumerate(FRESH)])
+
+
+@pytest.mark.parametrize("method, params", [
+    # the server is target and reference alike (surprisal from its prompt log-probs)
+    ("info_probe", {"logprob_threshold": -6.0, "max_tokens": 2, "answer_tokens": 8}),
+    ("veilprobe", {"n_train": 4, "n_samples": 1, "suffix_tokens": 8, "attribution_tokens": 4,
+                   "max_attribution_words": 3, "map_epochs": 1, "proto_steps": 20}),
+])
+def test_guided_probes_run_through_detect_and_a_warm_cache_sends_nothing(llama_server, monkeypatch, tmp_path,
+                                                                          method, params):
+    import copyprobe
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    spec = f"openai:smollm2@{llama_server}"
+    params = {**params, "reference": spec}
+    cache = tmp_path / "cache.sqlite"
+    first = copyprobe.detect(spec, labelled_rows(), [method], params={method: params}, cache=cache,
+                             out=tmp_path / "run1", n_bootstrap=20, blind_baseline=False)
+    scored = first.scores.dropna(subset=[method])
+    trained = set(first.run["train_ids"] or [])
+    # every row that is not a training row gets a score or an explicit, recorded reason
+    failed = {f["id"] for f in first.run["failures"]}
+    assert set(first.scores["id"]) - trained == set(scored["id"]) | failed
+    assert len(scored) >= 2 and first.run["cache"]["misses"] > 0
+    assert first.run["requests"]["by_model_kind"]
+    second = copyprobe.detect(spec, labelled_rows(), [method], params={method: params}, cache=cache,
+                              n_bootstrap=20, blind_baseline=False)
+    assert second.run["cache"]["misses"] == 0
+    assert list(second.scores[method].fillna(-99)) == list(first.scores[method].fillna(-99))
+    for path in (tmp_path / "run1").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="ignore")
+    assert SECRET.encode() not in cache.read_bytes()
