@@ -386,7 +386,6 @@ class HFBackend(Backend):
         self.lead_ids = self._leading_special_ids()
         if len(self.lead_ids) >= max_length // 2:
             raise ConfigError(f"max length {max_length} is too small for this tokenizer")
-        self._generator_device = torch.device(self.device)
 
     # -- construction helpers ---------------------------------------------------------
     @classmethod
@@ -760,38 +759,34 @@ class HFBackend(Backend):
 
     # -- generation ---------------------------------------------------------------------
     def _answer_generate(self, requests: list[GenerateRequest], progress: Progress = None):
-        """Greedy requests run in left-padded batches of the same settings; sampled ones one
-        at a time under their own seed, so a sample never depends on its batch."""
+        """Requests run in left-padded batches of the same settings. A sampled row draws
+        from its own random generator seeded with its request's seed (see _SeededSampler),
+        so its sample does not depend on what else is in the batch."""
         answers: list[Generation | None] = [None] * len(requests)
         prompts = [self._prompt_ids(r.prompt, r.messages, self.chat) for r in requests]
         for index, request in enumerate(requests):
             if request.max_tokens < 1:
                 raise ConfigError(f"max_tokens must be >= 1, got {request.max_tokens}")
-        greedy: dict[tuple, list[int]] = {}
-        sampled: list[int] = []
+        groups: dict[tuple, list[int]] = {}
         for index, request in enumerate(requests):
-            if request.temperature == 0:
-                key = (request.max_tokens, request.stop, request.repetition_penalty, request.top_logprobs)
-                greedy.setdefault(key, []).append(index)
-            else:
-                sampled.append(index)
+            key = (request.max_tokens, request.stop, request.repetition_penalty, request.top_logprobs,
+                   request.temperature, request.top_p if request.temperature > 0 else None)
+            groups.setdefault(key, []).append(index)
         with self._guard():
-            for indices in greedy.values():
+            for indices in groups.values():
                 indices = sorted(indices, key=lambda i: len(prompts[i]))
                 for start in range(0, len(indices), self.batch_size):
                     chunk = indices[start:start + self.batch_size]
-                    outputs = self._generate([prompts[i] for i in chunk], requests[chunk[0]], seed=None)
+                    outputs = self._generate([prompts[i] for i in chunk], requests[chunk[0]],
+                                             seeds=[requests[i].seed for i in chunk])
                     for i, output in zip(chunk, outputs):
                         answers[i] = output
                     if progress:
                         progress(len(chunk))
-            for i in sampled:
-                answers[i] = self._generate([prompts[i]], requests[i], seed=requests[i].seed)[0]
-                if progress:
-                    progress(1)
         return answers
 
-    def _generate(self, prompts: list[list[int]], request: GenerateRequest, seed: int | None) -> list[Generation]:
+    def _generate(self, prompts: list[list[int]], request: GenerateRequest,
+                  seeds: Sequence[int | None] | None = None) -> list[Generation]:
         import torch
         from transformers import (
             GenerationConfig,
@@ -814,13 +809,17 @@ class HFBackend(Backend):
         if eos is None:
             eos = self.tokenizer.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        sample = request.temperature > 0
+        processors = LogitsProcessorList(self.logits_processors)
+        if request.temperature > 0:
+            # generate() runs greedy over the one-hot scores of our own per-row sampler,
+            # which comes after every other processor (repetition penalty included)
+            seeds = list(seeds or [None] * len(prompts))
+            processors.append(_SeededSampler(
+                [s if s is not None else int.from_bytes(os.urandom(4), "little") for s in seeds],
+                request.temperature, request.top_p, self.device))
         config = GenerationConfig(
             max_new_tokens=request.max_tokens,
-            do_sample=sample,
-            temperature=request.temperature if sample else None,
-            top_p=request.top_p if sample else None,
-            top_k=0 if sample else None,  # only top_p restricts sampling, not a hidden top-50
+            do_sample=False,
             repetition_penalty=request.repetition_penalty,
             pad_token_id=self.pad_id,
             eos_token_id=sorted(eos_ids) or None,
@@ -830,16 +829,9 @@ class HFBackend(Backend):
         stopping = StoppingCriteriaList()
         if request.stop:
             stopping.append(_stop_strings_criterion(self.tokenizer, request.stop, width))
-        kwargs = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device),
-                  "generation_config": config, "logits_processor": LogitsProcessorList(self.logits_processors),
-                  "stopping_criteria": stopping}
-        if seed is None and not sample:
-            output = self.model.generate(**kwargs)
-        else:
-            devices = [self._generator_device] if self._generator_device.type == "cuda" else []
-            with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
-                output = self.model.generate(**kwargs)
+        output = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                     generation_config=config, logits_processor=processors,
+                                     stopping_criteria=stopping)
         new_tokens = output.sequences[:, width:].tolist()
         step_logprobs = None
         if request.top_logprobs > 0:
@@ -951,6 +943,40 @@ class HFBackend(Backend):
         if not ids:
             raise BackendError(f"choice {choice!r} tokenizes to nothing")
         return ids
+
+
+class _SeededSampler:
+    """Logits processor that samples every row from its own ``torch.Generator``:
+    temperature, then nucleus (top_p) filtering, then one uniform draw per row and step
+    through the row's cumulative distribution. It returns scores that are 0 at the chosen
+    token and -inf elsewhere, so generate() in greedy mode emits exactly that token. A row's
+    tokens depend only on its seed and its own logits, which lets sampled requests share a
+    batch (one draw per row per step, whatever the other rows do)."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: str):
+        import torch
+
+        self.generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        ordered, order = probs.sort(dim=-1, descending=True)
+        if self.top_p < 1.0:
+            # keep the smallest set of likeliest tokens whose mass reaches top_p
+            before = ordered.cumsum(dim=-1) - ordered
+            ordered = ordered.masked_fill(before >= self.top_p, 0.0)
+        cumulative = ordered.cumsum(dim=-1)
+        draws = torch.stack([torch.rand((), generator=g, device=g.device) for g in self.generators])
+        draws = draws.to(cumulative.device).unsqueeze(1) * cumulative[:, -1:]
+        picked = torch.searchsorted(cumulative, draws).clamp_max(cumulative.shape[1] - 1)
+        chosen = order.gather(1, picked)
+        out = torch.full_like(scores, -math.inf)
+        out.scatter_(1, chosen, 0.0)
+        return out
 
 
 class _ScoreBuffer:

@@ -318,6 +318,38 @@ def test_seeded_sampling_is_reproducible_regardless_of_batch(smollm2):
     assert other.text != first.text
 
 
+def test_sampled_requests_share_a_batch_without_changing_their_samples(tiny_llama):
+    requests = [GenerateRequest(prompt=p, temperature=1.0, seed=seed, max_tokens=8)
+                for p, seed in (("abc", 1), ("hello there", 2), ("abc", 3), ("xyz", 1))]
+    together = tiny_llama.answer(requests)
+    for request, answer in zip(requests, together):
+        assert tiny_llama.answer([request])[0] == answer
+    assert together[0] != together[2]  # same prompt, other seed (8 random-model tokens)
+
+
+def test_seeded_sampler_follows_temperature_and_nucleus():
+    from copyprobe.backends.hf import _SeededSampler
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    counts = torch.zeros(4)
+    for seed in range(4000):
+        out = _SeededSampler([seed], 1.0, 1.0, "cpu")(None, logits)
+        assert (out == 0).sum() == 1 and torch.isinf(out).sum() == 3
+        counts[int(out.argmax())] += 1
+    assert torch.allclose(counts / counts.sum(), torch.tensor([0.5, 0.3, 0.15, 0.05]), atol=0.03)
+    # top_p = 0.7: the nucleus is {0, 1} (0.5 < 0.7 <= 0.8), renormalised to 5/8, 3/8
+    kept = torch.zeros(4)
+    for seed in range(2000):
+        kept[int(_SeededSampler([seed], 1.0, 0.7, "cpu")(None, logits).argmax())] += 1
+    assert kept[2] == kept[3] == 0 and abs(kept[0] / kept.sum() - 0.625) < 0.04
+    # a low temperature concentrates on the likeliest token
+    cold = sum(int(_SeededSampler([s], 0.05, 1.0, "cpu")(None, logits).argmax()) == 0 for s in range(200))
+    assert cold == 200
+    # rows draw from their own generators: a row's pick ignores its neighbours
+    pair = _SeededSampler([11, 12], 1.0, 1.0, "cpu")(None, logits.repeat(2, 1)).argmax(1)
+    assert int(pair[0]) == int(_SeededSampler([11], 1.0, 1.0, "cpu")(None, logits).argmax())
+
+
 @pytest.mark.model
 def test_stop_strings_truncate_at_first_occurrence(smollm2):
     prompt = PROMPTS[1]
