@@ -22,8 +22,8 @@ words; a non-member is not special among its neighbours. For each text:
    * ``"sample"``: neighbour j samples a continuation of ``max_new_tokens`` tokens at
      ``temperature`` with a seed derived from (``seed``, j, position) and takes its
      first word. Any backend that generates text works, but each proposal is its own
-     sampled generation (the HF backend runs those one at a time): ten times or more
-     slower.
+     sampled generation (batched by the HF backend, still one decoding run per
+     proposal): several times slower.
 
    A substitute equal to the original word (ignoring case) leaves it unchanged; a
    neighbour with no change at all is dropped; the original's capitalisation is kept;
