@@ -64,6 +64,35 @@ def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[
     return params
 
 
+def run_detect(args: argparse.Namespace, data: Any, names: list[str], **options: Any) -> int:
+    """The shared tail of `detect` and `demo`: score with progress bars, print the metrics
+    table, write the report when asked, and say where the run is."""
+    from copyprobe.detect import detect
+
+    with progress_bars(not args.no_progress) as progress:
+        result = detect(
+            args.model,
+            data,
+            names,
+            out=args.out,
+            cache=cache_setting(args),
+            batch_size=args.batch_size,
+            device=args.device,
+            dtype=args.dtype,
+            progress=progress,
+            command=["copyprobe", *sys.argv[1:]],
+            api_options=api_options(args),
+            **options,
+        )
+    print_metrics(result.metrics, result.scores, names, result.notes)
+    if args.report:
+        from copyprobe.reports.html import write_report
+
+        print(f"report written to {write_report(result.out)}")
+    print(f"run written to {result.out}")
+    return 0
+
+
 def split_names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:

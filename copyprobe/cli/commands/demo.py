@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from copyprobe.cli._common import add_model_options, api_options, cache_setting, print_metrics, progress_bars, split_names
+from copyprobe.cli._common import add_model_options, run_detect, split_names
 
 DEMO_METHODS = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference"
 
@@ -33,28 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from copyprobe.detect import detect
-
     names = split_names(args.methods)
     print(f"copyprobe demo: {args.model} on {demo_data_path().name} (24 famous vs 24 fresh passages)")
-    with progress_bars(not args.no_progress) as progress:
-        result = detect(
-            args.model,
-            demo_data_path(),
-            names,
-            out=args.out,
-            cache=cache_setting(args),
-            batch_size=args.batch_size,
-            device=args.device,
-            dtype=args.dtype,
-            progress=progress,
-            command=["copyprobe", *sys.argv[1:]],
-            api_options=api_options(args),
-        )
-    print_metrics(result.metrics, result.scores, names, result.notes)
-    if args.report:
-        from copyprobe.cli.commands.detect import write_report
-
-        write_report(result.out)
-    print(f"run written to {result.out}")
-    return 0
+    return run_detect(args, demo_data_path(), names)

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from copyprobe.cli._common import (
     add_model_options,
-    api_options,
-    cache_setting,
     check_batch_size,
     parse_params,
-    print_metrics,
-    progress_bars,
+    run_detect,
     split_names,
 )
 from copyprobe.errors import ConfigError
@@ -47,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from copyprobe.data.readers import load_dataset
-    from copyprobe.detect import build_methods, detect
+    from copyprobe.detect import build_methods
     from copyprobe.record import prepare_out_dir
 
     names = split_names(args.methods)
@@ -65,28 +61,7 @@ def run(args: argparse.Namespace) -> int:
         id_column=args.id_column,
         split=args.split,
     )
-    with progress_bars(not args.no_progress) as progress:
-        result = detect(
-            args.model,
-            dataset,
-            names,
-            params=params,
-            out=args.out,
-            cache=cache_setting(args),
-            batch_size=args.batch_size,
-            device=args.device,
-            dtype=args.dtype,
-            seed=args.seed,
-            n_bootstrap=args.bootstrap,
-            progress=progress,
-            command=["copyprobe", *sys.argv[1:]],
-            api_options=api_options(args),
-        )
-    print_metrics(result.metrics, result.scores, names, result.notes)
-    if args.report:
-        write_report(result.out)
-    print(f"run written to {result.out}")
-    return 0
+    return run_detect(args, dataset, names, params=params, seed=args.seed, n_bootstrap=args.bootstrap)
 
 
 def write_report(run_dir) -> None:
