@@ -8,7 +8,7 @@ import copyprobe
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.data.readers import load_dataset
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError
 from copyprobe.evaluation.metrics import roc_auc
 
 CORE = ["loss", "zlib", "lowercase", "min_k", "min_k_pp", "slope"]

@@ -6,7 +6,6 @@ import os
 import threading
 import tracemalloc
 
-import numpy as np
 import pytest
 
 from copyprobe.cli.main import main

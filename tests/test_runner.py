@@ -59,7 +59,7 @@ def test_row_errors_fail_one_row_only():
         yield [TokenLogprobsRequest("a b")]
         raise RowError("no probe: nothing surprising")
     def good():
-        responses = yield [TokenLogprobsRequest("a b")]
+        yield [TokenLogprobsRequest("a b")]
         return 1.0
     results = drive({"bad": bad(), "good": good()}, lambda spec: fake)
     assert results["good"] == 1.0

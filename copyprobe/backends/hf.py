@@ -353,7 +353,6 @@ class HFBackend(Backend):
         weights_id: str | None = None,
         source: str | None = None,
     ):
-        import torch
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")

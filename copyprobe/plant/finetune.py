@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from copyprobe.errors import BackendError, ConfigError, CopyprobeError, DataError
+from copyprobe.errors import BackendError, ConfigError
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 

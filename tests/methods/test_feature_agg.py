@@ -116,7 +116,7 @@ def test_members_ranked_first_after_training_on_fake_backend():
     words = [f"w{i}" for i in range(400)]
     # members and non-members use different words, so only members' words are boosted
     texts = [" ".join(rng.choice(words[:200] if i < 20 else words[200:], size=12)) for i in range(40)]
-    members, others = texts[:20], texts[20:]
+    members = texts[:20]
     backend = FakeBackend(member_texts=members, boost=2.0)
     method = make_method("feature_agg", n_train=16)
     out = run_all(method, texts, backend)

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from copyprobe.backends.base import GenerateRequest
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
