@@ -63,6 +63,9 @@ from copyprobe.errors import BackendError, ConfigError
 # 2**19 float32 logits (2 MiB) stays in cache while the statistics read it; on a GPU fewer,
 # larger blocks keep kernel launches from dominating. Peak extra memory: two blocks.
 SCORE_BLOCKS = {"cpu": (256, 2**19), "cuda": (4096, 2**25)}
+# Full-vocabulary logit rows held at once when many next-token distributions are read
+# from one pass (2**25 float32 = 128 MiB).
+LOGIT_ROWS = 2**25
 # Cap on n-gram contexts per forward pass; they are short, so this is cheap.
 MAX_NGRAM_BATCH = 2048
 # Content hashing of HF weight files is skipped (names and sizes only) above this size.
@@ -772,7 +775,16 @@ class HFBackend(Backend):
                    request.temperature, request.top_p if request.temperature > 0 else None)
             groups.setdefault(key, []).append(index)
         with self._guard():
-            for indices in groups.values():
+            for key, indices in groups.items():
+                if key[0] == 1 and key[4] == 0 and not self.logits_processors:
+                    # greedy one-token requests need no decoding loop (neighbourhood
+                    # proposals: thousands of them, prefixes of a few texts)
+                    request = requests[indices[0]]
+                    for i, output in zip(indices, self._next_token_generations([prompts[i] for i in indices], request)):
+                        answers[i] = output
+                    if progress:
+                        progress(len(indices))
+                    continue
                 indices = sorted(indices, key=lambda i: len(prompts[i]))
                 for start in range(0, len(indices), self.batch_size):
                     chunk = indices[start:start + self.batch_size]
@@ -840,6 +852,59 @@ class HFBackend(Backend):
         for row, tokens in enumerate(new_tokens):
             results.append(self._finish(tokens, len(prompts[row]), request, eos_ids, step_logprobs, row))
         return results
+
+    def _next_token_generations(self, prompts: list[list[int]], request: GenerateRequest) -> list[Generation]:
+        """Greedy one-token generations without generate(): a prompt whose tokens begin a
+        longer prompt of the set is read off that prompt's forward pass (the causal state at
+        its last token is the same), so all the word-boundary prompts of one text cost one
+        pass of the text. Same token, top log-probs and finish reason as generate()."""
+        import torch
+        from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
+
+        if not all(prompts):
+            raise BackendError("empty generation prompt: give a prompt or messages")
+        longest = max(len(p) for p in prompts)
+        if longest + 1 > self._context_limit():
+            raise BackendError(f"prompt of {longest} tokens + max_tokens 1 exceeds "
+                               f"the model's context of {self._context_limit()} tokens")
+        chains: list[tuple[list[int], list[int]]] = []  # (longest prompt, prompts it holds)
+        for i in sorted(range(len(prompts)), key=lambda i: len(prompts[i]), reverse=True):
+            ids = prompts[i]
+            for head, members in reversed(chains):  # the text just opened is the likeliest
+                if head[:len(ids)] == ids:
+                    members.append(i)
+                    break
+            else:
+                chains.append((ids, [i]))
+        processors = LogitsProcessorList()
+        if request.repetition_penalty != 1.0:
+            processors.append(RepetitionPenaltyLogitsProcessor(request.repetition_penalty))
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        answers: list[Generation | None] = [None] * len(prompts)
+        rows_per_head = max(1, LOGIT_ROWS // self.vocab_size)
+        for start in range(0, len(chains), self.batch_size):
+            batch = chains[start:start + self.batch_size]
+            width = len(batch[0][0])
+            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (head, _) in enumerate(batch):
+                input_ids[row, :len(head)] = torch.tensor(head)
+                mask[row, :len(head)] = 1
+            hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+            wanted = [(row, i) for row, (_, members) in enumerate(batch) for i in members]
+            for begin in range(0, len(wanted), rows_per_head):
+                part = wanted[begin:begin + rows_per_head]
+                logits = self._logits(torch.stack([hidden[row, len(prompts[i]) - 1] for row, i in part]))
+                top = torch.log_softmax(logits, dim=-1).topk(request.top_logprobs, dim=-1) \
+                    if request.top_logprobs > 0 else None
+                for k, (_, i) in enumerate(part):
+                    scores = processors(torch.tensor([prompts[i]], device=self.device), logits[k:k + 1].clone())
+                    step = None if top is None else (top.values[k:k + 1].unsqueeze(1), top.indices[k:k + 1].unsqueeze(1))
+                    answers[i] = self._finish([int(scores.argmax())], len(prompts[i]), request, eos_ids, step, 0)
+        return answers  # type: ignore[return-value]
 
     def _context_limit(self) -> int:
         config = self.model.config.get_text_config() if hasattr(self.model.config, "get_text_config") else self.model.config

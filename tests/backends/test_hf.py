@@ -327,6 +327,30 @@ def test_sampled_requests_share_a_batch_without_changing_their_samples(tiny_llam
     assert together[0] != together[2]  # same prompt, other seed (8 random-model tokens)
 
 
+@pytest.mark.parametrize("name", ["tiny_llama", pytest.param("smollm2", marks=pytest.mark.model)])
+def test_one_token_greedy_requests_match_generate(request, name, monkeypatch):
+    backend = request.getfixturevalue(name)
+    text = "The quick brown fox jumps over the lazy dog near the river bank"
+    cuts = [i for i, ch in enumerate(text) if ch == " "]
+    prompts = [text[:i] for i in cuts] + ["Something else entirely", "The quick"]
+    for settings in ({"top_logprobs": 5}, {"top_logprobs": 0, "repetition_penalty": 1.3}):
+        requests = [GenerateRequest(prompt=p, max_tokens=1, **settings) for p in prompts]
+        passes = []
+        hidden = backend._hidden
+        monkeypatch.setattr(backend, "_hidden", lambda ids, mask=None: passes.append(ids.shape[0]) or hidden(ids, mask))
+        fast = backend.answer(requests)
+        monkeypatch.setattr(backend, "_hidden", hidden)
+        assert sum(passes) == 2  # the text's prefixes ride on one pass, the other prompt on another
+        for req, answer in zip(requests, fast):
+            slow = backend._generate([backend._prompt_ids(req.prompt, None, backend.chat)], req)[0]
+            assert answer.text == slow.text and answer.finish_reason == slow.finish_reason
+            assert answer.prompt_tokens == slow.prompt_tokens and answer.completion_tokens == 1
+            if settings["top_logprobs"]:
+                assert list(answer.top_logprobs[0]) == list(slow.top_logprobs[0])
+                for piece, value in slow.top_logprobs[0].items():
+                    assert abs(answer.top_logprobs[0][piece] - value) < 1e-4
+
+
 def test_seeded_sampler_follows_temperature_and_nucleus():
     from copyprobe.backends.hf import _SeededSampler
 
