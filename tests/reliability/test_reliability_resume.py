@@ -31,6 +31,13 @@ IN_FLIGHT_FAKE = 1
 IN_FLIGHT_API = 8 + 1
 
 
+def default_sigint() -> None:
+    """A shell that starts a job in the background (`bash .ci/run &`) sets SIGINT to ignored,
+    and children inherit that: Python would then never see Ctrl-C. Give the child the
+    default disposition so the test checks copyprobe, not how the suite was launched."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def detect_args(data: Path, out: Path, cache: Path) -> list[str]:
     return ["detect", "--model", "fake", "--data", str(data), "--out", str(out), "--cache", str(cache),
             "--methods", METHODS, "--param", "reference.model=fake-ref", "--bootstrap", "200",
@@ -140,7 +147,8 @@ def test_ctrl_c_exits_130_with_a_resume_hint_and_no_traceback(tmp_path, dataset,
     out, cache, log = tmp_path / "run", tmp_path / "cache.sqlite", tmp_path / "model.log"
     cmd = fake_cli_cmd(*detect_args(dataset, out, cache))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(Path(__file__).parents[2]), env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"))
+                            cwd=str(Path(__file__).parents[2]), env=env(FAKE_LOG=str(log), FAKE_DELAY="0.01"),
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while len(log_lines(log)) < 40 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -177,7 +185,7 @@ def test_ctrl_c_during_api_requests_exits_promptly(tmp_path, fake_openai, monkey
         cli_cmd("detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data), "--methods",
                 "prefix_probe", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "c.sqlite"), "--no-progress"),
         cwd=str(Path(__file__).parents[2]), env=env(OPENAI_API_KEY=""), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while len(server.log) < 8 and time.monotonic() < deadline:  # the first round is in flight
         time.sleep(0.01)
