@@ -505,6 +505,24 @@ class HFBackend(Backend):
         out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
 
+    def _padded_hidden(self, sequences: Sequence[Sequence[int]]):
+        """Final hidden states of token lists, right-padded to the longest in one batch."""
+        import torch
+
+        width = max(len(ids) for ids in sequences)
+        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, ids in enumerate(sequences):
+            input_ids[row, :len(ids)] = torch.tensor(ids)
+            mask[row, :len(ids)] = 1
+        return self._hidden(input_ids.to(self.device), mask.to(self.device))
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+
     def _logits(self, hidden):
         """LM head on hidden rows [N, H] -> float32 logits [N, V]."""
         return self._cap(self._head(hidden).float())
@@ -658,13 +676,7 @@ class HFBackend(Backend):
         jobs = sorted(jobs, key=lambda job: len(job[1]), reverse=True)
         for start in range(0, len(jobs), self.batch_size):
             batch = jobs[start:start + self.batch_size]
-            width = len(batch[0][1])
-            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, (_, window, _, _) in enumerate(batch):
-                input_ids[row, :len(window)] = torch.tensor(window)
-                mask[row, :len(window)] = 1
-            hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+            hidden = self._padded_hidden([window for _, window, _, _ in batch])
             rows, targets, spans = [], [], []
             for row, (_, window, first, _) in enumerate(batch):
                 # logits at position j-1 score the token at position j
@@ -816,10 +828,7 @@ class HFBackend(Backend):
         for row, ids in enumerate(prompts):  # left padding: every row ends at the last column
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             mask[row, width - len(ids):] = 1
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        eos_ids = self._eos_ids()
         processors = LogitsProcessorList(self.logits_processors)
         if request.temperature > 0:
             # generate() runs greedy over the one-hot scores of our own per-row sampler,
@@ -879,21 +888,12 @@ class HFBackend(Backend):
         processors = LogitsProcessorList()
         if request.repetition_penalty != 1.0:
             processors.append(RepetitionPenaltyLogitsProcessor(request.repetition_penalty))
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        eos_ids = self._eos_ids()
         answers: list[Generation | None] = [None] * len(prompts)
         rows_per_head = max(1, LOGIT_ROWS // self.vocab_size)
         for start in range(0, len(chains), self.batch_size):
             batch = chains[start:start + self.batch_size]
-            width = len(batch[0][0])
-            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, (head, _) in enumerate(batch):
-                input_ids[row, :len(head)] = torch.tensor(head)
-                mask[row, :len(head)] = 1
-            hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+            hidden = self._padded_hidden([head for head, _ in batch])
             wanted = [(row, i) for row, (_, members) in enumerate(batch) for i in members]
             for begin in range(0, len(wanted), rows_per_head):
                 part = wanted[begin:begin + rows_per_head]
@@ -983,13 +983,7 @@ class HFBackend(Backend):
         index = torch.tensor(columns)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
-            width = len(prompts[chunk[0]])
-            input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, i in enumerate(chunk):
-                input_ids[row, :len(prompts[i])] = torch.tensor(prompts[i])
-                mask[row, :len(prompts[i])] = 1
-            hidden = self._hidden(input_ids.to(self.device), mask.to(self.device))
+            hidden = self._padded_hidden([prompts[i] for i in chunk])
             last = torch.stack([hidden[row, len(prompts[i]) - 1] for row, i in enumerate(chunk)])
             logp = torch.log_softmax(self._logits(last), dim=-1).cpu()[:, index]
             for row, i in enumerate(chunk):
