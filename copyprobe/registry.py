@@ -1,12 +1,21 @@
 """Name -> method class. Methods register themselves with ``@register``; every module in
 ``copyprobe.methods`` is imported on first lookup, so adding a method family means adding
-one file. Method modules import heavy libraries lazily, inside functions."""
+one file. Method modules import heavy libraries lazily, inside functions.
+
+Methods from other packages join through the ``copyprobe.methods`` entry point group:
+each entry names a module (imported, so its ``@register`` runs) or a Method class
+(registered), e.g. in the other package's pyproject.toml::
+
+    [project.entry-points."copyprobe.methods"]
+    my_method = "my_package.my_method:MyMethod"
+"""
 
 from __future__ import annotations
 
 import difflib
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 from copyprobe.errors import ConfigError
@@ -29,12 +38,30 @@ def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
-    import copyprobe.methods as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    # the built-in method modules, imported by name: the registry sits below the methods
+    for info in pkgutil.iter_modules([str(Path(__file__).with_name("methods"))]):
         if not info.name.startswith("_") and info.name != "base":
             importlib.import_module(f"copyprobe.methods.{info.name}")
     _DISCOVERED = True
+    _load_entry_points()
+
+
+ENTRY_POINT_GROUP = "copyprobe.methods"
+# entry point name -> why it could not be loaded (shown by `copyprobe methods`)
+PLUGIN_ERRORS: dict[str, str] = {}
+
+
+def _load_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = entry.load()
+            if isinstance(loaded, type) and getattr(loaded, "name", "") not in _METHODS:
+                register(loaded)
+        except Exception as exc:  # a broken plugin must not take the built-in methods down
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            PLUGIN_ERRORS[entry.name] = f"{entry.value}: {first}"
 
 
 def method_names() -> list[str]:
@@ -55,45 +82,16 @@ def method_class(name: str) -> type:
 
 
 def convert_param(cls: type, key: str, raw: str) -> Any:
-    """Turn a command-line string into a parameter value, typed after its default."""
-    defaults = cls.param_defaults()
-    if key not in defaults:
-        close = difflib.get_close_matches(key, list(defaults), n=1)
+    """Turn a command-line string into a parameter value, with the parameter's constraint."""
+    constraints = cls.param_constraints()
+    if key not in constraints:
+        close = difflib.get_close_matches(key, list(constraints), n=1)
         hint = f"; did you mean {cls.name}.{close[0]}?" if close else ""
         raise ConfigError(
             f"method {cls.name!r} has no parameter {key!r}{hint} "
-            f"(it has: {', '.join(defaults) or 'none'})"
+            f"(it has: {', '.join(constraints) or 'none'})"
         )
-    default = defaults[key]
-    text = raw.strip()
-    try:
-        if isinstance(default, bool):
-            lowered = text.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        if default is None and text.lower() in ("none", "null", ""):
-            return None
-        if isinstance(default, (list, tuple)):
-            return type(default)(x.strip() for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(
-            f"bad value {raw!r} for {cls.name}.{key}: expected {type(default).__name__}"
-        ) from None
-    if default is None:
-        # untyped optional: numbers stay numbers
-        for parse in (int, float):
-            try:
-                return parse(text)
-            except ValueError:
-                pass
-    return text
+    return constraints[key].convert(raw, f"{cls.name}.{key}")
 
 
 def make_method(name: str, **params: Any):

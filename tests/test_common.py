@@ -1,18 +1,105 @@
-"""Properties every registered method must have (scikit-learn's test_common idea)."""
+"""Properties every registered method must have (scikit-learn's test_common idea):
+it describes itself, its constructor only stores parameters, its constraints are the ones
+validation and ``--param`` use, it runs end to end on the fake backend, asks the target
+only for what its declared access allows, is deterministic, and ``fit`` leaves its
+parameters as they were."""
 
+from __future__ import annotations
+
+import copy
 import dataclasses
 import inspect
 
+import numpy as np
 import pytest
 
-from copyprobe.backends.base import Request
+import copyprobe
+from copyprobe.backends.base import Request, TokenLogprobsRequest
+from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
-from copyprobe.methods.base import BLACK_BOX, BLACK_BOX_LOGITS, GREY_BOX, GREY_BOX_FULL, Method
-from copyprobe.registry import method_class, method_names
+from copyprobe.freq import FrequencyTable
+from copyprobe.methods.base import ACCESS_CAPABILITIES, Method
+from copyprobe.params import Boolean, Integer, ModelSpec, OneOf, Optional, Real
+from copyprobe.registry import convert_param, make_method, method_class, method_names
+from copyprobe.session import Session
 
 NAMES = method_names()
-ACCESS_LEVELS = {GREY_BOX, GREY_BOX_FULL, BLACK_BOX, BLACK_BOX_LOGITS}
+
+
+@pytest.fixture(scope="module")
+def freq_table(tmp_path_factory):
+    # FakeBackend's token ids are word hashes below 50,000; no token strings to compare
+    path = tmp_path_factory.mktemp("freq") / "fake.npz"
+    return str(FrequencyTable(counts=np.ones(50_000, dtype=np.int64), name="fake", vocab_hash="h").save(path))
+
+
+def runnable_params(name: str, freq_table: str) -> dict:
+    """The few parameters a method cannot run without, or that keep it small on 24 texts."""
+    return {
+        "dc_pdd": {"freq": freq_table},
+        "feature_agg": {"n_train": 8},
+        "veilprobe": {"n_train": 8, "n_samples": 1, "suffix_tokens": 4, "attribution_tokens": 2,
+                      "map_epochs": 1, "proto_steps": 5, "map_dim": 8, "map_layers": 1, "bottleneck": 4},
+        "neighborhood": {"n_neighbours": 2, "proposals": "sample"},  # the fake gives no top log-probs
+        # fake log-probs lie in [-9, -1], and every word of corpus() repeats
+        "info_probe": {"logprob_threshold": -5.0, "skip_repeated": False},
+    }.get(name, {})
+
+
+def corpus() -> list[Example]:
+    words = "it was the best of times it was the worst of times it was the age of wisdom and folly".split()
+    rows = []
+    for i in range(24):
+        rotated = words[i % 7:] + words[: i % 7] + [f"w{i}", f"x{i}"]
+        text = " ".join(rotated * 3)
+        # DE-COP options as BookTection rows carry them (the fake model cannot paraphrase)
+        options = {f"Example_{letter}": " ".join(reversed(text.split()[k:] + text.split()[:k]))
+                   for k, letter in enumerate("BCD", start=1)}
+        meta = {"Example_A": text, **options, "Answer": "A"}
+        rows.append(Example(id=f"p{i}", text=text, label=i % 2, doc_id=f"d{i % 6}", meta=meta))
+    return rows
+
+
+class RecordingBackend(FakeBackend):
+    """FakeBackend that remembers the capabilities of every request a method sends it
+    (before the backend upgrades them, see Backend.canonical)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.asked: set[str] = set()
+        self._answering = False
+
+    def canonical(self, request):
+        if not self._answering:  # the runner's call, with the request as the method made it
+            self.asked |= request.capabilities()
+        return super().canonical(request)
+
+    def answer(self, requests, progress=None, on_result=None):
+        self._answering = True
+        try:
+            return super().answer(requests, progress=progress, on_result=on_result)
+        finally:
+            self._answering = False
+
+
+def answer_first_letter_then_echo(request) -> str:
+    # a letter first, so multiple-choice probes parse an answer; then the prompt's end
+    source = request.prompt or (request.messages[-1][1] if request.messages else "")
+    return "A " + " ".join(source.split()[-request.max_tokens:])
+
+
+def run_end_to_end(name: str, params: dict, member_texts=()):
+    target = RecordingBackend(spec="fake-target", member_texts=member_texts, generate_fn=answer_first_letter_then_echo)
+    others = {}
+
+    def loader(spec):
+        return others.setdefault(spec, FakeBackend(spec=spec))
+
+    session = Session(target, cache=False, loader=loader)
+    result = copyprobe.detect(session, corpus(), [name], params={name: params} if params else None,
+                              n_bootstrap=0, blind_baseline=False)
+    return result, target
 
 
 def test_core_methods_are_registered():
@@ -24,8 +111,13 @@ def test_describes_itself(name):
     cls = method_class(name)
     assert issubclass(cls, Method) and cls.name == name
     assert cls.summary.strip(), "shown by `copyprobe methods`"
-    assert cls.access in ACCESS_LEVELS
-    assert set(cls.param_help) <= set(cls.param_names()), "help for parameters that do not exist"
+    assert cls.access in ACCESS_CAPABILITIES
+    helps, constraints = cls.param_help(), cls.param_constraints()
+    assert set(helps) == set(cls.param_names()), "every parameter has one line of help"
+    assert all(text.strip() for text in helps.values())
+    assert set(constraints) == set(cls.param_names())
+    for key, default in cls.param_defaults().items():
+        assert constraints[key].check(default), f"{name}.{key}: the default breaks its own constraint"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -39,6 +131,7 @@ def test_constructor_only_stores_parameters(name):
         assert param.default is not param.empty, f"{name}.{param.name} needs a default"
     method = cls()
     assert method.get_params() == cls.param_defaults()
+    assert set(vars(method)) == set(cls.param_names()), "the constructor stores its parameters and nothing else"
     clone = method.clone()
     assert clone is not method and clone.get_params() == method.get_params()
 
@@ -49,22 +142,89 @@ def test_set_params_rejects_unknown_names(name):
         method_class(name)().set_params(surely_not_a_parameter=1)
 
 
+def _bad_value(constraint):
+    """A value the constraint refuses, or None when it accepts everything."""
+    if isinstance(constraint, Optional):
+        constraint = constraint.inner
+    if isinstance(constraint, Boolean):
+        return "yes please"
+    if isinstance(constraint, OneOf):
+        return "surely-not-a-choice"
+    if isinstance(constraint, Integer):
+        return (constraint.low - 1) if constraint.low is not None else 1.5
+    if isinstance(constraint, Real):
+        return (constraint.low - 1) if constraint.low is not None else float("nan")
+    return None
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_first_round_is_a_list_of_requests(name):
+def test_constraints_drive_validation_and_param_parsing(name):
+    cls = method_class(name)
+    for key, constraint in cls.param_constraints().items():
+        default = cls.param_defaults()[key]
+        if isinstance(default, (bool, int, float, str)) and not (isinstance(default, str) and "," in default):
+            # the command line reads back what `copyprobe methods` shows
+            assert convert_param(cls, key, str(default).lower() if isinstance(default, bool) else str(default)) == default
+        bad = _bad_value(constraint)
+        if bad is None:
+            continue
+        with pytest.raises(ConfigError, match=f"{name}.{key}"):
+            make_method(name, **{key: bad})
+        with pytest.raises(ConfigError, match=f"{name}.{key}"):
+            convert_param(cls, key, "surely-not-a-choice" if isinstance(bad, str) else str(bad))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resolve_settles_auto_model_parameters(name):
     method = method_class(name)()
-    for param in ("model", "reference", "proxies", "paraphraser", "neighbour_model"):
-        if param in method.param_names() and getattr(method, param) == "auto":
-            method.set_params(**{param: "some-reference-model"})
-    # long enough for prefix-based methods (first 50 tokens + a continuation)
-    text = " ".join(["It was the best of times, it was the worst of times, it was the age of wisdom."] * 8)
-    example = Example(id="1", text=text, label=1, doc_id="d")
-    run = method.run(example)
-    try:
-        first = next(run)
-    except ConfigError:
-        pytest.skip(f"{name} needs configuration before it can run (e.g. a data file)")
+    resolved = method.resolve("smollm2-135m-instruct")
+    assert resolved is not method and method.get_params() == method_class(name).param_defaults()
+    for key, constraint in method_class(name).param_constraints().items():
+        inner = constraint.inner if isinstance(constraint, Optional) else constraint
+        if isinstance(inner, ModelSpec):
+            assert getattr(resolved, key) != "auto", f"{name}.{key} left at auto"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_runs_end_to_end_within_its_declared_access_and_deterministically(name, freq_table):
+    params = runnable_params(name, freq_table)
+    members = [e.text for e in corpus() if e.label == 1]
+    first, target = run_end_to_end(name, params, members)
+    access = method_class(name).access
+    assert target.asked, f"{name} asked the target nothing"
+    assert target.asked <= ACCESS_CAPABILITIES[access], (
+        f"{name} declares {access!r} but asked the target for {sorted(target.asked - ACCESS_CAPABILITIES[access])}")
+    scored = first.scores[name].notna().sum()
+    assert scored > 0, f"{name} scored no passage: {first.run['failures'][:2]}"
+    second, _ = run_end_to_end(name, params, members)
+    assert first.rows == second.rows, "same inputs, same scores"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if method_class(n).trains])
+def test_fit_leaves_parameters_unchanged(name, freq_table):
+    method = make_method(name, **runnable_params(name, freq_table)).resolve("fake-target")
+    before = copy.deepcopy(method.get_params())
+    session = Session(FakeBackend(spec="fake-target"), cache=False, loader=lambda spec: FakeBackend(spec=spec))
+    from copyprobe.runner import drive
+
+    examples = corpus()
+    features = drive({i: method.run(e) for i, e in enumerate(examples)}, session.backend_for)
+    method.fit([features[i] for i in range(len(examples))], [e.label for e in examples])
+    assert method.get_params() == before
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_first_round_is_a_list_of_frozen_requests(name, freq_table):
+    method = make_method(name, **runnable_params(name, freq_table)).resolve("fake-target")
+    example = corpus()[0]
+    first = next(method.run(example))
     assert isinstance(first, list) and first, "a method asks for at least one response"
     assert all(isinstance(r, Request) for r in first)
     for request in first:
         hash(request)  # requests are frozen, so the runner can de-duplicate them
         assert request.key() == type(request)(**{f.name: getattr(request, f.name) for f in dataclasses.fields(request)}).key()
+
+
+def test_token_logprob_requests_ask_for_no_statistics_by_default():
+    # a method written the obvious way must work on a backend without distribution stats
+    assert TokenLogprobsRequest("some text").capabilities() == {"token_logprobs"}

@@ -66,12 +66,14 @@ class TokenLogprobsRequest(Request):
     ``ngram``: None scores each token given its whole prefix; an integer n scores each
     token given only its n preceding tokens (n-gram normalization of the slope method);
     tokens with fewer than n predecessors get their full-prefix value.
-    ``stats``: also return mu, sigma and rank of the full next-token distribution.
+    ``stats``: also return mu, sigma and rank of the full next-token distribution (off by
+    default: not every backend can give them; one that can answers every request with
+    them anyway, see ``Backend.canonical``).
     """
 
     text: str
     ngram: int | None = None
-    stats: bool = True
+    stats: bool = False
     model: str | None = None
 
     kind: ClassVar[str] = "token_logprobs"
@@ -265,6 +267,7 @@ class Backend:
         kinds = {r.kind for r in requests}
         if len(kinds) != 1:
             raise ValueError("answer() takes requests of one kind at a time")
+        requests = [self.canonical(r) for r in requests]
         self.check(requests)
         handler = getattr(self, f"_answer_{requests[0].kind}")
         if on_result is not None and "on_result" in inspect.signature(handler).parameters:

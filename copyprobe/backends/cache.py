@@ -152,6 +152,7 @@ class CachedBackend(Backend):
     def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
         if not requests:
             return []
+        requests = [self.canonical(r) for r in requests]  # keys of what is really answered
         self.check(requests)
         kind = requests[0].kind
         response_type = RESPONSE_TYPES[kind]

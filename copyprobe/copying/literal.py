@@ -16,6 +16,7 @@ from copyprobe.copying import prompts
 from copyprobe.copying.common import GenConfig, clean_completion, text_of
 from copyprobe.copying.data import LiteralItem
 from copyprobe.errors import ConfigError, RowError
+from copyprobe.text import lcs_length
 
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_WORDS = 50
@@ -32,18 +33,6 @@ def _scorer():
 
 def truncate_words(text: str, words: int) -> str:
     return " ".join(text.split()[:words])
-
-
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    if not a or not b:
-        return 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b, 1):
-            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
-        prev = cur
-    return prev[-1]
 
 
 def literal_scores(output: str, reference: str, words: int = DEFAULT_WORDS) -> dict[str, Any]:

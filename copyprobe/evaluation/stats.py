@@ -75,3 +75,33 @@ def mann_whitney_greater(suspect_scores: Sequence[float],
         return small
     res = stats.mannwhitneyu(s, c, alternative="greater")
     return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))
+
+
+def dataset_test(
+    suspect_scores: Sequence[float], clean_scores: Sequence[float], *, equal_var: bool = False
+) -> ComparisonResult:
+    """Dataset-level test of Maini et al. 2024 (LLM dataset inference): one-sided t-test that the suspect set
+    scores higher than a clean (held-out, known non-member) set; a small p-value says the
+    suspect set was likely trained on.
+
+    Welch's test (``equal_var=False``, the default) is
+    :func:`welch_t_greater`, so audit verdicts agree across
+    methods; ``equal_var=True`` gives Student's test as in the authors' code
+    (``scipy.stats.ttest_ind`` default). Non-finite scores are dropped; fewer than two
+    per group, or no variance at all, gives a result with NaN and a ``reason``.
+    """
+    if not equal_var:
+        return welch_t_greater(suspect_scores, clean_scores)
+    from scipy import stats
+
+    s = np.asarray(suspect_scores, dtype=np.float64).ravel()
+    c = np.asarray(clean_scores, dtype=np.float64).ravel()
+    s, c = s[np.isfinite(s)], c[np.isfinite(c)]
+    if len(s) < 2 or len(c) < 2:
+        return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                                f"needs at least 2 scores per group, got {len(s)} suspect and {len(c)} clean")
+    if np.ptp(s) == 0 and np.ptp(c) == 0:
+        return ComparisonResult(math.nan, math.nan, len(s), len(c),
+                                "both groups have zero variance; the t statistic is undefined")
+    res = stats.ttest_ind(s, c, equal_var=True, alternative="greater")
+    return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))

@@ -18,25 +18,51 @@ feature object, the runner calls ``fit(features, labels)`` on a seeded training 
 and ``predict(features)`` gives scores for the rest (training rows are excluded from
 evaluation automatically).
 
-Parameters live in the constructor only (scikit-learn convention): ``__init__`` stores
-each argument under its own name and does nothing else; ``validate()`` checks values.
+Parameters live in the constructor only (scikit-learn convention). They are declared
+once, as annotated class attributes made with :func:`copyprobe.params.param` (default,
+constraint, help); every ``Method`` subclass becomes a dataclass, so its generated
+``__init__`` stores each argument under its own name and does nothing else. The
+constraints serve ``validate()``, ``--param`` parsing and ``copyprobe methods``.
+A method from another package may instead write a plain ``__init__`` (parameters are
+then read from its signature and typed after their defaults).
+
+Model-dependent parameters (a reference model "auto") are resolved by the method
+itself in ``resolve(target_spec)``; the runner names no parameter.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Sequence
 
-from copyprobe.backends.base import Request
+from copyprobe.backends.base import (
+    CHOICE_LOGPROBS,
+    DISTRIBUTION_STATS,
+    GENERATE,
+    NGRAM_LOGPROBS,
+    TOKEN_LOGPROBS,
+    Request,
+)
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
+from copyprobe.params import AUTO, Constraint, ModelSpec, Optional, infer
 
 # Access levels shown by `copyprobe methods`.
 GREY_BOX = "grey-box (token log-probs)"
 GREY_BOX_FULL = "grey-box (full next-token distribution)"
 BLACK_BOX = "black-box (generated text)"
 BLACK_BOX_LOGITS = "black-box with top-k log-probs"
+
+# What each access level may ask of the *target* model (other models a method names,
+# e.g. a reference model, are not the audited model and are not limited by it).
+ACCESS_CAPABILITIES: dict[str, frozenset[str]] = {
+    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, GENERATE}),
+    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
+    BLACK_BOX: frozenset({GENERATE}),
+    BLACK_BOX_LOGITS: frozenset({GENERATE, CHOICE_LOGPROBS}),
+}
 
 
 @dataclass(frozen=True)
@@ -54,13 +80,31 @@ class Method:
     name: ClassVar[str] = ""
     access: ClassVar[str] = GREY_BOX
     summary: ClassVar[str] = ""
-    # documented meaning of each constructor parameter, for `copyprobe methods`
-    param_help: ClassVar[dict[str, str]] = {}
     trains: ClassVar[bool] = False
+    # True when a class in the hierarchy wrote its own __init__: its signature, not
+    # declared fields, then defines the parameters.
+    _signature_params: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls._signature_params = True
+        elif not cls._signature_params:
+            # declared parameters become a constructor that only stores them
+            dataclass(cls, repr=False, eq=False)
 
     # -- parameters (scikit-learn style) -------------------------------------------
     @classmethod
+    def _declared(cls) -> dict[str, dataclasses.Field]:
+        if dataclasses.is_dataclass(cls) and not cls._signature_params:
+            return {f.name: f for f in dataclasses.fields(cls) if f.init}
+        return {}
+
+    @classmethod
     def param_names(cls) -> list[str]:
+        declared = cls._declared()
+        if declared:
+            return list(declared)
         sig = inspect.signature(cls.__init__)
         return [
             p.name
@@ -70,8 +114,25 @@ class Method:
 
     @classmethod
     def param_defaults(cls) -> dict[str, Any]:
+        declared = cls._declared()
+        if declared:
+            return {name: f.default for name, f in declared.items()}
         sig = inspect.signature(cls.__init__)
         return {n: sig.parameters[n].default for n in cls.param_names()}
+
+    @classmethod
+    def param_constraints(cls) -> dict[str, Constraint]:
+        """Parameter -> constraint (declared, or inferred from the default)."""
+        declared = cls._declared()
+        return {
+            name: declared[name].metadata.get("constraint") if name in declared else infer(default)
+            for name, default in cls.param_defaults().items()
+        }
+
+    @classmethod
+    def param_help(cls) -> dict[str, str]:
+        declared = cls._declared()
+        return {name: f.metadata.get("help", "") for name, f in declared.items()}
 
     def get_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.param_names()}
@@ -88,7 +149,25 @@ class Method:
         return type(self)(**self.get_params())
 
     def validate(self) -> None:
-        """Raise ConfigError for parameter values that make no sense."""
+        """Raise ConfigError for parameter values that make no sense. Every declared
+        constraint is checked here; override to add rules between parameters (and
+        call ``super().validate()`` first)."""
+        for name, constraint in self.param_constraints().items():
+            constraint.validate(getattr(self, name), f"{self.name}.{name}")
+
+    def resolve(self, target_spec: str) -> "Method":
+        """A copy whose model-dependent parameters are settled for this target model:
+        every model-spec parameter left at ``auto`` becomes the default reference model
+        for ``target_spec``."""
+        from copyprobe.backends.specs import default_reference
+
+        resolved = self.clone()
+        for name, constraint in self.param_constraints().items():
+            if isinstance(constraint, Optional):
+                constraint = constraint.inner
+            if isinstance(constraint, ModelSpec) and constraint.auto and getattr(resolved, name) == AUTO:
+                setattr(resolved, name, default_reference(target_spec))
+        return resolved
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -110,14 +189,12 @@ class Method:
         return set()
 
     # -- learning methods only -------------------------------------------------------
+    def train_size(self) -> int:
+        """How many labelled rows the runner should fit this method on (trains = True)."""
+        raise NotImplementedError
+
     def fit(self, features: Sequence[Any], labels: Sequence[int]) -> "Method":
         raise NotImplementedError
 
     def predict(self, features: Sequence[Any]) -> list[float | Score]:
         raise NotImplementedError
-
-
-def check_fraction(method: Method, name: str, value: Any) -> None:
-    """Shared check for k-like parameters that must lie in (0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ConfigError(f"{method.name}.{name} must be a number in (0, 1], got {value!r}")

@@ -28,7 +28,6 @@ are the table's strings for those ids; otherwise it stops the run with a ConfigE
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -38,6 +37,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.freq import FrequencyTable, load_frequency_table
 from copyprobe.methods.base import GREY_BOX, Method, Score
+from copyprobe.params import Optional, POSITIVE, Text, param
 from copyprobe.registry import register
 
 FREQ_HINT = "build one with `copyprobe freq build --tokenizer <target model> --corpus FILES --out FREQ.npz`"
@@ -84,21 +84,17 @@ class DCPDD(Method):
     name = "dc_pdd"
     access = GREY_BOX
     summary = "Token probabilities calibrated by reference-corpus token frequency (Zhang et al. 2024, DC-PDD)"
-    param_help = {
-        "freq": "token frequency table (.npz) from `copyprobe freq build` with the target's tokenizer (required)",
-        "a": "upper clip of each token's p * -log(freq) term (paper's code: 0.01)",
-    }
 
-    def __init__(self, freq: str | None = None, a: float = 0.01):
-        self.freq = freq
-        self.a = a
+    freq: str | None = param(
+        None, Optional(Text()),
+        "token frequency table (.npz) from `copyprobe freq build` with the target's tokenizer (required)",
+    )
+    a: float = param(0.01, POSITIVE, "upper clip of each token's p * -log(freq) term (paper's code: 0.01)")
 
     def validate(self) -> None:
+        super().validate()
         if self.freq is None or not str(self.freq).strip():
             raise ConfigError(f"dc_pdd needs a token frequency table: --param dc_pdd.freq=FREQ.npz; {FREQ_HINT}")
-        a = self.a
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a <= 0:
-            raise ConfigError(f"dc_pdd.a must be a positive number, got {a!r}")
         load_frequency_table(self.freq)  # fail before any model work
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:

@@ -48,6 +48,7 @@ from copyprobe.backends.base import (
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.params import COUNT, Constraint, ModelSpec, NON_NEGATIVE_INT, OneOf, Real, SEED, param
 from copyprobe.registry import register
 
 LETTERS = ("A", "B", "C", "D")
@@ -260,58 +261,41 @@ class DECOP(Method):
     name = "decop"
     access = BLACK_BOX
     summary = "DE-COP: accuracy at picking the verbatim passage among 3 paraphrases, over all 24 orderings"
-    param_help = {
-        "mode": "blackbox (parse the generated letter) or logit (probabilities of A-D; needs log-probs)",
-        "paraphraser": "model that writes paraphrases: 'target' or a model spec (unused when rows hold Example_A..D)",
-        "calibration": "logit mode: per-letter offsets 'A:x,B:y,C:z,D:w' added to P(letter) (Appendix E); see decop.calibration_offsets",
-        "paraphrase_temperature": "sampling temperature of the paraphraser (paper: 0.1)",
-        "paraphrase_attempts": "how many times to ask for parseable paraphrases (new seed each time) before the row fails",
-        "paraphrase_max_tokens": "generation budget for the three paraphrases; 0 = auto (about 4x the passage's estimated tokens + 64)",
-        "short_tokens": "passages of at most this many estimated tokens (words x 1.3) use prompt B.1, longer ones B.2",
-        "answer_max_tokens": "blackbox mode: tokens generated for the answer",
-        "seed": "seed of the first paraphrase request (attempt i uses seed + i)",
-    }
 
-    def __init__(
-        self,
-        mode: str = "blackbox",
-        paraphraser: str = "target",
-        calibration: Any = None,
-        paraphrase_temperature: float = 0.1,
-        paraphrase_attempts: int = 3,
-        paraphrase_max_tokens: int = 0,
-        short_tokens: int = 128,
-        answer_max_tokens: int = 8,
-        seed: int = 0,
-    ):
-        self.mode = mode
-        self.paraphraser = paraphraser
-        self.calibration = calibration
-        self.paraphrase_temperature = paraphrase_temperature
-        self.paraphrase_attempts = paraphrase_attempts
-        self.paraphrase_max_tokens = paraphrase_max_tokens
-        self.short_tokens = short_tokens
-        self.answer_max_tokens = answer_max_tokens
-        self.seed = seed
+    mode: str = param(
+        "blackbox", OneOf("blackbox", "logit"),
+        "blackbox (parse the generated letter) or logit (probabilities of A-D; needs log-probs)",
+    )
+    paraphraser: str = param(
+        "target", ModelSpec(auto=True, keywords=("target",)),
+        "model that writes paraphrases: 'target' or a model spec (unused when rows hold Example_A..D)",
+    )
+    calibration: Any = param(
+        None, Constraint(),
+        "logit mode: per-letter offsets 'A:x,B:y,C:z,D:w' added to P(letter) (Appendix E); see decop.calibration_offsets",
+    )
+    paraphrase_temperature: float = param(0.1, Real(0), "sampling temperature of the paraphraser (paper: 0.1)")
+    paraphrase_attempts: int = param(
+        3, COUNT,
+        "how many times to ask for parseable paraphrases (new seed each time) before the row fails",
+    )
+    paraphrase_max_tokens: int = param(
+        0, NON_NEGATIVE_INT,
+        "generation budget for the three paraphrases; 0 = auto (about 4x the passage's estimated tokens + 64)",
+    )
+    short_tokens: int = param(
+        128, COUNT,
+        "passages of at most this many estimated tokens (words x 1.3) use prompt B.1, longer ones B.2",
+    )
+    answer_max_tokens: int = param(8, COUNT, "blackbox mode: tokens generated for the answer")
+    seed: int = param(0, SEED, "seed of the first paraphrase request (attempt i uses seed + i)")
 
     # -- parameters ----------------------------------------------------------------
     def validate(self) -> None:
-        if self.mode not in ("blackbox", "logit"):
-            raise ConfigError(f"decop.mode must be 'blackbox' or 'logit', got {self.mode!r}")
-        if not isinstance(self.paraphraser, str) or not self.paraphraser.strip():
-            raise ConfigError("decop.paraphraser must be 'target' or a model spec")
+        super().validate()
         offsets = parse_calibration(self.calibration)
         if offsets is not None and self.mode != "logit":
             raise ConfigError("decop.calibration needs decop.mode=logit (it shifts letter probabilities)")
-        for name in ("paraphrase_attempts", "answer_max_tokens", "short_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"decop.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.paraphrase_max_tokens, bool) or not isinstance(self.paraphrase_max_tokens, int) or self.paraphrase_max_tokens < 0:
-            raise ConfigError(f"decop.paraphrase_max_tokens must be an integer >= 0, got {self.paraphrase_max_tokens!r}")
-        t = self.paraphrase_temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
-            raise ConfigError(f"decop.paraphrase_temperature must be >= 0, got {t!r}")
 
     def _paraphraser_model(self) -> str | None:
         return None if self.paraphraser.strip() == "target" else self.paraphraser.strip()

@@ -22,15 +22,15 @@ authors' perturbation features (synonym substitution, typos, ...) are not includ
 
 The method sets ``trains = True``: ``run`` returns the feature vector (a list of
 floats), the detect pipeline picks a seeded, stratified training subset of about
-``n_train`` labelled rows (``copyprobe.detect._train_split``, seeded by the run's
+``n_train`` labelled rows (``copyprobe.scoring.train_split``, seeded by the run's
 ``--seed``), calls ``fit`` and ``predict``, and leaves the training rows out of the
 metrics. The model is a standardisation
 followed by an L2-regularised logistic regression (the authors train a linear layer
 with a logistic loss); the score is the predicted member probability.
 
-``dataset_test`` is the paper's dataset-level decision: a one-sided two-sample t-test
-that the suspect set's scores are higher than a clean (held-out, known non-member)
-set's.
+The paper's dataset-level decision (a one-sided two-sample t-test that the suspect
+set scores higher than a clean set) is ``copyprobe.evaluation.stats.dataset_test``;
+``copyprobe audit --method feature_agg`` applies it.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ import numpy as np
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, RowError
-from copyprobe.evaluation.stats import ComparisonResult, welch_t_greater
 from copyprobe.methods.base import GREY_BOX, Method, MethodRun
+from copyprobe.params import FRACTION, Integer, Items, ModelSpec, Optional, POSITIVE, param
 from copyprobe.registry import register
 
 DEFAULT_KS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
@@ -116,34 +116,20 @@ class FeatureAgg(Method):
     access = GREY_BOX
     trains = True
     summary = "Logistic regression on loss, min/max-k and zlib features, trained on labelled rows (Maini et al. 2024)"
-    param_help = {
-        "n_train": "labelled rows (seeded, stratified) used to train the linear model; excluded from metrics",
-        "reference": "model spec of a reference model: adds the loss-ratio feature (default: none)",
-        "ks": "fractions k of the min-k / max-k loss features",
-        "C": "inverse L2 regularisation strength of the logistic regression",
-    }
 
-    def __init__(
-        self,
-        n_train: int = 50,
-        reference: str | None = None,
-        ks: tuple = DEFAULT_KS,
-        C: float = 1.0,
-    ):
-        self.n_train = n_train
-        self.reference = reference
-        self.ks = ks
-        self.C = C
+    n_train: int = param(
+        50, Integer(2),
+        "labelled rows (seeded, stratified) used to train the linear model; excluded from metrics",
+    )
+    reference: str | None = param(
+        None, Optional(ModelSpec(auto=True)),
+        "model spec of a reference model: adds the loss-ratio feature (default: none)",
+    )
+    ks: tuple = param(DEFAULT_KS, Items(FRACTION), "fractions k of the min-k / max-k loss features")
+    C: float = param(1.0, POSITIVE, "inverse L2 regularisation strength of the logistic regression")
 
-    def validate(self) -> None:
-        if isinstance(self.n_train, bool) or not isinstance(self.n_train, int) or self.n_train < 2:
-            raise ConfigError(f"feature_agg.n_train must be an integer >= 2, got {self.n_train!r}")
-        _parse_ks(self.ks)
-        C = self.C
-        if isinstance(C, bool) or not isinstance(C, (int, float)) or not math.isfinite(C) or C <= 0:
-            raise ConfigError(f"feature_agg.C must be a positive number, got {C!r}")
-        if self.reference is not None and (not isinstance(self.reference, str) or not self.reference.strip()):
-            raise ConfigError("feature_agg.reference must be a model spec")
+    def train_size(self) -> int:
+        return self.n_train
 
     def models(self) -> set[str]:
         return {self.reference} if self.reference else set()
@@ -196,32 +182,3 @@ class FeatureAgg(Method):
             raise ConfigError(f"feature_agg expects feature rows of {width} values, got shape {X.shape}")
         return X
 
-
-def dataset_test(
-    suspect_scores: Sequence[float], clean_scores: Sequence[float], *, equal_var: bool = False
-) -> ComparisonResult:
-    """The paper's dataset-level test: one-sided two-sample t-test that the suspect set
-    scores higher than a clean (held-out, known non-member) set; a small p-value says the
-    suspect set was likely trained on.
-
-    Welch's test (``equal_var=False``, the default) is
-    ``copyprobe.evaluation.stats.welch_t_greater``, so audit verdicts agree across
-    methods; ``equal_var=True`` gives Student's test as in the authors' code
-    (``scipy.stats.ttest_ind`` default). Non-finite scores are dropped; fewer than two
-    per group, or no variance at all, gives a result with NaN and a ``reason``.
-    """
-    if not equal_var:
-        return welch_t_greater(suspect_scores, clean_scores)
-    from scipy import stats
-
-    s = np.asarray(suspect_scores, dtype=np.float64).ravel()
-    c = np.asarray(clean_scores, dtype=np.float64).ravel()
-    s, c = s[np.isfinite(s)], c[np.isfinite(c)]
-    if len(s) < 2 or len(c) < 2:
-        return ComparisonResult(math.nan, math.nan, len(s), len(c),
-                                f"needs at least 2 scores per group, got {len(s)} suspect and {len(c)} clean")
-    if np.ptp(s) == 0 and np.ptp(c) == 0:
-        return ComparisonResult(math.nan, math.nan, len(s), len(c),
-                                "both groups have zero variance; the t statistic is undefined")
-    res = stats.ttest_ind(s, c, equal_var=True, alternative="greater")
-    return ComparisonResult(float(res.statistic), float(res.pvalue), len(s), len(c))

@@ -36,16 +36,16 @@ the *number* of more probable vocabulary entries, i.e. backend rank - 1.
 from __future__ import annotations
 
 import re
-import string
-import unicodedata
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from copyprobe.backends.base import GenerateRequest, TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.params import Boolean, COUNT, ModelSpec, NON_NEGATIVE_INT, OneOf, Real, Text, param
 from copyprobe.registry import register
+from copyprobe.text import Word, normalize, response_spans, split_specs, split_words
 
 MASK = "[MASK]"
 
@@ -79,89 +79,9 @@ FILTER_PROMPTS = {
     "list": "What are 100 words that can fill in the [MASK] token in the following passage?\n\nPassage: {passage}",
 }
 
-_EDGE_PUNCT = string.punctuation + "“”‘’«»—–…„‚‹›"
-_SPACE_MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
 _WORD_TAG = re.compile(r"<word>\s*(.*?)\s*</word>", re.IGNORECASE | re.DOTALL)
 _OPEN_TAG = re.compile(r"<word>\s*([^\s<]+)", re.IGNORECASE)
 _WORDISH = re.compile(r"\w[\w'’\-]*", re.UNICODE)
-
-
-# -- text and token alignment helpers (shared with veilprobe) --------------------------
-
-
-@dataclass(frozen=True)
-class Word:
-    """A whitespace word of the text; ``core`` drops punctuation at both ends."""
-
-    index: int
-    start: int  # character span of the whitespace word
-    end: int
-    core_start: int  # character span of the core
-    core_end: int
-    core: str
-
-
-def split_words(text: str) -> list[Word]:
-    words = []
-    for i, m in enumerate(re.finditer(r"\S+", text)):
-        s, e = m.span()
-        cs, ce = s, e
-        while cs < ce and text[cs] in _EDGE_PUNCT:
-            cs += 1
-        while ce > cs and text[ce - 1] in _EDGE_PUNCT:
-            ce -= 1
-        words.append(Word(i, s, e, cs, ce, text[cs:ce]))
-    return words
-
-
-def normalize(word: str) -> str:
-    """Normalisation for exact match: NFKC, case-folded, edge punctuation and spaces removed."""
-    text = unicodedata.normalize("NFKC", word).casefold().strip()
-    return text.strip(_EDGE_PUNCT + " \t\n")
-
-
-def _clean_token(token: str) -> str:
-    for marker, repl in _SPACE_MARKERS.items():
-        token = token.replace(marker, repl)
-    return token
-
-
-def token_spans(text: str, tokens: Sequence[str], max_gap: int = 16) -> list[tuple[int, int] | None]:
-    """Character span of each token in ``text`` (None when it cannot be located, e.g.
-    special tokens such as ``<s>`` or byte-fallback pieces).
-
-    Tokens are located left to right; a token may skip whitespace and at most
-    ``max_gap`` other characters (pieces that could not be located)."""
-    spans: list[tuple[int, int] | None] = []
-    cursor = 0
-    for token in tokens:
-        piece = _clean_token(token or "").strip()
-        if not piece:
-            spans.append(None)
-            continue
-        pos = text.find(piece, cursor)
-        if pos < 0 or len(text[cursor:pos].strip()) > max_gap:
-            spans.append(None)
-            continue
-        spans.append((pos, pos + len(piece)))
-        cursor = pos + len(piece)
-    return spans
-
-
-def response_spans(text: str, response: TokenLogprobs) -> list[tuple[int, int] | None]:
-    """Spans of ``response.token_ids`` in ``text``: from token strings when the backend
-    gives them, else the tokens must be the whitespace words of the text."""
-    if response.tokens is not None:
-        if len(response.tokens) != len(response.token_ids):
-            raise RowError("reference model returned token strings that do not match its token ids")
-        return token_spans(text, response.tokens)
-    words = list(re.finditer(r"\S+", text))
-    if len(words) != len(response.token_ids):
-        raise RowError(
-            "cannot map tokens to words: the model gave no token strings and its tokens "
-            "are not the whitespace words of the text"
-        )
-    return [m.span() for m in words]
 
 
 @dataclass(frozen=True)
@@ -240,16 +160,6 @@ def answer_words(answer: str) -> set[str]:
     return {w for w in words if w}
 
 
-def split_specs(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        items = value
-    else:
-        items = str(value).split(",")
-    return [s.strip() for s in items if str(s).strip()]
-
-
 _SPACY = None
 
 
@@ -295,79 +205,54 @@ class InfoProbe(Method):
         "Information-guided probes: can the target fill in masked high-surprisal words? "
         "(Ravichander et al. 2025)"
     )
-    param_help = {
-        "reference": "model giving token log-probs/ranks to find surprising words; 'auto' = the other bundled model",
-        "measure": "prob (log-prob < logprob_threshold), rank (more than rank_threshold likelier tokens) or person (spaCy names)",
-        "logprob_threshold": "word log-prob below which a word is surprising (paper: -12)",
-        "rank_threshold": "number of more probable tokens above which a word is surprising (paper: 2000)",
-        "max_tokens": "at most this many probes per text, most surprising first (paper: 10)",
-        "filter_models": "comma list of instruction-tuned models; candidates any of them guesses are dropped",
-        "filter_prompt": "knowledge-filter prompt of Appendix B: single (one word) or list (100 words)",
-        "prompt": "probe prompt: memorization (Appendix B, with two examples) or contamination",
-        "score": "count (number of reconstructed words) or fraction (of probed words)",
-        "min_reconstructed": "decision rule: memorized if at least this many words are reconstructed (paper: 2)",
-        "skip_repeated": "skip words that occur more than once in the text (the other occurrence gives them away)",
-        "chat": "send probes as a chat message (true) or as a plain prompt (false)",
-        "answer_tokens": "maximum tokens of each probe answer",
-        "parse": "tags (only <word>...</word> counts, as the issue asks) or lenient (also a quoted word or "
-        "the first word of an untagged answer, as in the paper's Table 9 examples)",
-    }
 
-    def __init__(
-        self,
-        reference: str = "auto",
-        measure: str = "prob",
-        logprob_threshold: float = -12.0,
-        rank_threshold: int = 2000,
-        max_tokens: int = 10,
-        filter_models: str = "",
-        filter_prompt: str = "single",
-        prompt: str = "memorization",
-        score: str = "count",
-        min_reconstructed: int = 2,
-        skip_repeated: bool = True,
-        chat: bool = True,
-        answer_tokens: int = 16,
-        parse: str = "tags",
-    ):
-        self.reference = reference
-        self.measure = measure
-        self.logprob_threshold = logprob_threshold
-        self.rank_threshold = rank_threshold
-        self.max_tokens = max_tokens
-        self.filter_models = filter_models
-        self.filter_prompt = filter_prompt
-        self.prompt = prompt
-        self.score = score
-        self.min_reconstructed = min_reconstructed
-        self.skip_repeated = skip_repeated
-        self.chat = chat
-        self.answer_tokens = answer_tokens
-        self.parse = parse
+    reference: str = param(
+        "auto", ModelSpec(auto=True),
+        "model giving token log-probs/ranks to find surprising words; 'auto' = the other bundled model",
+    )
+    measure: str = param(
+        "prob", OneOf("prob", "rank", "person"),
+        "prob (log-prob < logprob_threshold), rank (more than rank_threshold likelier tokens) or person (spaCy names)",
+    )
+    logprob_threshold: float = param(-12.0, Real(), "word log-prob below which a word is surprising (paper: -12)")
+    rank_threshold: int = param(
+        2000, NON_NEGATIVE_INT,
+        "number of more probable tokens above which a word is surprising (paper: 2000)",
+    )
+    max_tokens: int = param(10, COUNT, "at most this many probes per text, most surprising first (paper: 10)")
+    filter_models: str = param(
+        "", Text(),
+        "comma list of instruction-tuned models; candidates any of them guesses are dropped",
+    )
+    filter_prompt: str = param(
+        "single", OneOf(*FILTER_PROMPTS),
+        "knowledge-filter prompt of Appendix B: single (one word) or list (100 words)",
+    )
+    prompt: str = param(
+        "memorization", OneOf("memorization", "contamination"),
+        "probe prompt: memorization (Appendix B, with two examples) or contamination",
+    )
+    score: str = param(
+        "count", OneOf("count", "fraction"),
+        "count (number of reconstructed words) or fraction (of probed words)",
+    )
+    min_reconstructed: int = param(
+        2, COUNT,
+        "decision rule: memorized if at least this many words are reconstructed (paper: 2)",
+    )
+    skip_repeated: bool = param(
+        True, Boolean(),
+        "skip words that occur more than once in the text (the other occurrence gives them away)",
+    )
+    chat: bool = param(True, Boolean(), "send probes as a chat message (true) or as a plain prompt (false)")
+    answer_tokens: int = param(16, COUNT, "maximum tokens of each probe answer")
+    parse: str = param(
+        "tags", OneOf("tags", "lenient"),
+        "tags (only <word>...</word> counts, as the issue asks) or lenient (also a quoted word or "
+                "the first word of an untagged answer, as in the paper's Table 9 examples)",
+    )
 
     # -- configuration ---------------------------------------------------------------
-    def validate(self) -> None:
-        if self.measure not in ("prob", "rank", "person"):
-            raise ConfigError(f"info_probe.measure must be prob, rank or person, got {self.measure!r}")
-        if self.prompt not in ("memorization", "contamination"):
-            raise ConfigError(f"info_probe.prompt must be memorization or contamination, got {self.prompt!r}")
-        if self.score not in ("count", "fraction"):
-            raise ConfigError(f"info_probe.score must be count or fraction, got {self.score!r}")
-        if self.parse not in ("tags", "lenient"):
-            raise ConfigError(f"info_probe.parse must be tags or lenient, got {self.parse!r}")
-        if self.filter_prompt not in FILTER_PROMPTS:
-            raise ConfigError(f"info_probe.filter_prompt must be single or list, got {self.filter_prompt!r}")
-        for name in ("max_tokens", "min_reconstructed", "answer_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"info_probe.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.rank_threshold, bool) or not isinstance(self.rank_threshold, int) or self.rank_threshold < 0:
-            raise ConfigError(f"info_probe.rank_threshold must be a non-negative integer, got {self.rank_threshold!r}")
-        if isinstance(self.logprob_threshold, bool) or not isinstance(self.logprob_threshold, (int, float)):
-            raise ConfigError(f"info_probe.logprob_threshold must be a number, got {self.logprob_threshold!r}")
-        if self.measure != "person" and (not isinstance(self.reference, str) or not self.reference.strip()):
-            raise ConfigError("info_probe.reference must be a model spec")
-
     def models(self) -> set[str]:
         specs = set(split_specs(self.filter_models))
         if self.measure != "person":

@@ -17,7 +17,8 @@ import numpy as np
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import RowError
-from copyprobe.methods.base import GREY_BOX_FULL, Method, check_fraction
+from copyprobe.methods.base import GREY_BOX_FULL, Method
+from copyprobe.params import FRACTION, param
 from copyprobe.registry import register
 
 
@@ -59,9 +60,6 @@ class Loss(_OwnLogprobsMethod):
     name = "loss"
     summary = "Mean token log-likelihood (-loss); Yeom et al. 2018 / Carlini et al. 2021"
 
-    def __init__(self):
-        pass
-
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         return mean_loglik(responses[0])
 
@@ -70,9 +68,6 @@ class Loss(_OwnLogprobsMethod):
 class Zlib(_OwnLogprobsMethod):
     name = "zlib"
     summary = "Log-likelihood divided by the zlib-compressed byte length (Carlini et al. 2021)"
-
-    def __init__(self):
-        pass
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         # As in the Min-K%++ code: ll / len(zlib.compress(text)). ll < 0, so texts the
@@ -84,9 +79,6 @@ class Zlib(_OwnLogprobsMethod):
 class Lowercase(Method):
     name = "lowercase"
     summary = "Loss of the text relative to the loss of its lower-cased copy (Carlini et al. 2021)"
-
-    def __init__(self):
-        pass
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:
         return [
@@ -108,13 +100,8 @@ class Lowercase(Method):
 class MinK(_OwnLogprobsMethod):
     name = "min_k"
     summary = "Mean of the lowest k% token log-probs (Shi et al. 2024, Min-K% Prob)"
-    param_help = {"k": "fraction of tokens with the lowest log-prob to average, in (0, 1]"}
 
-    def __init__(self, k: float = 0.2):
-        self.k = k
-
-    def validate(self) -> None:
-        check_fraction(self, "k", self.k)
+    k: float = param(0.2, FRACTION, "fraction of tokens with the lowest log-prob to average, in (0, 1]")
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         return lowest_k_mean(token_logprobs(responses[0]), self.k)
@@ -139,13 +126,8 @@ class MinKPlusPlus(_OwnLogprobsMethod):
     access = GREY_BOX_FULL
     needs_stats = True
     summary = "Min-K% over token log-probs standardised by the next-token distribution (Zhang et al. 2024)"
-    param_help = {"k": "fraction of tokens with the lowest standardised log-prob to average, in (0, 1]"}
 
-    def __init__(self, k: float = 0.2):
-        self.k = k
-
-    def validate(self) -> None:
-        check_fraction(self, "k", self.k)
+    k: float = param(0.2, FRACTION, "fraction of tokens with the lowest standardised log-prob to average, in (0, 1]")
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         return lowest_k_mean(min_k_pp_values(responses[0]), self.k)

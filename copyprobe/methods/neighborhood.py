@@ -57,8 +57,9 @@ import numpy as np
 
 from copyprobe.backends.base import GenerateRequest, Generation, TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
-from copyprobe.errors import CapabilityError, ConfigError, RowError
-from copyprobe.methods.base import GREY_BOX, Method, MethodRun, Score, check_fraction
+from copyprobe.errors import CapabilityError, RowError
+from copyprobe.methods.base import GREY_BOX, Method, MethodRun, Score
+from copyprobe.params import COUNT, FRACTION, ModelSpec, OneOf, POSITIVE, SEED, param
 from copyprobe.registry import register
 
 TARGET = "target"
@@ -165,53 +166,31 @@ class Neighbourhood(Method):
     name = "neighborhood"
     access = GREY_BOX
     summary = "Log-likelihood relative to LM-proposed word-substitution neighbours (Mattern et al. 2023)"
-    param_help = {
-        "n_neighbours": "neighbours per text (VeilProbe's comparison of the baselines: 10)",
-        "fraction": "fraction of the words each neighbour replaces (at least one word), in (0, 1]",
-        "neighbour_model": "model that proposes substitute words: 'target' or a model spec",
-        "proposals": "'top': draw from the model's top next-token candidates (fast, batched); "
-                     "'sample': sample a continuation per neighbour and word (slow)",
-        "candidates": "top next tokens considered per replaced word (proposals=top)",
-        "temperature": "sampling temperature of the substitute proposals (proposals=sample, > 0)",
-        "max_new_tokens": "tokens generated per substitute proposal (proposals=sample; its first word is used)",
-        "seed": "seed of the word positions and substitute samples",
-    }
 
-    def __init__(
-        self,
-        n_neighbours: int = 10,
-        fraction: float = 0.1,
-        neighbour_model: str = TARGET,
-        proposals: str = "top",
-        candidates: int = 10,
-        temperature: float = 1.0,
-        max_new_tokens: int = 4,
-        seed: int = 0,
-    ):
-        self.n_neighbours = n_neighbours
-        self.fraction = fraction
-        self.neighbour_model = neighbour_model
-        self.proposals = proposals
-        self.candidates = candidates
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
-
-    def validate(self) -> None:
-        if self.proposals not in PROPOSALS:
-            raise ConfigError(f"neighborhood.proposals must be one of {', '.join(PROPOSALS)}, got {self.proposals!r}")
-        for name in ("n_neighbours", "max_new_tokens", "candidates"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"neighborhood.{name} must be a positive integer, got {value!r}")
-        check_fraction(self, "fraction", self.fraction)
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise ConfigError(f"neighborhood.temperature must be a positive number, got {t!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"neighborhood.seed must be an integer, got {self.seed!r}")
-        if not isinstance(self.neighbour_model, str) or not self.neighbour_model.strip():
-            raise ConfigError("neighborhood.neighbour_model must be 'target' or a model spec")
+    n_neighbours: int = param(10, COUNT, "neighbours per text (VeilProbe's comparison of the baselines: 10)")
+    fraction: float = param(
+        0.1, FRACTION,
+        "fraction of the words each neighbour replaces (at least one word), in (0, 1]",
+    )
+    neighbour_model: str = param(
+        TARGET, ModelSpec(auto=True, keywords=(TARGET,)),
+        "model that proposes substitute words: 'target' or a model spec",
+    )
+    proposals: str = param(
+        "top", OneOf(*PROPOSALS),
+        "'top': draw from the model's top next-token candidates (fast, batched); "
+                             "'sample': sample a continuation per neighbour and word (slow)",
+    )
+    candidates: int = param(10, COUNT, "top next tokens considered per replaced word (proposals=top)")
+    temperature: float = param(
+        1.0, POSITIVE,
+        "sampling temperature of the substitute proposals (proposals=sample, > 0)",
+    )
+    max_new_tokens: int = param(
+        4, COUNT,
+        "tokens generated per substitute proposal (proposals=sample; its first word is used)",
+    )
+    seed: int = param(0, SEED, "seed of the word positions and substitute samples")
 
     def models(self) -> set[str]:
         return set() if self.neighbour_model == TARGET else {self.neighbour_model}

@@ -23,10 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
-from copyprobe.copying.literal import lcs_length
+from copyprobe.text import lcs_length
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.params import Boolean, COUNT, NON_NEGATIVE_INT, OneOf, PROBABILITY, param
 from copyprobe.registry import register
 
 SIMILARITIES = ("token_sort", "rouge_l", "lcs")
@@ -76,39 +77,21 @@ class PrefixProbe(Method):
     name = "prefix_probe"
     access = BLACK_BOX
     summary = "prefix probing: continue the first k words greedily, similarity to the true next k words"
-    param_help = {
-        "prefix_tokens": "length k of the prefix and of the compared suffix, in whitespace words (paper: 32 or 50 tokens)",
-        "similarity": "score: token_sort (rapidfuzz), rouge_l, or lcs (LCS words / suffix words)",
-        "threshold": "a completion matches when its similarity is above this (paper: 0.8)",
-        "chat": "ask with a chat instruction (for chat-only APIs) instead of a plain completion prompt",
-        "max_tokens": "tokens generated; 0 = auto (2 x prefix_tokens + 8)",
-    }
 
-    def __init__(
-        self,
-        prefix_tokens: int = 32,
-        similarity: str = "token_sort",
-        threshold: float = 0.8,
-        chat: bool = False,
-        max_tokens: int = 0,
-    ):
-        self.prefix_tokens = prefix_tokens
-        self.similarity = similarity
-        self.threshold = threshold
-        self.chat = chat
-        self.max_tokens = max_tokens
-
-    def validate(self) -> None:
-        k = self.prefix_tokens
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"prefix_probe.prefix_tokens must be a positive integer, got {k!r}")
-        if self.similarity not in SIMILARITIES:
-            raise ConfigError(f"prefix_probe.similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
-        t = self.threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
-            raise ConfigError(f"prefix_probe.threshold must be in [0, 1], got {t!r}")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 0:
-            raise ConfigError(f"prefix_probe.max_tokens must be an integer >= 0, got {self.max_tokens!r}")
+    prefix_tokens: int = param(
+        32, COUNT,
+        "length k of the prefix and of the compared suffix, in whitespace words (paper: 32 or 50 tokens)",
+    )
+    similarity: str = param(
+        "token_sort", OneOf(*SIMILARITIES),
+        "score: token_sort (rapidfuzz), rouge_l, or lcs (LCS words / suffix words)",
+    )
+    threshold: float = param(0.8, PROBABILITY, "a completion matches when its similarity is above this (paper: 0.8)")
+    chat: bool = param(
+        False, Boolean(),
+        "ask with a chat instruction (for chat-only APIs) instead of a plain completion prompt",
+    )
+    max_tokens: int = param(0, NON_NEGATIVE_INT, "tokens generated; 0 = auto (2 x prefix_tokens + 8)")
 
     def split(self, text: str) -> tuple[str, str]:
         words = text.split()

@@ -10,6 +10,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
 from copyprobe.methods.base import Method
 from copyprobe.methods.likelihood import mean_loglik
+from copyprobe.params import ModelSpec, param
 from copyprobe.registry import register
 
 
@@ -17,16 +18,11 @@ from copyprobe.registry import register
 class Reference(Method):
     name = "reference"
     summary = "Target log-likelihood minus a reference model's (Carlini et al. 2021)"
-    param_help = {
-        "model": "reference model spec; 'auto' = gemma-3-270m for smollm2 targets, smollm2 for gemma"
-    }
 
-    def __init__(self, model: str = "auto"):
-        self.model = model
-
-    def validate(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError("reference.model must be a model spec")
+    model: str = param(
+        "auto", ModelSpec(auto=True),
+        "reference model spec; 'auto' = gemma-3-270m for smollm2 targets, smollm2 for gemma",
+    )
 
     def models(self) -> set[str]:
         return {self.model}

@@ -15,9 +15,10 @@ from scipy import stats
 
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, RowError
+from copyprobe.errors import RowError
 from copyprobe.methods.base import Method
 from copyprobe.methods.likelihood import token_logprobs
+from copyprobe.params import Integer, OneOf, param
 from copyprobe.registry import register
 
 NORMALIZATIONS = ("none", "mean", "zscore")
@@ -27,22 +28,12 @@ NORMALIZATIONS = ("none", "mean", "zscore")
 class Slope(Method):
     name = "slope"
     summary = "Slope of token probabilities over position, optionally n-gram normalized (004)"
-    param_help = {
-        "ngram": "0 = raw probabilities; n in 1..5 = p(t | prefix) - p(t | last n tokens)",
-        "normalize": "none | mean (slope / |mean value|) | zscore (slope / std of values)",
-    }
 
-    def __init__(self, ngram: int = 0, normalize: str = "none"):
-        self.ngram = ngram
-        self.normalize = normalize
-
-    def validate(self) -> None:
-        if isinstance(self.ngram, bool) or not isinstance(self.ngram, int) or not 0 <= self.ngram <= 5:
-            raise ConfigError(f"slope.ngram must be an integer from 0 to 5, got {self.ngram!r}")
-        if self.normalize not in NORMALIZATIONS:
-            raise ConfigError(
-                f"slope.normalize must be one of {', '.join(NORMALIZATIONS)}, got {self.normalize!r}"
-            )
+    ngram: int = param(0, Integer(0, 5), "0 = raw probabilities; n in 1..5 = p(t | prefix) - p(t | last n tokens)")
+    normalize: str = param(
+        "none", OneOf(*NORMALIZATIONS),
+        "none | mean (slope / |mean value|) | zscore (slope / std of values)",
+    )
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:
         own = TokenLogprobsRequest(example.text, stats=False)

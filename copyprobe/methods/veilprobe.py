@@ -54,8 +54,9 @@ import numpy as np
 from copyprobe.backends.base import GenerateRequest, TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, RowError
-from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score, check_fraction
-from copyprobe.methods.info_probe import Word, normalize, response_spans, split_specs, split_words
+from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
+from copyprobe.text import Word, normalize, response_spans, split_specs, split_words
+from copyprobe.params import COUNT, FRACTION, Integer, ModelSpec, NON_NEGATIVE_INT, OneOf, POSITIVE, Real, SEED, param
 from copyprobe.registry import register
 
 SUBSTITUTE_PROMPT = "Synonyms:\nhappy -> glad\nbig -> large\nquickly -> rapidly\nhouse -> home\n{word} ->"
@@ -170,106 +171,60 @@ class VeilProbe(Method):
         "VeilProbe: text-to-suffix mapping features + prototypical network; TRAINS on "
         "n_train labelled samples (Hu et al. 2025)"
     )
-    param_help = {
-        "reference": "default proxy/substitute model; 'auto' = the other bundled model",
-        "proxies": "comma list of proxy models for key-token attribution; 'reference' = the reference model",
-        "substituter": "model proposing substitute words; 'reference' = the reference model",
-        "gamma": "fraction of words (most important first) replaced in the perturbed text (paper: 0.1)",
-        "n_samples": "suffixes sampled from the target per text and per perturbed text (paper: 3)",
-        "suffix_tokens": "maximum tokens per sampled suffix (paper: 512)",
-        "temperature": "sampling temperature for the suffixes",
-        "seed": "seed of sampling (sample j uses seed + j), training and model initialisation",
-        "attribution_tokens": "length of the proxy's greedy continuation used in attribution",
-        "key_tokens": "attribution (proxy leave-one-word-out) or random (seeded; the paper's ablation, no proxy calls)",
-        "max_attribution_words": "attribute only the last N words (nearest the suffix; 0 = all) to bound cost",
-        "n_train": "labelled samples the runner gives fit() (paper: about 50)",
-        "p_threshold": "Welch t-test p-value below which a perturbation-feature dimension is kept",
-        "map_dim": "width of the mapping model",
-        "map_layers": "encoder and decoder layers of the mapping model",
-        "map_epochs": "training epochs of the mapping model",
-        "max_input_bytes": "bytes of the text (its end) the mapping model reads",
-        "max_suffix_bytes": "bytes of each suffix (its start) the mapping model learns",
-        "proto_steps": "training episodes of the prototypical network",
-        "bottleneck": "dimension of the prototypical embedding",
-        "ib_beta": "weight of the information-bottleneck (KL) term",
-    }
 
-    def __init__(
-        self,
-        reference: str = "auto",
-        proxies: str = "reference",
-        substituter: str = "reference",
-        gamma: float = 0.1,
-        n_samples: int = 3,
-        suffix_tokens: int = 64,
-        temperature: float = 1.0,
-        seed: int = 0,
-        attribution_tokens: int = 16,
-        key_tokens: str = "attribution",
-        max_attribution_words: int = 0,
-        n_train: int = 50,
-        p_threshold: float = 0.05,
-        map_dim: int = 32,
-        map_layers: int = 2,
-        map_epochs: int = 3,
-        max_input_bytes: int = 256,
-        max_suffix_bytes: int = 128,
-        proto_steps: int = 300,
-        bottleneck: int = 16,
-        ib_beta: float = 1e-3,
-    ):
-        self.reference = reference
-        self.proxies = proxies
-        self.substituter = substituter
-        self.gamma = gamma
-        self.n_samples = n_samples
-        self.suffix_tokens = suffix_tokens
-        self.temperature = temperature
-        self.seed = seed
-        self.attribution_tokens = attribution_tokens
-        self.key_tokens = key_tokens
-        self.max_attribution_words = max_attribution_words
-        self.n_train = n_train
-        self.p_threshold = p_threshold
-        self.map_dim = map_dim
-        self.map_layers = map_layers
-        self.map_epochs = map_epochs
-        self.max_input_bytes = max_input_bytes
-        self.max_suffix_bytes = max_suffix_bytes
-        self.proto_steps = proto_steps
-        self.bottleneck = bottleneck
-        self.ib_beta = ib_beta
+    reference: str = param(
+        "auto", ModelSpec(auto=True),
+        "default proxy/substitute model; 'auto' = the other bundled model",
+    )
+    proxies: str = param(
+        "reference", ModelSpec(auto=True, keywords=("reference",)),
+        "comma list of proxy models for key-token attribution; 'reference' = the reference model",
+    )
+    substituter: str = param(
+        "reference", ModelSpec(auto=True, keywords=("reference",)),
+        "model proposing substitute words; 'reference' = the reference model",
+    )
+    gamma: float = param(
+        0.1, FRACTION,
+        "fraction of words (most important first) replaced in the perturbed text (paper: 0.1)",
+    )
+    n_samples: int = param(3, COUNT, "suffixes sampled from the target per text and per perturbed text (paper: 3)")
+    suffix_tokens: int = param(64, COUNT, "maximum tokens per sampled suffix (paper: 512)")
+    temperature: float = param(1.0, POSITIVE, "sampling temperature for the suffixes")
+    seed: int = param(0, SEED, "seed of sampling (sample j uses seed + j), training and model initialisation")
+    attribution_tokens: int = param(16, COUNT, "length of the proxy's greedy continuation used in attribution")
+    key_tokens: str = param(
+        "attribution", OneOf("attribution", "random"),
+        "attribution (proxy leave-one-word-out) or random (seeded; the paper's ablation, no proxy calls)",
+    )
+    max_attribution_words: int = param(
+        0, NON_NEGATIVE_INT,
+        "attribute only the last N words (nearest the suffix; 0 = all) to bound cost",
+    )
+    n_train: int = param(50, Integer(2 * MIN_PER_CLASS), "labelled samples the runner gives fit() (paper: about 50)")
+    p_threshold: float = param(
+        0.05, FRACTION,
+        "Welch t-test p-value below which a perturbation-feature dimension is kept",
+    )
+    map_dim: int = param(32, COUNT, "width of the mapping model")
+    map_layers: int = param(2, COUNT, "encoder and decoder layers of the mapping model")
+    map_epochs: int = param(3, COUNT, "training epochs of the mapping model")
+    max_input_bytes: int = param(256, COUNT, "bytes of the text (its end) the mapping model reads")
+    max_suffix_bytes: int = param(128, COUNT, "bytes of each suffix (its start) the mapping model learns")
+    proto_steps: int = param(300, COUNT, "training episodes of the prototypical network")
+    bottleneck: int = param(16, COUNT, "dimension of the prototypical embedding")
+    ib_beta: float = param(1e-3, Real(0), "weight of the information-bottleneck (KL) term")
 
     # -- configuration ---------------------------------------------------------------
     def validate(self) -> None:
-        check_fraction(self, "gamma", self.gamma)
-        check_fraction(self, "p_threshold", self.p_threshold)
-        for name in (
-            "n_samples", "suffix_tokens", "attribution_tokens", "map_dim", "map_layers",
-            "map_epochs", "max_input_bytes", "max_suffix_bytes", "proto_steps", "bottleneck",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"veilprobe.{name} must be a positive integer, got {value!r}")
-        if self.key_tokens not in ("attribution", "random"):
-            raise ConfigError(f"veilprobe.key_tokens must be attribution or random, got {self.key_tokens!r}")
-        mw = self.max_attribution_words
-        if isinstance(mw, bool) or not isinstance(mw, int) or mw < 0:
-            raise ConfigError(f"veilprobe.max_attribution_words must be an integer >= 0, got {mw!r}")
+        super().validate()
         if self.map_dim % 2:
             raise ConfigError(f"veilprobe.map_dim must be even (two attention heads), got {self.map_dim}")
-        need = 2 * MIN_PER_CLASS
-        if isinstance(self.n_train, bool) or not isinstance(self.n_train, int) or self.n_train < need:
-            raise ConfigError(
-                f"veilprobe.n_train must be at least {need} ({MIN_PER_CLASS} members and "
-                f"{MIN_PER_CLASS} non-members), got {self.n_train!r}"
-            )
-        if not isinstance(self.temperature, (int, float)) or self.temperature <= 0:
-            raise ConfigError(f"veilprobe.temperature must be > 0 (sampling), got {self.temperature!r}")
-        if not isinstance(self.ib_beta, (int, float)) or self.ib_beta < 0:
-            raise ConfigError(f"veilprobe.ib_beta must be >= 0, got {self.ib_beta!r}")
         if not self.proxy_specs():
             raise ConfigError("veilprobe.proxies must name at least one model")
+
+    def train_size(self) -> int:
+        return self.n_train
 
     def _resolve(self, spec: str) -> str:
         return self.reference if spec in ("reference", "auto") else spec

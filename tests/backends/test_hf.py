@@ -135,10 +135,12 @@ def test_fewer_than_two_tokens_gives_empty_lists(request, name):
     assert sum(calls) >= 1
 
 
-def test_stats_are_left_out_when_not_asked(tiny_llama):
-    answer = tiny_llama.answer([TokenLogprobsRequest("abc", stats=False)])[0]
-    assert answer.mu is None and answer.sigma is None and answer.rank is None
-    assert len(answer.logprobs) == 3
+def test_requests_without_stats_share_the_pass_that_gives_them(tiny_llama):
+    # the statistics cost nothing once the logits exist, so the backend answers a request
+    # without them as one with them (Backend.canonical): both kinds of method share one pass
+    plain, full = tiny_llama.answer([TokenLogprobsRequest("abc", stats=False), TokenLogprobsRequest("abc", stats=True)])
+    assert plain.token_ids == full.token_ids and plain.mu is not None and len(plain.logprobs) == 3
+    assert_same_scores(plain, full)
 
 
 def test_progress_counts_every_request_once(tiny_llama):
@@ -239,7 +241,7 @@ def test_ngram_contexts_are_deduplicated_and_batch_independent(tiny_llama, monke
     monkeypatch.setattr(tiny_llama, "_hidden", counting_hidden)
     monkeypatch.setattr(tiny_llama, "_context_states", counting_states)
     text = "abcabcabcabc"  # 12 byte tokens after <s>; contexts of n=2 repeat every 3
-    alone = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2)])[0]
+    alone = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2, stats=True)])[0]
     ids = alone.token_ids
     # one full-prefix window "<s>ab" for the first two tokens, then the distinct contexts
     # "<s>ab", "<s>bc", "<s>ca" once each (10 without de-duplication)
@@ -247,11 +249,12 @@ def test_ngram_contexts_are_deduplicated_and_batch_independent(tiny_llama, monke
     assert sorted(contexts) == sorted({(ids[0], *ids[p - 2:p]) for p in range(3, len(ids))}) and len(contexts) == 3
     windows.clear()
     contexts.clear()
-    together = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2), TokenLogprobsRequest(text + "ab", ngram=2),
+    together = tiny_llama.answer([TokenLogprobsRequest(text, ngram=2, stats=True),
+                                  TokenLogprobsRequest(text + "ab", ngram=2, stats=True),
                                   TokenLogprobsRequest(text, ngram=2, stats=False)])
     assert len(contexts) == 3  # 32 without de-duplication
     assert_same_scores(together[0], alone)
-    assert together[2].logprobs == pytest.approx(alone.logprobs, abs=1e-5) and together[2].mu is None
+    assert together[2].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
     assert together[1].logprobs[:len(alone.logprobs)] == pytest.approx(alone.logprobs, abs=1e-5)
 
 
@@ -475,7 +478,7 @@ def test_missing_capability_fails_before_any_work(monkeypatch):
     with pytest.raises(CapabilityError, match=GENERATE):
         backend.answer([GenerateRequest(prompt="x")])
     with pytest.raises(CapabilityError, match="distribution_stats"):
-        backend.answer([TokenLogprobsRequest("abc")])
+        backend.answer([TokenLogprobsRequest("abc", stats=True)])
 
 
 def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):

@@ -8,6 +8,7 @@ from copyprobe.copying import literal as lit
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import LiteralItem
 from copyprobe.runner import Failure, drive
+from copyprobe.text import lcs_length
 
 WORDS = ["the", "lord", "god", "formed", "man", "of", "the", "dust", "of", "ground", "and", "breathed", "into", "his", "nostrils", "breath", "life", "became", "a", "living", "soul", "planted", "garden", "eastward", "in", "eden", "there", "he", "put", "whom", "had"]
 
@@ -56,7 +57,7 @@ def test_both_sides_truncated_to_50_words():
 
 @pytest.mark.parametrize("a,b", [("a b c d e", "a x c y e"), ("x y z", "z y x"), ("a a b", "a b a b"), ("", "a b")])
 def test_lcs_length_against_brute_force(a, b):
-    assert lit.lcs_length(a.split(), b.split()) == _lcs_brute(a.split(), b.split())
+    assert lcs_length(a.split(), b.split()) == _lcs_brute(a.split(), b.split())
 
 
 def test_copy_rate_threshold_is_inclusive():

@@ -360,7 +360,7 @@ def test_parse_calibration(value, expected):
         ({"calibration": "0.1,0,0,0"}, "needs decop.mode=logit"),
         ({"mode": "logit", "calibration": "0.1,0,0"}, "4 offsets"),
         ({"mode": "logit", "calibration": "A:1,B:2,C:x,D:0"}, "must be numbers"),
-        ({"paraphrase_attempts": 0}, "positive integer"),
+        ({"paraphrase_attempts": 0}, "integer >= 1"),
     ],
 )
 def test_bad_parameters(params, message):

@@ -12,7 +12,8 @@ from copyprobe.backends.base import TokenLogprobs
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.methods.feature_agg import dataset_test, feature_names, text_features
+from copyprobe.evaluation.stats import dataset_test
+from copyprobe.methods.feature_agg import feature_names, text_features
 from copyprobe.registry import convert_param, make_method, method_class
 from copyprobe.runner import Failure, drive
 

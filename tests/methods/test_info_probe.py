@@ -10,18 +10,10 @@ from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
 from copyprobe.methods.base import Score
-from copyprobe.methods.info_probe import (
-    MASK,
-    InfoProbe,
-    mask_word,
-    normalize,
-    parse_word,
-    split_words,
-    token_spans,
-    word_stats,
-)
+from copyprobe.methods.info_probe import MASK, InfoProbe, mask_word, parse_word, word_stats
 from copyprobe.registry import make_method, method_class
 from copyprobe.runner import Failure, drive
+from copyprobe.text import normalize, split_words, token_spans
 
 TEXT = "Stay gold, Ponyboy, stay gold."
 
@@ -301,7 +293,8 @@ def test_person_measure_uses_spacy_names():
 
 
 def test_detect_records_no_probe_rows_as_errors_not_zeros(tmp_path):
-    from copyprobe.detect import Session, detect
+    from copyprobe.detect import detect
+    from copyprobe.session import Session
 
     texts = ["alpha beta", "the old harbour keeper counted seventeen lanterns before the storm"]
     examples = [Example(f"e{i}", t, label=i % 2) for i, t in enumerate(texts)]

@@ -150,7 +150,7 @@ CASES = [
     Case("k > 1", {"data.jsonl": jsonl(GOOD)}, ["--methods", "min_k_pp", "--param", "min_k_pp.k=1.5"], "min_k_pp.k must be a number in (0, 1], got 1.5"),
     Case("k negative", {"data.jsonl": jsonl(GOOD)}, ["--methods", "min_k", "--param", "min_k.k=-0.2"], "in (0, 1], got -0.2"),
     Case("k nan", {"data.jsonl": jsonl(GOOD)}, ["--methods", "min_k", "--param", "min_k.k=nan"], "in (0, 1], got nan"),
-    Case("slope ngram out of range", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.ngram=9"], "slope.ngram must be an integer from 0 to 5"),
+    Case("slope ngram out of range", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.ngram=9"], "slope.ngram must be an integer in [0, 5]"),
     Case("slope normalize unknown", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.normalize=bogus"], "bogus"),
     # -- options, output, cache, model --------------------------------------------------
     Case("batch size 0", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "0"], "--batch-size must be at least 1"),

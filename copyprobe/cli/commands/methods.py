@@ -17,14 +17,17 @@ def describe() -> list[dict]:
     rows = []
     for name in method_names():
         cls = method_class(name)
+        helps = cls.param_help()
+        constraints = cls.param_constraints()
         rows.append(
             {
                 "name": name,
                 "access": cls.access,
                 "trains": bool(cls.trains),
                 "summary": cls.summary,
+                "module": cls.__module__,
                 "params": {
-                    key: {"default": default, "help": cls.param_help.get(key, "")}
+                    key: {"default": default, "accepts": constraints[key].describe(), "help": helps.get(key, "")}
                     for key, default in cls.param_defaults().items()
                 },
             }
@@ -33,6 +36,8 @@ def describe() -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from copyprobe.registry import PLUGIN_ERRORS
+
     rows = describe()
     if args.json:
         import json
@@ -49,8 +54,13 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"  {escape(row['summary'])}")
         if row["trains"]:
             console.print("  [yellow]trains on labelled rows; they are excluded from its metrics[/yellow]")
+        if not row["module"].startswith("copyprobe."):
+            console.print(f"  [dim]from {escape(row['module'])} (entry point)[/dim]")
         for key, value in row["params"].items():
             helptext = f"  [dim]{escape(value['help'])}[/dim]" if value["help"] else ""
-            console.print(f"    {row['name']}.{key} = {escape(repr(value['default']))}{helptext}")
+            console.print(f"    {row['name']}.{key} = {escape(repr(value['default']))}"
+                          f"  [dim]({escape(value['accepts'])})[/dim]{helptext}")
         console.print()
+    for name, reason in PLUGIN_ERRORS.items():
+        console.print(f"[yellow]method plugin {escape(name)} could not be loaded: {escape(reason)}[/yellow]")
     return 0

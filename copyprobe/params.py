@@ -1,0 +1,311 @@
+"""Parameter constraints, declared once and used everywhere a value enters copyprobe.
+
+A constraint knows three things about a parameter: whether a value is acceptable
+(``check``), how to say what is acceptable (``describe``, shown by ``copyprobe methods``
+and in every error message), and how to read it from a command-line string (``parse``).
+Method parameters declare one with :func:`param`; command-line options use the same
+classes through :func:`option_type`, so ``--seed -1`` and ``--param neighborhood.seed=-1``
+are refused with the same words.
+
+    class MinK(Method):
+        k: float = param(0.2, Real(0, 1, low_open=True), "fraction of lowest log-probs")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Sequence
+
+from copyprobe.errors import ConfigError
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class Constraint:
+    """Base: any value is fine; strings parse to themselves."""
+
+    def check(self, value: Any) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return "any value"
+
+    def parse(self, text: str) -> Any:
+        return text.strip()
+
+    def validate(self, value: Any, what: str) -> Any:
+        """``value`` if acceptable, else ConfigError naming ``what`` and the rule."""
+        if not self.check(value):
+            raise ConfigError(f"{what} must be {self.describe()}, got {value!r}")
+        return value
+
+    def convert(self, raw: str, what: str) -> Any:
+        """A command-line string turned into a checked value, or one ConfigError line."""
+        try:
+            value = self.parse(raw)
+        except (ValueError, TypeError, OverflowError):
+            raise ConfigError(f"bad value {raw!r} for {what}: expected {self.describe()}") from None
+        return self.validate(value, what)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bound_text(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Integer(Constraint):
+    """An int (not a bool) within [low, high]."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def check(self, value: Any) -> bool:
+        return (
+            isinstance(value, int) and not isinstance(value, bool)
+            and (self.low is None or value >= self.low)
+            and (self.high is None or value <= self.high)
+        )
+
+    def describe(self) -> str:
+        bounds = _bound_text(self.low, self.high, False, False)
+        return f"an integer {bounds}".strip()
+
+    def parse(self, text: str) -> int:
+        text = text.strip()
+        if len(text) > 40:  # int() of thousands of digits is slow and never a sensible count
+            raise ValueError(text)
+        return int(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Real(Constraint):
+    """A finite int or float (not a bool) within the bounds; ``low_open``/``high_open``
+    exclude the bound itself."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, value: Any) -> bool:
+        if not _is_number(value) or not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+            return False
+        return True
+
+    def describe(self) -> str:
+        bounds = _bound_text(self.low, self.high, self.low_open, self.high_open)
+        return f"a number {bounds}".strip()
+
+    def parse(self, text: str) -> float:
+        text = text.strip()
+        if len(text) > 60:
+            raise ValueError(text)
+        return float(text)
+
+
+FRACTION = Real(0, 1, low_open=True)  # k-like shares: (0, 1]
+PROBABILITY = Real(0, 1)
+POSITIVE = Real(0, low_open=True)
+COUNT = Integer(1)  # a positive integer
+NON_NEGATIVE_INT = Integer(0)
+SEED = Integer(0, 2**32 - 1)  # numpy and torch seeds must fit in 32 bits
+
+
+@dataclasses.dataclass(frozen=True)
+class Boolean(Constraint):
+    def check(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def parse(self, text: str) -> bool:
+        lowered = text.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ValueError(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf(Constraint):
+    """One of a fixed set of strings."""
+
+    choices: tuple[str, ...]
+
+    def __init__(self, *choices: str):
+        object.__setattr__(self, "choices", tuple(choices))
+
+    def check(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self.choices
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+
+@dataclasses.dataclass(frozen=True)
+class Text(Constraint):
+    """A string; ``empty=False`` refuses blank ones."""
+
+    empty: bool = True
+
+    def check(self, value: Any) -> bool:
+        return isinstance(value, str) and (self.empty or bool(value.strip()))
+
+    def describe(self) -> str:
+        return "a string" if self.empty else "a non-empty string"
+
+
+AUTO = "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec(Constraint):
+    """A model spec string. ``auto`` (when allowed) means "the default reference model
+    for the target" and is replaced by :meth:`Method.resolve`; ``keywords`` are other
+    words the method gives a meaning (e.g. ``target``, ``reference``)."""
+
+    auto: bool = False
+    keywords: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    def describe(self) -> str:
+        words = ([AUTO] if self.auto else []) + list(self.keywords)
+        return "a model spec" + (f" or {', '.join(repr(w) for w in words)}" if words else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Optional(Constraint):
+    """None, or a value ``inner`` accepts. ``none``/``null``/empty parse to None."""
+
+    inner: Constraint
+
+    def check(self, value: Any) -> bool:
+        return value is None or self.inner.check(value)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()}, or none"
+
+    def parse(self, text: str) -> Any:
+        if text.strip().lower() in ("none", "null", ""):
+            return None
+        return self.inner.parse(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Items(Constraint):
+    """A tuple of values ``inner`` accepts (comma-separated on the command line)."""
+
+    inner: Constraint
+    min_items: int = 1
+
+    def check(self, value: Any) -> bool:
+        return (
+            isinstance(value, (tuple, list)) and len(value) >= self.min_items
+            and all(self.inner.check(v) for v in value)
+        )
+
+    def describe(self) -> str:
+        return f"a comma-separated list of at least {self.min_items} ({self.inner.describe()})"
+
+    def parse(self, text: str) -> tuple:
+        return tuple(self.inner.parse(part) for part in text.split(",") if part.strip())
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule(Constraint):
+    """A constraint given by a function: ``test(value)`` is True when acceptable,
+    ``reader`` turns a command-line string into a value."""
+
+    test: Callable[[Any], bool]
+    text: str
+    reader: Callable[[str], Any] | None = None
+
+    def check(self, value: Any) -> bool:
+        try:
+            return bool(self.test(value))
+        except (ValueError, TypeError, ConfigError):
+            return False
+
+    def describe(self) -> str:
+        return self.text
+
+    def parse(self, text: str) -> Any:
+        return self.reader(text) if self.reader else text.strip()
+
+
+# -- declaring method parameters -------------------------------------------------------
+
+
+def param(default: Any, constraint: Constraint | None = None, help: str = "") -> Any:
+    """A method parameter: its default, what values it accepts, and one line of help.
+    Use as a class attribute with a type annotation (see ``copyprobe.methods.base``)."""
+    return dataclasses.field(default=default, metadata={"constraint": constraint or Constraint(), "help": help})
+
+
+def infer(default: Any) -> Constraint:
+    """A constraint from a default value, for parameters declared without one
+    (e.g. a third-party method with a plain ``__init__``)."""
+    if isinstance(default, bool):
+        return Boolean()
+    if isinstance(default, int):
+        return Integer()
+    if isinstance(default, float):
+        return Real()
+    if isinstance(default, (tuple, list)):
+        return Items(infer(default[0]) if default else Constraint(), min_items=0)
+    if isinstance(default, str):
+        return Text()
+    return Constraint()
+
+
+# -- command-line options ---------------------------------------------------------------
+
+
+def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` that parses and checks with ``constraint``; a bad value is
+    the usual one-line usage error naming ``flag`` (exit 2)."""
+    import argparse
+
+    def convert(raw: str) -> Any:
+        try:
+            value = constraint.parse(raw)
+        except (ValueError, TypeError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {constraint.describe()}, got {raw!r}") from None
+        if not constraint.check(value):
+            raise argparse.ArgumentTypeError(f"must be {constraint.describe()}, got {raw!r}")
+        return value
+
+    convert.__name__ = flag  # argparse names the type in its messages
+    return convert
+
+
+def check_all(values: dict[str, Any], constraints: dict[str, Constraint], prefix: str = "") -> None:
+    """Validate several values at once (the first bad one raises)."""
+    for name, value in values.items():
+        constraint = constraints.get(name)
+        if constraint is not None:
+            constraint.validate(value, f"{prefix}{name}")
+
+
+def describe_all(constraints: dict[str, Constraint], names: Sequence[str]) -> dict[str, str]:
+    return {name: constraints[name].describe() for name in names if name in constraints}
