@@ -56,7 +56,8 @@ def method_list(text: str) -> list[str]:
 def run_methods(spec: str, data: Path, methods: list[str], params: dict[str, dict[str, Any]], out: Path,
                 cache: Path, batch_size: int, device: str, bootstrap: int, seed: int,
                 on_result=lambda results: None) -> dict[str, Any]:
-    from copyprobe.detect import Session, detect
+    from copyprobe.detect import detect
+    from copyprobe.session import Session
     from copyprobe.errors import CopyprobeError
 
     t = time.perf_counter()

@@ -12,7 +12,7 @@ The public API (the CLI uses exactly this)::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from copyprobe._version import __version__
 
 from copyprobe.backends.base import (
     Backend,
@@ -22,11 +22,15 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     TokenLogprobsRequest,
 )
+from copyprobe.audit import AuditResult, audit
 from copyprobe.data.example import Example
-from copyprobe.detect import DetectResult, Session, detect
+from copyprobe.detect import DetectResult, detect
 from copyprobe.errors import CopyprobeError
 from copyprobe.methods.base import Method, Score
+from copyprobe.params import param
+from copyprobe.record import Run, RunRecord, load_run
 from copyprobe.registry import make_method, method_names, register
+from copyprobe.session import Session
 
 
 def load_model(spec: str, **kwargs) -> Backend:
@@ -45,6 +49,7 @@ def load_dataset(path, **kwargs):
 
 
 __all__ = [
+    "AuditResult",
     "Backend",
     "ChoiceLogprobsRequest",
     "CopyprobeError",
@@ -53,15 +58,20 @@ __all__ = [
     "GenerateRequest",
     "Generation",
     "Method",
+    "Run",
+    "RunRecord",
     "Score",
     "Session",
     "TokenLogprobs",
     "TokenLogprobsRequest",
     "__version__",
+    "audit",
     "detect",
     "load_dataset",
     "load_model",
+    "load_run",
     "make_method",
     "method_names",
+    "param",
     "register",
 ]

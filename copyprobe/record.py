@@ -1,92 +1,205 @@
-"""Writing and reading the run directory (see docs/run-record.md).
+"""The run record: what every command writes, and the one way to read it back.
 
-Files are written atomically (temporary file in the same directory, then os.replace),
-so a reader never sees a half-written scores.jsonl or metrics.json.
+A run directory holds ``run.json`` (a :class:`RunRecord`: what was asked, what was
+computed, with which versions) and the files of its kind (see docs/run-record.md):
+
+=========  ==========================================================================
+detect     examples.jsonl, scores.jsonl, metrics.json (when labelled)
+audit      the detect files + verdicts.json
+copying    results.jsonl, metrics.json
+canary     canary.json
+=========  ==========================================================================
+
+Everything after the model calls (metrics, verdicts, blind baseline, report) can be
+recomputed from the directory alone: :func:`load_run` reads it, ``copyprobe rescore``
+recomputes it. ``format_version`` says which layout a record follows; records written
+before versioning (no ``format_version``) read as version 0.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import math
+import dataclasses
 import os
-import platform
-import sys
-import tempfile
-from importlib import metadata
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.files import read_json, read_jsonl, utc_now, versions, write_json, write_jsonl
 
-TRACKED_PACKAGES = (
-    "copyprobe", "torch", "transformers", "gguf", "numpy", "scipy", "scikit-learn", "pandas",
-    "llama-cpp-python", "rouge-score", "rapidfuzz", "peft", "sentence-transformers", "spacy",
-)
+FORMAT_VERSION = 1
+KINDS = ("detect", "audit", "copying", "plant", "canary")
 
-
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become null (strict JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _clean(value.item())
-    return value
+# kind -> the files besides run.json that hold its results (name -> JSON lines?)
+RESULT_FILES: dict[str, dict[str, bool]] = {
+    "detect": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False},
+    "audit": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False, "verdicts.json": False},
+    "copying": {"results.jsonl": True, "metrics.json": False},
+    "plant": {},
+    "canary": {"canary.json": False},
+}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+@dataclass
+class RunRecord:
+    """``run.json``. Field names are the JSON keys; empty optional sections are left out."""
+
+    kind: str
+    command: list[str]
+    created: str = field(default_factory=utc_now)
+    copyprobe_version: str | None = None
+    versions: dict[str, str] = field(default_factory=versions)
+    model: dict[str, Any] | None = None  # target: spec, fingerprint, backend facts (no secrets)
+    models: dict[str, Any] = field(default_factory=dict)  # other models used, by spec
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> resolved parameters
+    data: dict[str, Any] = field(default_factory=dict)
+    n_passages: int | None = None
+    n_tokens: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] = field(default_factory=dict)
+    requests: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    bootstrap: dict[str, Any] = field(default_factory=dict)  # {"n", "seed"}
+    blind_baseline: bool | None = None  # whether metrics include the blind baseline
+    train_ids: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # kind-specific settings
+    audit: dict[str, Any] | None = None  # {"method", "alpha", "suspect", "clean"}
+    copying: dict[str, Any] | None = None  # CopyConfig.describe()
+    mitigation: dict[str, Any] | None = None
+    canary: dict[str, Any] | None = None
+    plant: dict[str, Any] | None = None
+    # keys this version does not know (a newer minor writer, or hand edits), kept as they are
+    extra: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.copyprobe_version is None:
+            self.copyprobe_version = self.versions.get("copyprobe")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"format_version": self.format_version, "kind": self.kind}
+        for f in dataclasses.fields(self):
+            if f.name in ("format_version", "kind", "extra"):
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.name in _OPTIONAL_SECTIONS:
+                continue
+            data[f.name] = value
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "run.json") -> "RunRecord":
+        if not isinstance(data, dict):
+            raise DataError(f"{where} is not a JSON object")
+        version = data.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise DataError(f"{where}: format_version must be a non-negative integer, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise DataError(f"{where} has format_version {version}, written by a newer copyprobe "
+                            f"(this one reads up to {FORMAT_VERSION}); upgrade copyprobe to read it")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        values["format_version"] = version
+        values.setdefault("kind", _legacy_kind(data))
+        values.setdefault("command", [])
+        values.setdefault("created", "")
+        for name, expected in _FIELD_TYPES.items():
+            if name in values and values[name] is not None and not isinstance(values[name], expected):
+                raise DataError(f"{where}: '{name}' must be a {expected.__name__}, got {type(values[name]).__name__}")
+        record = cls(**values)
+        record.extra = {k: v for k, v in data.items() if k not in known}
+        return record
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    _atomic_write(Path(path), json.dumps(_clean(obj), indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+_OPTIONAL_SECTIONS = {"blind_baseline", "model", "n_passages", "n_tokens", "seed", "audit", "copying", "mitigation", "canary", "plant"}
+_FIELD_TYPES: dict[str, type] = {
+    "kind": str, "command": list, "methods": dict, "data": dict, "timings": dict, "cache": dict,
+    "requests": dict, "bootstrap": dict, "train_ids": dict, "failures": list, "notes": list,
+    "versions": dict, "models": dict,
+}
 
 
-def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    text = "".join(json.dumps(_clean(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
-    _atomic_write(Path(path), text)
+def _legacy_kind(data: dict[str, Any]) -> str:
+    """The kind of a record written before run.json said it (format_version 0)."""
+    if "copying" in data:
+        return "copying"
+    return "detect"
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist (is this a copyprobe run directory?)") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+@dataclass
+class Run:
+    """A run directory as read back: the record and the files of its kind (None if absent)."""
+
+    dir: Path
+    record: RunRecord
+    files: dict[str, Any]
+
+    @property
+    def examples(self) -> list[dict] | None:
+        return self.files.get("examples.jsonl")
+
+    @property
+    def scores(self) -> list[dict] | None:
+        return self.files.get("scores.jsonl")
+
+    @property
+    def metrics(self) -> dict | None:
+        return self.files.get("metrics.json")
+
+    @property
+    def verdicts(self) -> dict | None:
+        return self.files.get("verdicts.json")
+
+    @property
+    def results(self) -> list[dict] | None:
+        return self.files.get("results.jsonl")
+
+    @property
+    def canary(self) -> dict | None:
+        return self.files.get("canary.json")
+
+    def scores_frame(self):
+        """The scores as a pandas DataFrame (one row per passage, one column per method)."""
+        from copyprobe.scoring import scores_frame
+
+        return scores_frame(self.scores or [], list(self.record.methods))
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    rows = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist (is this a copyprobe run directory?)") from None
-    return rows
+def load_run(run_dir: str | os.PathLike) -> Run:
+    """Read a run directory written by any copyprobe command (no model needed)."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise DataError(f"{path} is not a directory (give the run directory that a copyprobe command wrote)")
+    record = RunRecord.from_json(read_json(path / "run.json"), str(path / "run.json"))
+    files: dict[str, Any] = {}
+    names = dict(RESULT_FILES.get(record.kind, {}))
+    names.update({"verdicts.json": False, "canary.json": False, "metrics.json": False})
+    for name, lines in names.items():
+        required = name == "scores.jsonl"
+        value = (read_jsonl if lines else read_json)(path / name, required=required)
+        if value is not None and not lines and not isinstance(value, dict):
+            raise DataError(f"{path / name} is not a JSON object")
+        files[name] = value
+    return Run(dir=path, record=record, files=files)
+
+
+def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:
+    """Write the result files, then run.json last (so a complete run.json means every
+    file beside it is from the same run). A file given as None is removed, so a rerun
+    into the same directory leaves no stale result behind."""
+    out = Path(out_dir)
+    for name, content in files.items():
+        if content is None:
+            (out / name).unlink(missing_ok=True)
+        elif name.endswith(".jsonl"):
+            write_jsonl(out / name, content)
+        else:
+            write_json(out / name, content)
+    write_json(out / "run.json", record.to_json())
+    return out
 
 
 def prepare_out_dir(out: str | os.PathLike) -> Path:
@@ -102,15 +215,7 @@ def prepare_out_dir(out: str | os.PathLike) -> Path:
     return path
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version(), "platform": sys.platform}
-    for name in TRACKED_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+__all__ = [
+    "FORMAT_VERSION", "Run", "RunRecord", "load_run", "prepare_out_dir", "read_json", "read_jsonl",
+    "utc_now", "versions", "write_json", "write_jsonl", "write_run",
+]

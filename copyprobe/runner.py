@@ -33,6 +33,17 @@ class DriveStats:
     tokens_by_model: dict[str, int] = field(default_factory=dict)  # tokens in log-prob answers
     failed_requests: list[dict[str, str]] = field(default_factory=list)
 
+    def as_record(self) -> dict[str, Any]:
+        """The run record's ``requests`` section."""
+        return {
+            "rounds": self.rounds,
+            "total": self.requests_total,
+            "unique": self.requests_unique,
+            "by_model_kind": self.by_model_kind,
+            "tokens_by_model": self.tokens_by_model,
+            "failed": self.failed_requests,
+        }
+
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 

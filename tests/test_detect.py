@@ -84,7 +84,7 @@ def test_row_failures_are_null_with_a_reason(tmp_path):
 
 
 def test_auto_reference_model_is_resolved_and_recorded(tmp_path):
-    from copyprobe.detect import Session
+    from copyprobe.session import Session
 
     target = FakeBackend(spec="smollm2-135m-instruct")
     session = Session(target, cache=False, loader=lambda spec: FakeBackend(spec=spec))

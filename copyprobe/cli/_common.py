@@ -64,16 +64,18 @@ def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[
     return params
 
 
-def run_detect(args: argparse.Namespace, data: Any, names: list[str], **options: Any) -> int:
+def run_detect(args: argparse.Namespace, data: Any, methods: list[Any], **options: Any) -> int:
     """The shared tail of `detect` and `demo`: score with progress bars, print the metrics
-    table, write the report when asked, and say where the run is."""
+    table, write the report when asked, and say where the run is. ``methods``: names or
+    built Method objects."""
     from copyprobe.detect import detect
 
+    names = [m if isinstance(m, str) else m.name for m in methods]
     with progress_bars(not args.no_progress) as progress:
         result = detect(
             args.model,
             data,
-            names,
+            methods,
             out=args.out,
             cache=cache_setting(args),
             batch_size=args.batch_size,

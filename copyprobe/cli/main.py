@@ -16,7 +16,7 @@ from copyprobe.errors import CopyprobeError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from copyprobe import __version__
+    from copyprobe._version import __version__
     import copyprobe.cli.commands as commands
 
     parser = argparse.ArgumentParser(
@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
+    try:
+        args = parser.parse_args(argv)  # a usage error: argparse prints it and exits 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

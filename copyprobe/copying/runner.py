@@ -82,6 +82,16 @@ class CopyConfig:
         }
 
 
+    @classmethod
+    def from_description(cls, described: dict[str, Any]) -> "CopyConfig":
+        """The settings that decide the metrics, from a run record's ``copying`` section
+        (judges and demos are not needed to recompute metrics from saved results)."""
+        keys = ("literal_threshold", "literal_words", "event_threshold", "character_threshold",
+                "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens", "limit")
+        return cls(tasks=tuple(described["tasks"]), templates=tuple(described.get("templates", (0,))),
+                   **{k: described[k] for k in keys if k in described})
+
+
 def _with_fluency(inner, judge: FluencyJudge | None):
     result = yield from inner
     if judge is not None:
@@ -248,7 +258,7 @@ def copying(
     from copyprobe import record
     from copyprobe.copying.data import load_copyset
     from copyprobe.copying.memfree import memfree_backend
-    from copyprobe.detect import Session
+    from copyprobe.session import Session
 
     started = time.perf_counter()
     out_dir = record.prepare_out_dir(out) if out is not None else None
@@ -276,35 +286,34 @@ def copying(
             raise ConfigError("with --mitigation memfree pass a model spec (the backend is built with the filter)")
         memfree_info = {"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
                         "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}
-    session = Session(target, cache=cache, batch_size=batch_size, device=device, dtype=dtype)
-    load_s = time.perf_counter() - load_start
-    stats = DriveStats()
-    score_start = time.perf_counter()
-    rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats)
-    score_s = time.perf_counter() - score_start
+    with Session(target, cache=cache, batch_size=batch_size, device=device, dtype=dtype) as session:
+        load_s = time.perf_counter() - load_start
+        stats = DriveStats()
+        score_start = time.perf_counter()
+        rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats)
+        score_s = time.perf_counter() - score_start
+        target_info, other_models = session.model_info()
+        cache_counts = session.cache_counts()
+    if target is not model:  # the MemFree backend is ours to release
+        target.close()
     if memfree_info is not None:
         memfree_info["rejections"] = proc.n_rejections
-    run = {
-        "copyprobe_version": record.versions().get("copyprobe"),
-        "command": command if command is not None else list(sys.argv),
-        "created": record.utc_now(),
-        "model": session.target.info(),
-        "models": {spec: b.info() for spec, b in session.backends.items() if spec is not None},
-        "copying": config.describe(),
-        "mitigation": {"name": config.gen.mitigation, "memfree": memfree_info},
-        "data": data_info,
-        "versions": record.versions(),
-        "timings": {"load_s": round(load_s, 3), "score_s": round(score_s, 3),
-                    "total_s": round(time.perf_counter() - started, 3)},
-        "cache": session.cache_counts(),
-        "requests": {"rounds": stats.rounds, "total": stats.requests_total, "unique": stats.requests_unique,
-                     "by_model_kind": stats.by_model_kind, "failed": getattr(stats, "failed_requests", [])},
-        "failures": [{"task": r["task"], "id": r["id"], "template": r.get("template"), "error": r["error"]}
-                     for r in rows if r.get("error")],
-        "notes": notes,
-    }
+    run = record.RunRecord(
+        kind="copying",
+        command=command if command is not None else list(sys.argv),
+        model=target_info,
+        models=other_models,
+        copying=config.describe(),
+        mitigation={"name": config.gen.mitigation, "memfree": memfree_info},
+        data=data_info,
+        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
+                 "total_s": round(time.perf_counter() - started, 3)},
+        cache=cache_counts,
+        requests=stats.as_record(),
+        failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"), "error": r["error"]}
+                  for r in rows if r.get("error")],
+        notes=notes,
+    )
     if out_dir is not None:
-        record.write_jsonl(out_dir / "results.jsonl", rows)
-        record.write_json(out_dir / "metrics.json", metrics)
-        record.write_json(out_dir / "run.json", run)
-    return {"rows": rows, "metrics": metrics, "run": run, "out": out_dir}
+        record.write_run(out_dir, run, {"results.jsonl": rows, "metrics.json": metrics})
+    return {"rows": rows, "metrics": metrics, "run": run.to_json(), "out": out_dir}

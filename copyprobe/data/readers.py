@@ -29,7 +29,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -494,56 +493,9 @@ def _short(value: Any, limit: int = 40) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-# -- writing --------------------------------------------------------------------------
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "tolist"):  # numpy scalars / arrays
-        return value.tolist()
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
-
-
-def _finite(value: Any) -> Any:
-    # JSON has no NaN: a missing number is written as null (the run record's convention)
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if hasattr(value, "tolist") and hasattr(value, "dtype"):
-        return _finite(value.tolist())
-    return value
-
-
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write one JSON object per line, atomically; returns the number of rows.
+    """Write one JSON object per line, atomically (NaN as null); returns the number of rows.
+    The data layer's name for :func:`copyprobe.files.write_jsonl`."""
+    from copyprobe.files import write_jsonl as write
 
-    The rows go to a temporary file in the same directory, which then replaces ``path``
-    (``os.replace``), so a reader never sees a half-written file and an interrupted run
-    leaves the old file intact. NaN and infinite floats are written as null.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for row in rows:
-                fh.write(json.dumps(_finite(dict(row)), ensure_ascii=False, allow_nan=False,
-                                    default=_json_default))
-                fh.write("\n")
-                n += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return n
+    return write(path, rows)

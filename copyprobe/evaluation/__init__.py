@@ -1,27 +1,25 @@
-"""Metrics and document verdicts computed from scores (no model needed)."""
+"""Metrics and document verdicts computed from scores (no model needed).
 
-from copyprobe.evaluation.metrics import (
-    PRF,
-    BootstrapCI,
-    aggregate_documents,
-    bootstrap_ci,
-    evaluate,
-    precision_recall_fbeta,
-    roc_auc,
-    tpr_at_fpr,
-)
-from copyprobe.evaluation.stats import ComparisonResult, mann_whitney_greater, welch_t_greater
+Names load on first use (scikit-learn and scipy are slow to import), so
+``import copyprobe`` stays fast.
+"""
 
-__all__ = [
-    "PRF",
-    "BootstrapCI",
-    "ComparisonResult",
-    "aggregate_documents",
-    "bootstrap_ci",
-    "evaluate",
-    "mann_whitney_greater",
-    "precision_recall_fbeta",
-    "roc_auc",
-    "tpr_at_fpr",
-    "welch_t_greater",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "PRF": "metrics", "BootstrapCI": "metrics", "aggregate_documents": "metrics", "bootstrap_ci": "metrics",
+    "evaluate": "metrics", "precision_recall_fbeta": "metrics", "roc_auc": "metrics", "tpr_at_fpr": "metrics",
+    "ComparisonResult": "stats", "mann_whitney_greater": "stats", "welch_t_greater": "stats",
+    "verdicts": "verdicts", "audit_verdicts": "verdicts",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'copyprobe.evaluation' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"copyprobe.evaluation.{_WHERE[name]}"), name)

@@ -235,3 +235,16 @@ def blind_warning(blind_auc: float | None, best_method_auc: float | None) -> str
                 f"model, above the best method's {best:.2f}: no method separates members from "
                 f"non-members better than the texts alone do")
     return None
+
+
+def add_blind_baseline(metrics: dict[str, Any], texts: Sequence[str], labels: Sequence[int],
+                       groups: Sequence[Any] | None, seed: int) -> None:
+    """Put the blind baseline and its warning (against the best method's passage AUC)
+    into a metrics block; the warning also joins ``metrics["notes"]``."""
+    blind = blind_baseline(texts, labels, groups=groups, seed=seed)
+    aucs = [v["auc"] for v in metrics.get("passage", {}).values() if v.get("auc") is not None]
+    warning = blind_warning(blind.get("auc"), max(aucs) if aucs else None)
+    blind["warning"] = warning
+    metrics["blind_baseline"] = blind
+    if warning:
+        metrics.setdefault("notes", []).append(warning)

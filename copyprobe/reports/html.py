@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.files import atomic_write
 
 RESERVED_KEYS = {"id", "doc_id", "label", "errors", "details", "train", "text"}
 MAX_DOCUMENT_ROWS = 2000  # rows of the document table; the rest are counted, not shown
@@ -29,61 +29,19 @@ DETAIL_ITEMS = 12
 
 # ---------------------------------------------------------------- reading the run
 
-def _read_json(path: Path, required: bool) -> Any:
-    if not path.exists():
-        if required:
-            raise DataError(f"{path} does not exist (is this a copyprobe run directory?)")
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
-
-
-def _read_jsonl(path: Path, required: bool) -> list[dict] | None:
-    if not path.exists():
-        if required:
-            raise DataError(f"{path} does not exist (is this a copyprobe run directory?)")
-        return None
-    rows = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{path} line {number} is not a JSON object")
-                rows.append(row)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
-    return rows
-
-
 def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """The files of a run directory: run, scores, metrics, examples, verdicts (None if absent)."""
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise DataError(f"{path} is not a directory (give the run directory that detect/audit wrote)")
-    run = _read_json(path / "run.json", required=True)
-    if not isinstance(run, dict):
-        raise DataError(f"{path / 'run.json'} is not a JSON object")
-    scores = _read_jsonl(path / "scores.jsonl", required=True) or []
-    metrics = _read_json(path / "metrics.json", required=False)
-    if metrics is not None and not isinstance(metrics, dict):
-        raise DataError(f"{path / 'metrics.json'} is not a JSON object")
-    examples = _read_jsonl(path / "examples.jsonl", required=False)
-    verdicts = _read_json(path / "verdicts.json", required=False)
-    if verdicts is not None:
-        _check_verdicts(verdicts, path / "verdicts.json")
-    return {"dir": path, "run": run, "scores": scores, "metrics": metrics,
-            "examples": examples, "verdicts": verdicts}
+    """The run directory as the templates use it: run (run.json as a dict), scores,
+    metrics, examples, verdicts, canary (None if absent)."""
+    from copyprobe.record import load_run as read
+
+    loaded = read(run_dir)
+    if loaded.scores is None:
+        raise DataError(f"{loaded.dir / 'scores.jsonl'} does not exist (the report shows detect and audit runs)")
+    if loaded.verdicts is not None:
+        _check_verdicts(loaded.verdicts, loaded.dir / "verdicts.json")
+    return {"dir": loaded.dir, "run": loaded.record.to_json(), "scores": loaded.scores,
+            "metrics": loaded.metrics, "examples": loaded.examples, "verdicts": loaded.verdicts,
+            "canary": loaded.canary}
 
 
 def _check_verdicts(verdicts: Any, path: Path) -> None:
@@ -655,18 +613,7 @@ def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     page = render_report(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(page)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(path, page)
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
     return path

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import pytest
 from scipy import stats
 
-import copyprobe.detect  # noqa: F401  (the package re-exports the function under the same name)
 from copyprobe.backends.fake import FakeBackend
-from copyprobe.cli.commands.audit import verdicts
+from copyprobe.evaluation.verdicts import verdicts
 from copyprobe.cli.main import main
 
 
@@ -67,9 +65,7 @@ def test_audit_command_end_to_end(tmp_path, monkeypatch, capsys):
         return " ".join(rest[:right] + ["zz"] * (len(rest) - right))
 
     fake = FakeBackend(spec="fake-audit", generate_fn=fn)
-    detect_module = sys.modules["copyprobe.detect"]
-    real = detect_module.detect
-    monkeypatch.setattr(detect_module, "detect", lambda model, *a, **k: real(fake, *a, **k))
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
     out = tmp_path / "run"
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
                  "--clean", str(tmp_path / "clean.jsonl"), "--method", "prefix_probe",
@@ -117,9 +113,7 @@ def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, c
     write_jsonl(tmp_path / "suspect.jsonl", suspect)
     write_jsonl(tmp_path / "clean.jsonl", clean)
     fake = FakeBackend(spec="fake-audit", member_texts=[r["text"] for r in suspect])
-    detect_module = sys.modules["copyprobe.detect"]
-    real = detect_module.detect
-    monkeypatch.setattr(detect_module, "detect", lambda model, *a, **k: real(fake, *a, **k))
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
     out = tmp_path / "run"
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
                  "--clean", str(tmp_path / "clean.jsonl"), "--method", "feature_agg",

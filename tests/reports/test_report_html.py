@@ -408,7 +408,7 @@ def test_missing_report_extras_is_a_one_line_error(tmp_path, monkeypatch):
 def test_reads_the_audit_commands_verdicts(tmp_path, monkeypatch):
     """verdicts.json as `copyprobe audit` writes it: ids prefixed suspect:/clean:, one
     top-level baseline, "score" and "mann_whitney_p", verdicts seen/inconclusive/not detected."""
-    from copyprobe.cli.commands.audit import verdicts as audit_verdicts
+    from copyprobe.evaluation.verdicts import verdicts as audit_verdicts
     from copyprobe.reports import plots
 
     run_dir = write_sample_run(tmp_path / "run", failures=False)

@@ -43,12 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from copyprobe.data.readers import load_dataset
-    from copyprobe.detect import build_methods
     from copyprobe.record import prepare_out_dir
+    from copyprobe.scoring import build_methods
 
     names = split_names(args.methods)
     params = parse_params(args.param, names)
-    build_methods(names, params)  # unknown methods and bad values fail before any loading
+    methods = build_methods(names, params)  # unknown methods and bad values fail before the data loads
     check_batch_size(args.batch_size)
     if args.bootstrap < 0:
         raise ConfigError(f"--bootstrap must be >= 0 (0 = no confidence intervals), got {args.bootstrap}")
@@ -61,11 +61,5 @@ def run(args: argparse.Namespace) -> int:
         id_column=args.id_column,
         split=args.split,
     )
-    return run_detect(args, dataset, names, params=params, seed=args.seed, n_bootstrap=args.bootstrap)
+    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap)
 
-
-def write_report(run_dir) -> None:
-    from copyprobe.reports.html import write_report as write
-
-    path = write(run_dir)
-    print(f"report written to {path}")

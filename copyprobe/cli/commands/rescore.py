@@ -1,0 +1,38 @@
+"""`copyprobe rescore RUN_DIR`: recompute metrics, verdicts, blind baseline and report
+from a saved run, with no model loaded and no model call."""
+
+from __future__ import annotations
+
+import argparse
+
+from copyprobe.params import NON_NEGATIVE_INT, option_type
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "rescore",
+        help="recompute metrics, verdicts and report from a run directory (no model is loaded)",
+        description="Recompute metrics.json (AUC, TPR at low FPR, bootstrap CIs, blind baseline), "
+                    "verdicts.json (audit runs) or the copying metrics from the run record alone.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by detect, audit, demo or copying")
+    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=None,
+                        help="bootstrap resamples (default: the number the run used)")
+    parser.add_argument("--report", action="store_true", help="also write report.html (detect and audit runs)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from copyprobe.cli._common import print_metrics
+    from copyprobe.rescore import rescore
+
+    loaded = rescore(args.run_dir, n_bootstrap=args.bootstrap)
+    if loaded.record.kind in ("detect", "audit"):
+        names = list(loaded.record.methods)
+        print_metrics(loaded.metrics, loaded.scores_frame(), names, (loaded.metrics or {}).get("notes", []))
+    if args.report:
+        from copyprobe.reports.html import write_report
+
+        print(f"report written to {write_report(loaded.dir)}")
+    print(f"rescored {loaded.dir}")
+    return 0

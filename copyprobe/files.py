@@ -1,0 +1,159 @@
+"""Reading and writing copyprobe's own JSON files: one atomic writer for every file a run,
+a plant, a kit or a benchmark writes, and readers that turn a damaged file into one
+DataError line.
+
+Writes go to a temporary file in the same directory that then replaces the target
+(``os.replace``), so a reader never sees a half-written file and an interrupted write
+leaves the previous file intact. NaN and infinite floats become null (strict JSON has
+no NaN); numpy scalars and arrays become plain numbers and lists.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from copyprobe.errors import DataError
+
+TRACKED_PACKAGES = (
+    "copyprobe", "torch", "transformers", "gguf", "numpy", "scipy", "scikit-learn", "pandas",
+    "llama-cpp-python", "rouge-score", "rapidfuzz", "peft", "sentence-transformers", "spacy",
+)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made strict-JSON safe (see module docstring)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
+        return jsonable(value.tolist())
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    # what jsonable() left: dates (from Parquet/CSV columns), sets
+    if isinstance(value, (_dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
+
+
+def dumps_line(obj: Any) -> str:
+    return json.dumps(jsonable(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=_json_default)
+
+
+def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
+    """Write text (a string, or chunks streamed one by one) to ``path`` atomically."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            for chunk in ([chunks] if isinstance(chunks, str) else chunks):
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    text = json.dumps(jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
+    return atomic_write(path, text + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
+    """One JSON object per line, atomically; returns the number of rows written."""
+    count = 0
+
+    def lines() -> Iterator[str]:
+        nonlocal count
+        for row in rows:
+            count += 1
+            yield dumps_line(row if isinstance(row, dict) else dict(row)) + "\n"
+
+    atomic_write(path, lines())
+    return count
+
+
+def read_json(path: str | os.PathLike, *, required: bool = True, what: str = "copyprobe run directory") -> Any:
+    """The parsed file, None when absent and not ``required``; damage is one DataError."""
+    path = Path(path)
+    if not path.exists():
+        if required:
+            raise DataError(f"{path} does not exist (is this a {what}?)")
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise DataError(f"{path} is nested too deeply to read") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def read_jsonl(path: str | os.PathLike, *, required: bool = True,
+               what: str = "copyprobe run directory") -> list[dict] | None:
+    """Rows of a JSON-lines file (each must be an object); None when absent and not ``required``."""
+    path = Path(path)
+    if not path.exists():
+        if required:
+            raise DataError(f"{path} does not exist (is this a {what}?)")
+        return None
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
+                except RecursionError:
+                    raise DataError(f"{path} line {number} is nested too deeply to read") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{path} line {number} is not a JSON object")
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+    return rows
+
+
+def versions() -> dict[str, str]:
+    """Python, platform and the versions of the packages that can change a result."""
+    found = {"python": platform.python_version(), "platform": sys.platform}
+    for name in TRACKED_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()

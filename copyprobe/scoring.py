@@ -1,0 +1,211 @@
+"""Scoring passages with methods, and summarising the scores: the steps `detect`,
+`audit`, `canary` and `rescore` share.
+
+``score_examples`` runs every method over every example through the runner (one shared
+request per text for all logit methods) and fits learning methods on a seeded training
+split; ``summarize`` turns the per-passage rows into metrics (with the blind baseline)
+and is all that ``copyprobe rescore`` needs, so a saved run gives the same metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.methods.base import Method, Score
+from copyprobe.registry import make_method
+from copyprobe.runner import DriveStats, Failure, ProgressFactory, drive
+
+
+def build_methods(
+    methods: Sequence[str | Method] | str,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Method]:
+    """Validated method objects from names (or instances) and their parameters."""
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    if not methods:
+        raise ConfigError("no methods given (run `copyprobe methods` to list them)")
+    params = dict(params or {})
+    built: list[Method] = []
+    for item in methods:
+        if isinstance(item, Method):
+            item.validate()
+            built.append(item)
+        else:
+            built.append(make_method(item, **params.pop(item, {})))
+    if params:
+        raise ConfigError(f"--param names method {next(iter(params))!r}, which is not in --methods")
+    names = [m.name for m in built]
+    duplicated = {n for n in names if names.count(n) > 1}
+    if duplicated:
+        raise ConfigError(f"method {sorted(duplicated)[0]!r} given twice")
+    return built
+
+
+def load_examples(data: Any) -> tuple[list[Example], dict[str, Any]]:
+    """Examples and a data description from a path, a Dataset, or a list of texts/Examples."""
+    from copyprobe.data.readers import Dataset, load_dataset
+
+    if isinstance(data, (str, Path)):
+        data = load_dataset(data)
+    if isinstance(data, Dataset):
+        info = {
+            "path": str(data.path),
+            "sha256": data.sha256,
+            "n_rows": data.n_rows,
+            "n_skipped": data.n_skipped,
+            "columns": data.columns,
+        }
+        return list(data.examples), info
+    examples = [
+        item if isinstance(item, Example) else Example(id=str(i), text=str(item))
+        for i, item in enumerate(data)
+    ]
+    if not examples:
+        raise DataError("no passages to score")
+    return examples, {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0}
+
+
+def train_split(method: Method, examples: list[Example], seed: int) -> list[int]:
+    """Seeded, stratified choice of training rows for a learning method."""
+    n_train = int(method.train_size())
+    labelled = [i for i, e in enumerate(examples) if e.label is not None]
+    by_class = {c: [i for i in labelled if examples[i].label == c] for c in (0, 1)}
+    needed = max(n_train, 2)
+    if len(by_class[0]) + len(by_class[1]) < needed + 2 or min(len(v) for v in by_class.values()) < 3:
+        raise DataError(
+            f"method {method.name!r} trains on labelled data: it needs at least {needed + 2} labelled "
+            f"passages with both classes (>= 3 each) to train on {needed} and evaluate the rest; "
+            f"the data has {len(by_class[1])} members and {len(by_class[0])} non-members"
+        )
+    rng = random.Random(f"{seed}:{method.name}")
+    chosen: list[int] = []
+    total = len(by_class[0]) + len(by_class[1])
+    for cls, rows in sorted(by_class.items()):
+        # stratified, with at least 2 per class to fit on and at least 1 left to evaluate
+        share = max(2, round(needed * len(rows) / total))
+        chosen += rng.sample(rows, min(share, len(rows) - 1))
+    return sorted(chosen)
+
+
+def score_examples(
+    examples: list[Example],
+    methods: list[Method],
+    backend_for: Any,
+    *,
+    seed: int = 0,
+    progress: ProgressFactory | None = None,
+    stats: DriveStats | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Run every method over every example. ``backend_for`` is a Session's (spec -> backend).
+    Returns per-example rows and the ids each learning method trained on."""
+    stats = stats if stats is not None else DriveStats()
+    runs = {(i, m): method.run(example) for m, method in enumerate(methods) for i, example in enumerate(examples)}
+    kwargs = {"progress": progress} if progress else {}
+    results = drive(runs, backend_for, stats=stats, **kwargs)
+
+    rows = [example_row(example, text=False) for example in examples]
+    train_ids: dict[str, list[str]] = {}
+    for m, method in enumerate(methods):
+        outputs = [results[(i, m)] for i in range(len(examples))]
+        if method.trains:
+            ok = [i for i, o in enumerate(outputs) if not isinstance(o, Failure)]
+            train_rows = [ok[i] for i in train_split(method, [examples[i] for i in ok], seed)]
+            method.fit([outputs[i] for i in train_rows], [examples[i].label for i in train_rows])
+            for i, value in zip(ok, method.predict([outputs[i] for i in ok])):
+                outputs[i] = value
+            train_ids[method.name] = [examples[i].id for i in train_rows]
+            for i in train_rows:
+                rows[i].setdefault("train", []).append(method.name)
+        for row, output in zip(rows, outputs):
+            put_score(row, method.name, output)
+    return rows, train_ids
+
+
+def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:
+    """An example as a record row (examples.jsonl with text, scores.jsonl without)."""
+    row: dict[str, Any] = {"id": example.id}
+    if text:
+        row["text"] = example.text
+    if example.doc_id is not None:
+        row["doc_id"] = example.doc_id
+    if example.label is not None:
+        row["label"] = example.label
+    return row
+
+
+def put_score(row: dict[str, Any], name: str, output: Any) -> None:
+    """A method's output into a scores row: a finite float, or None with the reason."""
+    if isinstance(output, Failure):
+        row[name] = None
+        row.setdefault("errors", {})[name] = output.reason
+        return
+    details = None
+    if isinstance(output, Score):
+        value, details = output.value, output.details
+    else:
+        value = output
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        row[name] = None
+        row.setdefault("errors", {})[name] = f"method returned a non-number: {value!r}"
+        return
+    if not math.isfinite(value):
+        row[name] = None
+        row.setdefault("errors", {})[name] = f"score is {value}"
+        return
+    row[name] = value
+    if details:
+        row.setdefault("details", {})[name] = details
+
+
+def scores_frame(rows: list[dict[str, Any]], method_names: Iterable[str]):
+    """The rows as a pandas DataFrame: id, doc_id, label, one column per method."""
+    import pandas as pd
+
+    columns = ["id", "doc_id", "label", *method_names]
+    frame = pd.DataFrame(rows)
+    for column in columns:
+        if column not in frame:
+            frame[column] = None
+    return frame
+
+
+def summarize(
+    rows: list[dict[str, Any]],
+    texts: Mapping[str, str],
+    method_names: list[str],
+    train_ids: Mapping[str, Iterable[str]] | None = None,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    blind_baseline: bool = True,
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """(metrics or None, notes) from scores rows; ``texts`` (id -> text) feed the blind
+    baseline. A pure function of the run record: ``rescore`` calls it with what was saved."""
+    from copyprobe.evaluation.metrics import evaluate
+
+    notes: list[str] = []
+    labels = {r["label"] for r in rows if r.get("label") is not None}
+    if not labels:
+        return None, ["no labels: metrics skipped"]
+    if len(labels) == 1:
+        return None, [f"all labelled passages have label {labels.pop()}: metrics need both classes, skipped"]
+    frame = scores_frame(rows, method_names)
+    exclude = {name: set(ids) for name, ids in (train_ids or {}).items()}
+    metrics = evaluate(frame, method_names, n_bootstrap=n_bootstrap, seed=seed, exclude=exclude)
+    if blind_baseline:
+        from copyprobe.evaluation.blind import add_blind_baseline
+
+        labelled = [r for r in rows if r.get("label") is not None and r["id"] in texts]
+        groups = [r["doc_id"] for r in labelled] if all(r.get("doc_id") is not None for r in labelled) else None
+        add_blind_baseline(metrics, [texts[r["id"]] for r in labelled], [r["label"] for r in labelled],
+                           groups, seed)
+    notes.extend(metrics.get("notes", []))
+    return metrics, notes

@@ -1,0 +1,113 @@
+"""A Session: the target model plus every other model a method names, each wrapped by
+the response cache, loaded once and closed together.
+
+    with copyprobe.Session("smollm2-135m-instruct") as session:
+        first = copyprobe.detect(session, "a.jsonl", ["loss"])
+        second = copyprobe.detect(session, "b.jsonl", ["min_k_pp"])   # no second load
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from copyprobe.backends.base import Backend
+
+
+class Session:
+    def __init__(
+        self,
+        target: str | Backend,
+        *,
+        cache: bool | str | Path = True,
+        batch_size: int = 8,
+        device: str = "auto",
+        dtype: str = "auto",
+        loader: Callable[..., Backend] | None = None,
+        api_options: Mapping[str, Any] | None = None,
+    ):
+        from copyprobe.backends.cache import CachedBackend, ResponseCache, default_cache_path
+
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self._loader = loader
+        # options for OpenAI-compatible backends only (e.g. api_key_env, concurrency)
+        self.api_options = dict(api_options or {})
+        if cache is True:
+            self.cache = ResponseCache(default_cache_path())
+        elif cache is False or cache is None:
+            self.cache = None
+        else:
+            self.cache = ResponseCache(cache)
+        self._wrap = (lambda b: CachedBackend(b, self.cache)) if self.cache else (lambda b: b)
+        self.closed = False
+        # backends this session loaded (and so closes); a Backend handed in stays the caller's
+        self._owned: set[str | None] = set()
+        start = time.perf_counter()
+        try:
+            raw = target if isinstance(target, Backend) else self._load(target)
+        except BaseException:
+            self._close_cache()
+            raise
+        self.load_s = time.perf_counter() - start
+        self.target_spec = raw.spec
+        self.backends: dict[str | None, Backend] = {None: self._wrap(raw)}
+        if not isinstance(target, Backend):
+            self._owned.add(None)
+
+    def _load(self, spec: str) -> Backend:
+        if self._loader is not None:
+            return self._loader(spec)
+        from copyprobe.backends.specs import load_backend
+
+        options = self.api_options if spec.startswith("openai:") else {}
+        return load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
+
+    def backend_for(self, spec: str | None) -> Backend:
+        """The (cached) backend of ``spec``; None or the target's own spec is the target."""
+        if self.closed:
+            raise RuntimeError("this Session is closed")
+        if spec == self.target_spec:
+            spec = None
+        if spec not in self.backends:
+            start = time.perf_counter()
+            self.backends[spec] = self._wrap(self._load(spec))
+            self._owned.add(spec)
+            self.load_s += time.perf_counter() - start
+        return self.backends[spec]
+
+    @property
+    def target(self) -> Backend:
+        return self.backends[None]
+
+    def cache_counts(self) -> dict[str, Any]:
+        hits = sum(getattr(b, "hits", 0) for b in self.backends.values())
+        misses = sum(getattr(b, "misses", 0) for b in self.backends.values())
+        return {"path": str(self.cache.path) if self.cache else None, "hits": hits, "misses": misses}
+
+    def model_info(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(target facts, other models' facts by spec) for the run record."""
+        return self.target.info(), {spec: b.info() for spec, b in self.backends.items() if spec is not None}
+
+    def close(self) -> None:
+        """Release the backends this session loaded and the cache file; safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            for spec in self._owned:
+                self.backends[spec].close()
+        finally:
+            self._close_cache()
+
+    def _close_cache(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,178 @@
+"""The run record: typed and versioned, one writer, read back by load_run; rescore
+recomputes every derived file from it byte for byte without loading a model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import copyprobe
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+from copyprobe.errors import DataError
+from copyprobe.record import FORMAT_VERSION, RunRecord, load_run, write_run
+from copyprobe.rescore import rescore
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Any attempt to load a model fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", refuse)
+    monkeypatch.setattr("copyprobe.backends.hf.HFBackend.__init__", refuse)
+
+
+def labelled_rows(n=24):
+    rows = []
+    for i in range(n):
+        words = [f"w{(i * 7 + j) % 40}" for j in range(30)]
+        rows.append({"id": f"p{i}", "text": " ".join(words), "label": i % 2, "doc_id": f"d{i % 8}"})
+    return rows
+
+
+def write_data(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def detect_run(tmp_path, methods=("loss", "zlib", "min_k", "feature_agg"), **kwargs):
+    rows = labelled_rows()
+    fake = FakeBackend(spec="fake", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    data = write_data(tmp_path / "data.jsonl", rows)
+    params = {"feature_agg": {"n_train": 8}} if "feature_agg" in methods else None
+    return copyprobe.detect(fake, str(data), list(methods), params=params, out=tmp_path / "run",
+                            cache=False, n_bootstrap=200, seed=3, command=["copyprobe", "detect"], **kwargs)
+
+
+def test_record_is_typed_versioned_and_round_trips(tmp_path):
+    result = detect_run(tmp_path)
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert saved["format_version"] == FORMAT_VERSION and saved["kind"] == "detect"
+    record = RunRecord.from_json(saved)
+    assert record.to_json() == saved
+    assert record.train_ids["feature_agg"] == result.record.train_ids["feature_agg"]
+    loaded = load_run(tmp_path / "run")
+    assert loaded.record.methods == json.loads(json.dumps(result.record.methods))
+    assert loaded.record.methods["min_k"] == {"k": 0.2} and loaded.record.methods["feature_agg"]["n_train"] == 8
+    assert [r["id"] for r in loaded.scores] == [f"p{i}" for i in range(24)]
+    assert loaded.metrics == json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert list(loaded.scores_frame()["min_k"]) == list(result.scores["min_k"])
+
+
+def test_records_before_versioning_still_read_and_newer_ones_are_refused(tmp_path):
+    detect_run(tmp_path)
+    path = tmp_path / "run" / "run.json"
+    legacy = json.loads(path.read_text())
+    del legacy["format_version"], legacy["kind"]
+    legacy["written_by_hand"] = True
+    path.write_text(json.dumps(legacy))
+    record = load_run(tmp_path / "run").record
+    assert record.format_version == 0 and record.kind == "detect" and record.extra == {"written_by_hand": True}
+    path.write_text(json.dumps({**legacy, "format_version": FORMAT_VERSION + 1}))
+    with pytest.raises(DataError, match="newer copyprobe"):
+        load_run(tmp_path / "run")
+    path.write_text(json.dumps({**legacy, "methods": ["loss"]}))
+    with pytest.raises(DataError, match="'methods' must be a dict"):
+        load_run(tmp_path / "run")
+
+
+def test_write_run_removes_stale_files_and_writes_run_json_last(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "metrics.json").write_text("{}")
+    write_run(out, RunRecord(kind="detect", command=[]), {"scores.jsonl": [{"id": "a"}], "metrics.json": None})
+    assert not (out / "metrics.json").exists()
+    assert load_run(out).scores == [{"id": "a"}]
+
+
+def test_rescore_reproduces_metrics_byte_for_byte_without_a_model(tmp_path, no_model):
+    detect_run(tmp_path)
+    run_dir = tmp_path / "run"
+    original = (run_dir / "metrics.json").read_bytes()
+    assert b"blind_baseline" in original
+    (run_dir / "metrics.json").unlink()
+    rescore(run_dir)
+    assert (run_dir / "metrics.json").read_bytes() == original
+    # the command line: same bytes again, and the report, still without a model
+    assert main(["rescore", str(run_dir), "--report"]) == 0
+    assert (run_dir / "metrics.json").read_bytes() == original
+    assert (run_dir / "report.html").exists()
+
+
+def test_rescore_can_change_the_bootstrap(tmp_path, no_model):
+    detect_run(tmp_path)
+    before = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    rescore(tmp_path / "run", n_bootstrap=0)
+    after = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert after["passage"]["loss"]["auc"] == before["passage"]["loss"]["auc"]
+    assert before["passage"]["loss"]["auc_low"] is not None and after["passage"]["loss"]["auc_low"] is None
+
+
+def test_rescore_reproduces_audit_verdicts(tmp_path, monkeypatch):
+    rows = labelled_rows()
+    suspect = write_data(tmp_path / "suspect.jsonl", [r for r in rows if r["label"] == 1])
+    clean = write_data(tmp_path / "clean.jsonl", [r for r in rows if r["label"] == 0])
+    fake = FakeBackend(spec="fake", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    result = copyprobe.audit(fake, str(suspect), str(clean), "loss", alpha=0.05, out=tmp_path / "audit",
+                             cache=False, command=["copyprobe", "audit"])
+    assert result.out == tmp_path / "audit" and result.verdicts["method"] == "loss"
+    run_dir = tmp_path / "audit"
+    assert load_run(run_dir).record.audit == {"method": "loss", "alpha": 0.05, "suspect": str(suspect),
+                                              "clean": str(clean)}
+    files = {name: (run_dir / name).read_bytes() for name in ("metrics.json", "verdicts.json")}
+    for name in files:
+        (run_dir / name).unlink()
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda *a, **k: pytest.fail("model loaded"))
+    rescore(run_dir)
+    assert {name: (run_dir / name).read_bytes() for name in files} == files
+
+
+def test_rescore_reproduces_copying_metrics(tmp_path, no_model):
+    from copyprobe.copying import CopyConfig
+    from copyprobe.copying.nonliteral import BackendJudge
+    from copyprobe.copying.runner import copying
+
+    fake = FakeBackend(generate_fn=lambda request: "In the beginning God created the heaven and the earth.")
+    cfg = CopyConfig(tasks=("literal", "qa"), judge=BackendJudge(None), literal_max_tokens=30)
+    copying(fake, "kjv", cfg, out=tmp_path / "copy", cache=False, command=["copyprobe", "copying"])
+    original = (tmp_path / "copy" / "metrics.json").read_bytes()
+    (tmp_path / "copy" / "metrics.json").unlink()
+    rescore(tmp_path / "copy")
+    assert (tmp_path / "copy" / "metrics.json").read_bytes() == original
+
+
+def test_rescore_refuses_what_is_not_a_run(tmp_path, capsys):
+    assert main(["rescore", str(tmp_path / "nothing")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "run.json").write_text("[1, 2]")
+    assert main(["rescore", str(tmp_path / "bad")]) == 2
+    assert "not a JSON object" in capsys.readouterr().err
+
+
+def test_session_closes_what_it_loaded_and_leaves_the_callers_backend(tmp_path):
+    loaded = []
+
+    class Closing(FakeBackend):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def loader(spec):
+        loaded.append(Closing(spec=spec))
+        return loaded[-1]
+
+    mine = Closing(spec="mine")
+    with copyprobe.Session(mine, cache=tmp_path / "c.sqlite", loader=loader) as session:
+        session.backend_for("reference-model")
+        cache = session.cache
+    assert loaded[0].closed and not mine.closed
+    with pytest.raises(Exception):
+        cache.count()  # the SQLite connection is closed
+    with copyprobe.Session("by-spec", cache=False, loader=loader) as session:
+        pass
+    assert loaded[-1].spec == "by-spec" and loaded[-1].closed
