@@ -31,6 +31,7 @@ from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
+from copyprobe.copying.common import text_of
 from copyprobe.data.books import read_book
 from copyprobe.errors import DataError, RowError
 
@@ -428,8 +429,8 @@ def nonliteral_from_summary(
     ev_req = GenerateRequest(prompt=prompts.fill(prompts.EVENTS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ch_req = GenerateRequest(prompt=prompts.fill(prompts.CHARACTERS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ev_ans, ch_ans = yield [ev_req, ch_req]
-    events = parse_events(_text_of(ev_ans))
-    chars = parse_characters(_text_of(ch_ans))
+    events = parse_events(text_of(ev_ans))
+    chars = parse_characters(text_of(ch_ans))
     return nonliteral_items(events, chars, title=title, n_beginnings=n_beginnings, id_prefix=id_prefix)
 
 
@@ -456,15 +457,15 @@ def qa_from_passage(
     """A runner generator for A.1's three steps: a QA pair (Fig. 10), its claim (Fig. 11), and
     the check that the passage supports the claim (Fig. 12); unsupported pairs are a RowError."""
     (gen,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_GENERATE, passage=passage), max_tokens=96, model=model)]
-    question, answer = parse_qa_pair(_text_of(gen))
+    question, answer = parse_qa_pair(text_of(gen))
     (claim,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_CLAIM, question=question, answer=answer),
                                       max_tokens=96, model=model)]
-    claim_text = _text_of(claim).strip().splitlines()[0].strip() if _text_of(claim).strip() else ""
+    claim_text = text_of(claim).strip().splitlines()[0].strip() if text_of(claim).strip() else ""
     if not claim_text:
         raise RowError("the claim step gave an empty answer")
     (verdict,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_VERIFY, claim=claim_text, passage=passage),
                                         max_tokens=8, model=model)]
-    label = _text_of(verdict).strip().lower()
+    label = text_of(verdict).strip().lower()
     if label.startswith("not"):
         raise RowError(f"the passage does not support the pair ({question!r} -> {answer!r})")
     if label.startswith("partially") and not keep_partial:
@@ -473,12 +474,3 @@ def qa_from_passage(
         raise RowError(f"the verification answer cannot be read: {label[:60]!r}")
     rid = item_id or "qa." + hashlib.sha256(passage.encode()).hexdigest()[:10]
     return QAItem(rid, title, question, (answer,))
-
-
-def _text_of(response: Any) -> str:
-    """The text of a Generation, or a RowError for a failed request."""
-    text = getattr(response, "text", None)
-    if text is None:
-        reason = getattr(response, "reason", None) or "no answer"
-        raise RowError(f"generation failed: {reason}")
-    return text
