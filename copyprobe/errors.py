@@ -30,3 +30,9 @@ class BackendError(CopyprobeError):
 
 class RowError(Exception):
     """A method cannot score one passage; recorded per row, the run goes on."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of an exception raised by a library, for a one-line message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

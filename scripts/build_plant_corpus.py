@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenizer == "whitespace":
         count = whitespace_count
     else:
-        from copyprobe.plant.finetune import load_tokenizer, resolve_model
+        from copyprobe.backends.specs import load_tokenizer
 
-        count = tokenizer_counter(load_tokenizer(resolve_model(args.tokenizer)))
+        count = tokenizer_counter(load_tokenizer(args.tokenizer))
 
     rows: list[dict] = []
     if not args.no_bible:

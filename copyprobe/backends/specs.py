@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,50 +59,53 @@ def load_backend(
 
         return OpenAIBackend.from_spec(spec, **common, **options)
 
+    source = resolve_local(spec)
     from copyprobe.backends.hf import HFBackend
 
+    if source.kind == "gguf":
+        return HFBackend.from_gguf(source.path, spec=spec, **common, **options)
+    return HFBackend.from_pretrained(source.path, spec=spec, **common, **options)
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """Where the weights of a local model spec are."""
+
+    spec: str
+    kind: str  # "gguf": a GGUF file; "hf": a transformers model directory or hub id
+    path: str  # the file, the directory, or the hub id
+
+
+def resolve_local(spec: str) -> LocalModel:
+    """Resolve an ``hf:``, ``gguf:`` or alias spec without loading anything (the backends,
+    ``load_tokenizer`` and ``copyprobe plant`` all find their weights here)."""
+    spec = spec.strip() if isinstance(spec, str) else spec
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
+    if spec.startswith("openai:"):
+        raise ConfigError(f"{spec!r} is a remote model: its weights and tokenizer are not available here; "
+                          "use an hf: or gguf: spec")
     if spec in ALIASES:
-        return HFBackend.from_gguf(alias_path(spec), spec=spec, **common, **options)
+        return LocalModel(spec, "gguf", str(alias_path(spec)))
     if spec.startswith("gguf:"):
         path = spec[len("gguf:"):].strip()
         if not path:
             raise ConfigError("model spec 'gguf:' needs a file path, e.g. gguf:models/model.Q4_K_M.gguf")
-        return HFBackend.from_gguf(Path(path).expanduser(), spec=spec, **common, **options)
+        return LocalModel(spec, "gguf", str(Path(path).expanduser()))
     if spec.startswith("hf:"):
         name = spec[len("hf:"):].strip()
         if not name:
             raise ConfigError("model spec 'hf:' needs a model directory or hub id, e.g. hf:./my-model")
-        return HFBackend.from_pretrained(name, spec=spec, **common, **options)
+        return LocalModel(spec, "hf", name)
     raise ConfigError(_unknown_spec_message(spec))
 
 
 def load_tokenizer(spec: str):
     """The tokenizer of a local model spec, without loading the model's weights."""
-    spec = spec.strip() if isinstance(spec, str) else spec
-    if not isinstance(spec, str) or not spec:
-        raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
-    if spec.startswith("openai:"):
-        raise ConfigError(f"{spec!r} is a remote model: its tokenizer is not available; use an hf: or gguf: spec")
-    from copyprobe.backends.hf import load_gguf_tokenizer
+    from copyprobe.backends.hf.loading import load_tokenizer as load
 
-    if spec in ALIASES:
-        return load_gguf_tokenizer(alias_path(spec))
-    if spec.startswith("gguf:") and spec[len("gguf:"):].strip():
-        return load_gguf_tokenizer(Path(spec[len("gguf:"):].strip()).expanduser())
-    if spec.startswith("hf:") and spec[len("hf:"):].strip():
-        from transformers import AutoTokenizer
-
-        name = spec[len("hf:"):].strip()
-        local = Path(name).expanduser()
-        if (local.is_absolute() or name.startswith((".", "~"))) and not local.exists():
-            raise BackendError(f"model directory not found: {local}")
-        try:
-            return AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
-        except Exception as exc:
-            raise BackendError(f"cannot load the tokenizer of {name!r}: {str(exc).strip().splitlines()[0]}") from exc
-    if spec in ("hf:", "gguf:"):
-        raise ConfigError(f"model spec {spec!r} needs a path or name after the colon")
-    raise ConfigError(_unknown_spec_message(spec))
+    source = resolve_local(spec)
+    return load(source.kind, source.path)
 
 
 def _unknown_spec_message(spec: str) -> str:

@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import html
 import json
-import posixpath
 import re
-import zipfile
 from collections.abc import Generator, Iterable
 from dataclasses import asdict, dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
+from copyprobe.copying.common import text_of
+from copyprobe.data.books import read_book
 from copyprobe.errors import DataError, RowError
 
 TASK_FILES = {"literal": "data.literal.json", "nonliteral": "data.nonliteral.json", "qa": "data.qa.json"}
@@ -309,92 +307,6 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
 
 
 # --------------------------------------------------------------------------- books
-class _TextExtractor(HTMLParser):
-    BLOCK = frozenset({"p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "section", "blockquote"})
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag, attrs):
-        if tag in ("script", "style", "head"):
-            self._skip += 1
-        elif tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag):
-        if tag in ("script", "style", "head"):
-            self._skip = max(0, self._skip - 1)
-        elif tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data):
-        if not self._skip:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    parser = _TextExtractor()
-    parser.feed(markup)
-    parser.close()
-    text = html.unescape("".join(parser.parts))
-    return re.sub(r"\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
-
-
-def read_epub(path: Path) -> str:
-    """The text of an EPUB's spine documents, in reading order (standard library only)."""
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise DataError(f"{path} is not a readable EPUB (zip) file: {exc}") from None
-    with zf:
-        try:
-            container = zf.read("META-INF/container.xml").decode("utf-8", "replace")
-            opf_path = re.search(r'full-path="([^"]+)"', container).group(1)
-            opf = zf.read(opf_path).decode("utf-8", "replace")
-        except (KeyError, AttributeError):
-            raise DataError(f"{path}: EPUB without META-INF/container.xml or package document") from None
-        base = posixpath.dirname(opf_path)
-        manifest = {}
-        for m in re.finditer(r"<item\b[^>]*>", opf):
-            tag = m.group(0)
-            iid = re.search(r'\bid="([^"]+)"', tag)
-            href = re.search(r'\bhref="([^"]+)"', tag)
-            if iid and href:
-                manifest[iid.group(1)] = href.group(1)
-        spine = re.findall(r'<itemref\b[^>]*\bidref="([^"]+)"', opf)
-        texts = []
-        for idref in spine:
-            href = manifest.get(idref)
-            if not href:
-                continue
-            name = posixpath.normpath(posixpath.join(base, html.unescape(href)))
-            try:
-                texts.append(html_to_text(zf.read(name).decode("utf-8", "replace")))
-            except KeyError:
-                continue
-    text = "\n\n".join(t for t in texts if t)
-    if not text.strip():
-        raise DataError(f"{path}: the EPUB has no text in its spine")
-    return text
-
-
-def read_book(path: str | Path) -> str:
-    p = Path(path)
-    if p.suffix.lower() == ".epub":
-        return read_epub(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{p} is not UTF-8 text") from None
-    if not text.strip():
-        raise DataError(f"{p} is empty")
-    return text
-
-
 def literal_items_from_text(
     text: str,
     *,
@@ -517,8 +429,8 @@ def nonliteral_from_summary(
     ev_req = GenerateRequest(prompt=prompts.fill(prompts.EVENTS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ch_req = GenerateRequest(prompt=prompts.fill(prompts.CHARACTERS_EXTRACT, **values), max_tokens=max_tokens, model=model)
     ev_ans, ch_ans = yield [ev_req, ch_req]
-    events = parse_events(_text_of(ev_ans))
-    chars = parse_characters(_text_of(ch_ans))
+    events = parse_events(text_of(ev_ans))
+    chars = parse_characters(text_of(ch_ans))
     return nonliteral_items(events, chars, title=title, n_beginnings=n_beginnings, id_prefix=id_prefix)
 
 
@@ -545,15 +457,15 @@ def qa_from_passage(
     """A runner generator for A.1's three steps: a QA pair (Fig. 10), its claim (Fig. 11), and
     the check that the passage supports the claim (Fig. 12); unsupported pairs are a RowError."""
     (gen,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_GENERATE, passage=passage), max_tokens=96, model=model)]
-    question, answer = parse_qa_pair(_text_of(gen))
+    question, answer = parse_qa_pair(text_of(gen))
     (claim,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_CLAIM, question=question, answer=answer),
                                       max_tokens=96, model=model)]
-    claim_text = _text_of(claim).strip().splitlines()[0].strip() if _text_of(claim).strip() else ""
+    claim_text = text_of(claim).strip().splitlines()[0].strip() if text_of(claim).strip() else ""
     if not claim_text:
         raise RowError("the claim step gave an empty answer")
     (verdict,) = yield [GenerateRequest(prompt=prompts.fill(prompts.QA_VERIFY, claim=claim_text, passage=passage),
                                         max_tokens=8, model=model)]
-    label = _text_of(verdict).strip().lower()
+    label = text_of(verdict).strip().lower()
     if label.startswith("not"):
         raise RowError(f"the passage does not support the pair ({question!r} -> {answer!r})")
     if label.startswith("partially") and not keep_partial:
@@ -562,12 +474,3 @@ def qa_from_passage(
         raise RowError(f"the verification answer cannot be read: {label[:60]!r}")
     rid = item_id or "qa." + hashlib.sha256(passage.encode()).hexdigest()[:10]
     return QAItem(rid, title, question, (answer,))
-
-
-def _text_of(response: Any) -> str:
-    """The text of a Generation, or a RowError for a failed request."""
-    text = getattr(response, "text", None)
-    if text is None:
-        reason = getattr(response, "reason", None) or "no answer"
-        raise RowError(f"generation failed: {reason}")
-    return text

@@ -9,27 +9,20 @@ passage is collapsed to single spaces. A last passage shorter than ``min_tokens`
 (default half of ``passage_tokens``) is dropped. A single word longer than
 ``passage_tokens`` becomes a passage of its own.
 
-EPUB files are zip archives of XHTML: the chapters are read in spine order (from the
-OPF package file; all (X)HTML files in name order when there is none) and their tags
-stripped with the standard library's HTML parser. No extra dependencies.
+Books are read by :mod:`copyprobe.data.books` (UTF-8 text; EPUB chapters in spine order).
 """
 
 from __future__ import annotations
 
 import hashlib
-import posixpath
-import re
-import zipfile
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable, Iterable
-from xml.etree import ElementTree
 
+from copyprobe.data.books import EPUB_SUFFIXES, TEXT_SUFFIXES, read_epub, read_text
+from copyprobe.data.books import html_to_text  # noqa: F401 - plant.corpus's name for it, kept
 from copyprobe.errors import DataError
 
-TEXT_SUFFIXES = (".txt", ".text", ".md")
-EPUB_SUFFIXES = (".epub",)
 DATA_SUFFIXES = (".jsonl", ".json-lines", ".json", ".csv", ".tsv", ".parquet")
 
 CountTokens = Callable[[str], int]
@@ -95,108 +88,6 @@ def cut_passages(
         Passage(id=f"{prefix}{i:04d}", text=" ".join(ws), doc_id=doc_id, n_tokens=n)
         for i, (ws, n) in enumerate(chunks)
     ]
-
-
-# -- EPUB -----------------------------------------------------------------------------
-
-_BLOCK_TAGS = {
-    "p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "blockquote",
-    "section", "article", "pre", "hr", "dd", "dt", "table", "ul", "ol",
-}
-_SKIP_TAGS = {"script", "style", "head", "title"}
-
-
-class _TextExtractor(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.skip = 0
-
-    def handle_starttag(self, tag, attrs):
-        tag = tag.lower()
-        if tag in _SKIP_TAGS:
-            self.skip += 1
-        elif tag in _BLOCK_TAGS:
-            self.parts.append("\n")
-
-    def handle_startendtag(self, tag, attrs):
-        if tag.lower() in _BLOCK_TAGS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag):
-        tag = tag.lower()
-        if tag in _SKIP_TAGS:
-            self.skip = max(0, self.skip - 1)
-        elif tag in _BLOCK_TAGS:
-            self.parts.append("\n")
-
-    def handle_data(self, data):
-        if not self.skip:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    """Visible text of an (X)HTML document; block elements become line breaks."""
-    parser = _TextExtractor()
-    parser.feed(markup)
-    parser.close()
-    text = "".join(parser.parts)
-    lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in text.split("\n"))
-    return "\n".join(line for line in lines if line)
-
-
-def _spine(zf: zipfile.ZipFile) -> list[str]:
-    """Chapter file names in reading order."""
-    names = set(zf.namelist())
-    try:
-        container = ElementTree.fromstring(zf.read("META-INF/container.xml"))
-        rootfile = next(el for el in container.iter() if el.tag.endswith("rootfile"))
-        opf_path = rootfile.attrib["full-path"]
-        opf = ElementTree.fromstring(zf.read(opf_path))
-        base = posixpath.dirname(opf_path)
-        manifest = {
-            el.attrib.get("id"): el.attrib.get("href", "")
-            for el in opf.iter() if el.tag.endswith("}item") or el.tag == "item"
-        }
-        order = []
-        for el in opf.iter():
-            if el.tag.endswith("itemref") and el.attrib.get("idref") in manifest:
-                href = manifest[el.attrib["idref"]].split("#")[0]
-                path = posixpath.normpath(posixpath.join(base, href)) if base else posixpath.normpath(href)
-                if path in names:
-                    order.append(path)
-        if order:
-            return order
-    except (KeyError, StopIteration, ElementTree.ParseError):
-        pass
-    return sorted(n for n in names if n.lower().endswith((".xhtml", ".html", ".htm")))
-
-
-def read_epub(path: str | Path) -> str:
-    """The text of an EPUB book, chapters in reading order separated by blank lines."""
-    p = Path(path)
-    try:
-        with zipfile.ZipFile(p) as zf:
-            chapters = []
-            for name in _spine(zf):
-                raw = zf.read(name)
-                chapters.append(html_to_text(raw.decode("utf-8", errors="replace")))
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise DataError(f"cannot read EPUB {p}: {exc}") from None
-    text = "\n\n".join(c for c in chapters if c)
-    if not text.strip():
-        raise DataError(f"EPUB {p} has no text (no XHTML chapters found)")
-    return text
-
-
-def read_text(path: str | Path) -> str:
-    p = Path(path)
-    try:
-        return p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{p} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
 
 
 # -- whole corpus ---------------------------------------------------------------------

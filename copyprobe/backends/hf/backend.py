@@ -1,0 +1,235 @@
+"""HFBackend: a causal LM from transformers, answering every request kind.
+
+The class holds what all jobs share: construction (through :mod:`.loading`), identity,
+the forward pass and LM head, prompts and out-of-memory handling. Each kind of request is
+answered by a mixin in its own module: token log-probs (:mod:`.scoring`), generation
+(:mod:`.generation`), multiple choice (:mod:`.choices`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from copyprobe.backends.base import ALL_CAPABILITIES, Backend
+from copyprobe.backends.hf.choices import ChoiceLogprobsMixin
+from copyprobe.backends.hf.generation import GenerationMixin
+from copyprobe.backends.hf.loading import (
+    context_length,
+    dtype_name,
+    hash_model_dir,
+    hash_parameters,
+    load_gguf,
+    load_pretrained,
+    resolve_device,
+    resolve_dtype,
+)
+from copyprobe.backends.hf.scoring import TokenLogprobsMixin, soft_cap
+from copyprobe.errors import BackendError, ConfigError
+
+
+class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backend):
+    """A causal LM from transformers.
+
+    ``chat``: wrap plain-text generation prompts in the chat template (requests with
+    ``messages`` always use it). Models without a chat template get a plain
+    ``role: content`` transcript ending in ``assistant:``.
+    ``logits_processors``: transformers ``LogitsProcessor`` objects applied to every
+    generation (e.g. a MemFree filter); describe them in ``fingerprint_extra`` so that
+    their generations never share cache entries with unfiltered ones.
+    """
+
+    capabilities = frozenset(ALL_CAPABILITIES)
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        spec: str = "",
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        max_length: int | None = None,
+        chat: bool = False,
+        logits_processors: Sequence[Any] | None = None,
+        fingerprint_extra: str = "",
+        weights_id: str | None = None,
+        source: str | None = None,
+    ):
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
+        self.device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype, self.device)
+        self.model = model.to(device=self.device, dtype=self.torch_dtype).eval()
+        self.tokenizer = tokenizer
+        self.spec = spec or str(getattr(model, "name_or_path", "") or type(model).__name__)
+        self.batch_size = batch_size
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        context = context_length(config) or 2048
+        if max_length is None:
+            max_length = min(context, 2048)
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
+        if max_length > context:
+            raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
+        self.max_length = max_length
+        self.chat = chat
+        self.logits_processors = list(logits_processors or [])
+        self.fingerprint_extra = fingerprint_extra
+        self.source = source
+        self._weights_id = weights_id
+        self._fingerprint: str | None = None
+        self._softcap = getattr(config, "final_logit_softcapping", None)
+        self._decoder = getattr(model, "model", None) or model.get_decoder()
+        self._head = model.get_output_embeddings()
+        self.vocab_size = int(self._head.weight.shape[0])
+        self.pad_id = self._pad_token_id()
+        self.lead_ids = self._leading_special_ids()
+        if len(self.lead_ids) >= max_length // 2:
+            raise ConfigError(f"max length {max_length} is too small for this tokenizer")
+
+    # -- construction helpers ---------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, *, spec: str | None = None, device: str = "auto",
+                        dtype: str = "auto", **options: Any) -> HFBackend:
+        """Load a local model directory (or, for users with hub access, a hub id)."""
+        resolved = resolve_device(device)
+        model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved))
+        weights_id = hash_model_dir(local) if local is not None else None
+        return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
+                   weights_id=weights_id, source=str(local) if local is not None else name_or_path, **options)
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike, *, spec: str | None = None, device: str = "auto",
+                  dtype: str = "auto", **options: Any) -> HFBackend:
+        """Load a GGUF file (through the conversion cache, see :func:`load_gguf`)."""
+        resolved = resolve_device(device)
+        model, tokenizer, file_sha, _ = load_gguf(path, resolve_dtype(dtype, resolved))
+        return cls(model, tokenizer, spec=spec or f"gguf:{path}", device=resolved, dtype=dtype,
+                   weights_id=f"gguf:{file_sha}", source=str(path), **options)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike, **kwargs: Any) -> HFBackend:
+        """A ``.gguf`` file or a model directory / hub id."""
+        if str(path).endswith(".gguf") or Path(path).is_file():
+            return cls.from_gguf(path, **kwargs)
+        return cls.from_pretrained(str(path), **kwargs)
+
+    def _pad_token_id(self) -> int:
+        for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if candidate is not None:
+                return int(candidate)
+        return 0
+
+    def _leading_special_ids(self) -> list[int]:
+        """The special tokens the tokenizer puts before every text (e.g. Gemma's <bos>)."""
+        probe = "copyprobe"
+        full = self.tokenizer(probe).input_ids
+        plain = self.tokenizer(probe, add_special_tokens=False).input_ids
+        for start in range(len(full) - len(plain) + 1):
+            if full[start:start + len(plain)] == plain:
+                return list(full[:start])
+        return []
+
+    # -- identity ---------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            if self._weights_id is None:
+                self._weights_id = f"params:{hash_parameters(self.model)}"
+            payload = {"backend": "hf", "weights": self._weights_id, "dtype": dtype_name(self.torch_dtype),
+                       "max_length": self.max_length, "chat": self.chat, "extra": self.fingerprint_extra}
+            self._fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return self._fingerprint
+
+    def info(self) -> dict[str, Any]:
+        data = super().info()
+        data.update({
+            "backend": "hf",
+            "source": self.source,
+            "device": self.device,
+            "dtype": dtype_name(self.torch_dtype),
+            "max_length": self.max_length,
+            "vocab_size": self.vocab_size,
+            "n_params": int(sum(p.numel() for p in self.model.parameters())),
+            "chat_template": bool(getattr(self.tokenizer, "chat_template", None)),
+        })
+        if self.fingerprint_extra:
+            data["fingerprint_extra"] = self.fingerprint_extra
+        return data
+
+    def close(self) -> None:
+        self.model = None
+        self._decoder = None
+        self._head = None
+
+    # -- shared numerics --------------------------------------------------------------
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn out-of-memory into a message the user can act on."""
+        import torch
+
+        try:
+            with torch.inference_mode():
+                yield
+        except torch.cuda.OutOfMemoryError as exc:
+            raise BackendError(self._oom_message()) from exc
+        except MemoryError as exc:
+            raise BackendError(self._oom_message()) from exc
+        except RuntimeError as exc:
+            message = str(exc).lower()
+            if "out of memory" in message or "can't allocate memory" in message:
+                raise BackendError(self._oom_message()) from exc
+            raise
+
+    def _oom_message(self) -> str:
+        return f"out of memory on {self.device} at batch size {self.batch_size}: lower --batch-size"
+
+    def _hidden(self, input_ids, attention_mask=None):
+        out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+    def _padded_hidden(self, sequences: Sequence[Sequence[int]]):
+        """Final hidden states of token lists, right-padded to the longest in one batch."""
+        import torch
+
+        width = max(len(ids) for ids in sequences)
+        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, ids in enumerate(sequences):
+            input_ids[row, :len(ids)] = torch.tensor(ids)
+            mask[row, :len(ids)] = 1
+        return self._hidden(input_ids.to(self.device), mask.to(self.device))
+
+    def _logits(self, hidden):
+        """LM head on hidden rows [N, H] -> float32 logits [N, V]."""
+        return soft_cap(self._head(hidden).float(), self._softcap)
+
+    # -- prompts ------------------------------------------------------------------------
+    def _prompt_ids(self, prompt: str | None, messages, use_chat: bool) -> list[int]:
+        """Token ids of a prompt. Chat messages go through the chat template with the
+        generation prompt; a plain prompt given as well continues the assistant turn."""
+        if messages is None and use_chat and prompt is not None:
+            messages, prompt = (("user", prompt),), None
+        if messages is None:
+            return list(self.tokenizer(prompt or "").input_ids)
+        turns = [{"role": role, "content": content} for role, content in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+            text += prompt or ""
+            # the template writes its own special tokens (BOS included)
+            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        text = "".join(f"{t['role']}: {t['content']}\n" for t in turns) + "assistant:" + (
+            f" {prompt}" if prompt else "")
+        return list(self.tokenizer(text).input_ids)
+
+    def _context_limit(self) -> int:
+        return context_length(self.model.config) or self.max_length
+

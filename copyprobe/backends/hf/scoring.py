@@ -1,0 +1,333 @@
+"""Token log-probs of the HF backend: sliding windows, n-gram contexts, and the streaming
+pass that reads log p, mu, sigma and rank of every position off the LM head.
+
+Token alignment follows :mod:`copyprobe.backends.base`: logits at position i score token
+i+1, so a text of T tokens yields T-1 scored tokens.
+
+**Leading special tokens.** Some tokenizers put special tokens in front of every text
+(Gemma adds ``<bos>``; SmolLM2 adds nothing). Windows that start inside a text (sliding
+windows, n-gram contexts) get the same leading tokens, so the model always sees a text
+start it was trained on.
+
+**Sliding windows** for texts longer than ``max_length`` (L) tokens, stride S = L // 2.
+Each token is scored once, by the earliest window that contains it, which is the one
+giving it the most preceding context (as in the transformers perplexity-with-stride
+guide)::
+
+    tokens  b0 t1 t2 t3 t4 t5 t6 t7 t8 t9     (b0: leading special token, L = 6, S = 3)
+    win 0   b0 t1 t2 t3 t4 t5                 scores t1..t5
+    win 1   b0       t3 t4 t5 t6 t7           scores t6 t7  (t3..t5 are context only)
+    win 2   b0                t6 t7 t8 t9     scores t8 t9
+
+Window k >= 1 holds the leading tokens plus up to L - (number of leading tokens) text
+tokens starting at text position k*S; every scored token has at least L - S tokens
+before it in its window. Window 0 is the text's own start, so its scores equal the
+full-context ones.
+
+**N-gram scores** (``TokenLogprobsRequest.ngram = n``): a token with at least n text
+tokens before it (leading special tokens do not count) is scored given only the leading
+tokens and its n predecessors; earlier tokens get their full-prefix value (which is the
+same thing with fewer predecessors). All such contexts have the same length, so they run
+in large unpadded batches, identical contexts are computed once, contexts that share a
+prefix compute it once (:func:`copyprobe.backends.prefix_tree.context_states`), and the
+LM head is applied to the last position only.
+
+**Where new work fits.** Answering a request is planning, then running: a text becomes
+:class:`Window` jobs (token ids, the first window position that is scored, the offset to
+text positions) and n-gram contexts; :meth:`TokenLogprobsMixin._run_windows` runs the
+jobs in length-sorted batches through the backend's one right-padded forward pass
+(``_padded_hidden``) and :func:`score_rows`. Tokens that are context only (a prompt
+before the scored text) are window positions before ``first``; texts that share such a
+context can be batched by it, its KV cache computed once and extended by each text's
+tokens (a sibling of ``_padded_hidden`` that starts from a cache, as
+:mod:`~copyprobe.backends.prefix_tree` does for shared prefixes). A new per-position
+statistic of the next-token distribution is one more accumulator in :func:`score_rows`
+and one more name in :data:`STATS`; Shannon entropy needs none, as it equals ``-mu``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.errors import ConfigError
+
+# Token statistics: (rows per chunk, logits per vocabulary block). On CPU a block of
+# 2**19 float32 logits (2 MiB) stays in cache while the statistics read it; on a GPU fewer,
+# larger blocks keep kernel launches from dominating. Peak extra memory: two blocks.
+SCORE_BLOCKS = {"cpu": (256, 2**19), "cuda": (4096, 2**25)}
+# Cap on n-gram contexts per forward pass; they are short, so this is cheap.
+MAX_NGRAM_BATCH = 2048
+
+# What score_rows returns per scored position, and the value of a slot not yet filled.
+STATS = {"logprobs": math.nan, "mu": math.nan, "sigma": math.nan, "rank": 0}
+
+
+def soft_cap(logits, softcap: float | None):
+    """Gemma-2 style final-logit soft-capping (monotone, so ranks are unchanged)."""
+    import torch
+
+    if softcap:
+        return torch.tanh(logits / softcap) * softcap
+    return logits
+
+
+def score_rows(hidden, targets, head, softcap: float | None = None) -> dict[str, Any]:
+    """Log-prob, mu, sigma and rank (the :data:`STATS`) of ``targets`` [N] given hidden
+    rows [N, H] and the LM head (a linear layer), as CPU tensors of N values each.
+
+    The LM head runs one vocabulary block at a time and the statistics are accumulated
+    online (running max, as in a streaming softmax), so each block of logits is used
+    while it is still in cache and no [N, V] tensor is ever built. On CPU this makes the
+    statistics nearly free: measured on smollm2's head, 1.00x the time of the bare
+    head product, against 2.8x for softmax over whole rows (benchmarks/bench_single_pass.py
+    for the end-to-end number). Per row it keeps, relative to the target's logit
+    (y = l - l_target) and the running max m of y:
+    Z = sum exp(y - m), S1 = sum exp(y - m) y, S2 = sum exp(y - m) y^2, in float64.
+    Then log p(target) = -(m + log Z), mu = S1/Z + log p(target), and
+    sigma^2 = S2/Z - (S1/Z)^2 (the variance of log p equals the variance of y).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    weight = head.weight
+    bias = getattr(head, "bias", None)
+    vocab_size = int(weight.shape[0])
+    rows_per_chunk, block_elements = SCORE_BLOCKS["cuda" if hidden.device.type == "cuda" else "cpu"]
+    parts = []
+    for start in range(0, hidden.shape[0], rows_per_chunk):
+        rows = hidden[start:start + rows_per_chunk]
+        target = targets[start:start + rows_per_chunk]
+        n = rows.shape[0]
+        # The target's logit from the same kernel and reduction length as the blocks, so
+        # the rank comparison below matches a full logits tensor (bitwise on CPU).
+        target_logit = soft_cap(F.linear(rows, weight[target], None if bias is None else bias[target])
+                                .diagonal().float(), softcap).unsqueeze(1)
+        running_max = torch.full((n, 1), -math.inf, device=rows.device)
+        z_sum, y_sum, y2_sum = (torch.zeros(n, dtype=torch.float64, device=rows.device) for _ in range(3))
+        above = torch.zeros(n, dtype=torch.long, device=rows.device)
+        width = max(1, block_elements // n)
+        for begin in range(0, vocab_size, width):
+            end = min(begin + width, vocab_size)
+            block = soft_cap(F.linear(rows, weight[begin:end], None if bias is None else bias[begin:end]).float(),
+                             softcap)
+            above += (block > target_logit).sum(-1)
+            inside = (target >= begin) & (target < end)
+            if bool(inside.any()):  # never count the target as above itself
+                own = block.gather(1, (target - begin).clamp(0, end - begin - 1).unsqueeze(1)).squeeze(1)
+                above -= (inside & (own > target_logit.squeeze(1))).long()
+            block.sub_(target_logit)  # y
+            new_max = torch.maximum(running_max, block.amax(-1, keepdim=True))
+            scale = (running_max - new_max).exp().squeeze(1).double()
+            block.sub_(new_max)  # y - new_max <= 0: exp cannot overflow
+            weights = block.exp()
+            z = weights.sum(-1).double()
+            weights.mul_(block)
+            s1 = weights.sum(-1).double()
+            weights.mul_(block)
+            s2 = weights.sum(-1).double()
+            shift = new_max.squeeze(1).double()  # y = (y - new_max) + shift
+            z_sum = z_sum * scale + z
+            y_sum = y_sum * scale + s1 + shift * z
+            y2_sum = y2_sum * scale + s2 + 2 * shift * s1 + shift * shift * z
+            running_max = new_max
+            del block, weights
+        log_norm = running_max.squeeze(1).double() + z_sum.log()
+        mean_y = y_sum / z_sum
+        sigma = (y2_sum / z_sum - mean_y.square()).clamp_min(0).sqrt()
+        parts.append({"logprobs": -log_norm, "mu": mean_y - log_norm, "sigma": sigma, "rank": above + 1})
+    return {name: torch.cat([part[name] for part in parts]).cpu() for name in STATS}
+
+
+class Window(NamedTuple):
+    """Token ids run in one forward pass; positions ``first`` and later are scored, and
+    window position j is text position j + ``offset``."""
+
+    ids: list[int]
+    first: int
+    offset: int
+
+
+def windows(ids: list[int], lead: list[int], length: int) -> list[Window]:
+    """Split a token list into windows of at most ``length`` tokens; see the drawing in
+    the module docstring."""
+    if len(ids) <= length:
+        return [Window(ids, 1, 0)]
+    stride = length // 2
+    out = [Window(ids[:length], 1, 0)]
+    scored_to = length  # text positions < scored_to have a score
+    begin = stride
+    while scored_to < len(ids):
+        end = min(begin + length - len(lead), len(ids))
+        offset = begin - len(lead)
+        out.append(Window(lead + ids[begin:end], scored_to - offset, offset))
+        scored_to = end
+        begin += stride
+    return out
+
+
+class Completion:
+    """Counts outstanding work units per request; reports finished requests to progress."""
+
+    def __init__(self, progress: Callable[[int], Any] | None):
+        self.progress = progress
+        self.left: dict[int, int] = {}
+        self.finished = 0
+
+    def add(self, index: int, units: int = 1) -> None:
+        self.left[index] = self.left.get(index, 0) + units
+
+    def done(self, index: int, units: int = 1) -> None:
+        self.left[index] -= units
+        if self.left[index] == 0:
+            self.finished += 1
+
+    def flush(self) -> None:
+        if self.progress and self.finished:
+            self.progress(self.finished)
+        self.finished = 0
+
+    def finish_empty(self, count: int) -> None:
+        self.finished += count
+        self.flush()
+
+
+class ScoreBuffer:
+    """One request's :data:`STATS` lists, filled window by window, in text order."""
+
+    def __init__(self, size: int):
+        self.values = {name: [empty] * size for name, empty in STATS.items()}
+        self.filled = [False] * size
+
+    def put(self, slot: int, scores: dict[str, list], row: int, count: int = 1) -> None:
+        """Slots ``slot`` onwards get ``count`` values of the score lists from ``row`` on."""
+        assert slot + count <= len(self.filled), "token outside the text"
+        assert not any(self.filled[slot:slot + count]), "token scored twice"
+        self.filled[slot:slot + count] = [True] * count
+        for name, values in scores.items():
+            self.values[name][slot:slot + count] = values[row:row + count]
+
+    def complete(self) -> bool:
+        return all(self.filled)
+
+
+class TokenLogprobsMixin:
+    """``TokenLogprobsRequest`` answers for :class:`~copyprobe.backends.hf.HFBackend`, from
+    its tokenizer, ``max_length``, ``lead_ids``, ``batch_size``, ``device``, LM head
+    (``_head``, ``_softcap``) and forward passes (``_padded_hidden``, ``_decoder``)."""
+
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None):
+        """See the module docstring for windows and n-gram contexts."""
+        tracker = Completion(progress)
+        token_ids = [list(self.tokenizer(r.text).input_ids) for r in requests]
+        results = [ScoreBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
+        jobs: list[tuple[int, Window]] = []  # (request, window)
+        contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
+        n_lead = len(self.lead_ids)
+        empty = 0
+        for index, (request, ids) in enumerate(zip(requests, token_ids)):
+            if request.ngram is not None and (
+                    isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
+                    or not 1 <= request.ngram <= self.max_length - n_lead - 1):
+                raise ConfigError(f"ngram must be an integer in [1, {self.max_length - n_lead - 1}], "
+                                  f"got {request.ngram!r}")
+            if len(ids) < 2:
+                empty += 1
+                continue
+            lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
+            if request.ngram is None:
+                planned = windows(ids, lead, self.max_length)
+            else:
+                # full-prefix values for the tokens with fewer than n text predecessors
+                first_ngram = len(lead) + request.ngram
+                planned = windows(ids[:min(len(ids), first_ngram)], lead, self.max_length)
+                for position in range(first_ngram, len(ids)):
+                    key = tuple(lead) + tuple(ids[position - request.ngram:position])
+                    contexts.setdefault(key, []).append((index, position - 1, ids[position]))
+                    tracker.add(index)
+            for window in planned:
+                jobs.append((index, window))
+                tracker.add(index)
+        tracker.finish_empty(empty)
+
+        with self._guard():
+            self._run_windows(jobs, results, tracker)
+            self._run_contexts(contexts, results, tracker)
+
+        answers = []
+        for request, ids, result in zip(requests, token_ids, results):
+            assert result.complete(), "every token must be scored exactly once"
+            values = result.values
+            answers.append(TokenLogprobs(
+                token_ids=ids,
+                logprobs=values["logprobs"],
+                mu=values["mu"] if request.stats else None,
+                sigma=values["sigma"] if request.stats else None,
+                rank=values["rank"] if request.stats else None,
+                # token strings let word-level methods (info_probe, veilprobe) map tokens to words
+                tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            ))
+        return answers
+
+    def _score_rows(self, hidden, targets) -> dict[str, list]:
+        return {name: values.tolist() for name, values in
+                score_rows(hidden, targets, self._head, self._softcap).items()}
+
+    def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ScoreBuffer],
+                     tracker: Completion) -> None:
+        import torch
+
+        jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
+        for start in range(0, len(jobs), self.batch_size):
+            batch = jobs[start:start + self.batch_size]
+            hidden = self._padded_hidden([window.ids for _, window in batch])
+            rows, targets = [], []
+            for row, (_, window) in enumerate(batch):
+                # logits at position j-1 score the token at position j
+                rows.append(hidden[row, window.first - 1:len(window.ids) - 1])
+                targets.extend(window.ids[window.first:])
+            scores = self._score_rows(torch.cat(rows), torch.tensor(targets, device=self.device))
+            del hidden
+            cursor = 0
+            for index, window in batch:
+                # window position j is text position j + offset, whose score sits at j + offset - 1
+                span = len(window.ids) - window.first
+                results[index].put(window.first + window.offset - 1, scores, cursor, span)
+                cursor += span
+                tracker.done(index)
+            tracker.flush()
+
+    def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
+                      results: list[ScoreBuffer], tracker: Completion) -> None:
+        import torch
+
+        if not contexts:
+            return
+        by_width: dict[int, list] = {}
+        for item in contexts.items():  # requests may ask for different n
+            by_width.setdefault(len(item[0]), []).append(item)
+        for group in by_width.values():
+            group.sort(key=lambda item: item[0])  # contexts that share a prefix sit together
+            for start in range(0, len(group), MAX_NGRAM_BATCH):
+                batch = group[start:start + MAX_NGRAM_BATCH]
+                last = self._context_states([key for key, _ in batch])
+                rows, targets, owners = [], [], []
+                for row, (_, users) in enumerate(batch):
+                    for index, slot, target in users:
+                        rows.append(row)
+                        targets.append(target)
+                        owners.append((index, slot))
+                scores = self._score_rows(last[torch.tensor(rows, device=self.device)],
+                                          torch.tensor(targets, device=self.device))
+                for k, (index, slot) in enumerate(owners):
+                    results[index].put(slot, scores, k)
+                    tracker.done(index)
+                tracker.flush()
+
+    def _context_states(self, keys: list[tuple[int, ...]]):
+        """Last-position hidden states of equal-length contexts, shared prefixes once."""
+        from copyprobe.backends.prefix_tree import context_states
+
+        return context_states(self._decoder, keys, self.device)
