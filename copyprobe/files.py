@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator
 from copyprobe.errors import DataError
 
 TRACKED_PACKAGES = (
-    "copyprobe", "torch", "transformers", "gguf", "numpy", "scipy", "scikit-learn", "pandas",
+    "copyprobe", "torch", "transformers", "gguf", "accelerate", "numpy", "scipy", "scikit-learn", "pandas",
     "llama-cpp-python", "rouge-score", "rapidfuzz", "peft", "sentence-transformers", "spacy",
 )
 
