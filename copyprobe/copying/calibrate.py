@@ -9,7 +9,8 @@ the KJV (needs Debian's ``bible-kjv``): for each hand-written event of the KJV s
 * hard negative: the event and a chunk of the same story at least 6 verses away from them;
 * easy negatives: the event and two chunks of other stories.
 
-``python -m copyprobe.copying.calibrate`` scores every pair with the judge and prints, for
+``python -m copyprobe.copying.calibrate [store]`` scores every pair with the judge (``store``
+also keeps each similarity in the file, which the unit test uses) and prints, for
 a grid of thresholds, precision / recall / F1 / false-positive rate; the chosen threshold
 is the one with the best F1 (ties: the higher threshold). The shipped default
 (:data:`copyprobe.copying.nonliteral.EMBEDDING_THRESHOLD`) and its numbers are in
@@ -114,9 +115,14 @@ def build(seed: int = 0) -> list[dict[str, Any]]:
 
 
 def evaluate(pairs: list[dict[str, Any]], judge: EmbeddingJudge | None = None) -> dict[str, Any]:
+    """Score every pair with the judge (the embedding model) and pick the threshold."""
     judge = judge or EmbeddingJudge()
-    scores = judge.pair_similarities([(p["event"], p["chunk"]) for p in pairs])
-    labels = [p["label"] for p in pairs]
+    return choose_threshold(judge.pair_similarities([(p["event"], p["chunk"]) for p in pairs]),
+                            [p["label"] for p in pairs])
+
+
+def choose_threshold(scores: list[float], labels: list[int]) -> dict[str, Any]:
+    """Precision / recall / F1 / FPR over a threshold grid; best F1 (ties: higher threshold)."""
     grid = [round(0.20 + 0.01 * i, 2) for i in range(61)]
     table = []
     for t in grid:
@@ -129,7 +135,7 @@ def evaluate(pairs: list[dict[str, Any]], judge: EmbeddingJudge | None = None) -
         f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
         table.append({"threshold": t, "precision": prec, "recall": rec, "f1": f1, "fpr": fp / (fp + tn) if fp + tn else 0.0})
     best = max(table, key=lambda r: (round(r["f1"], 6), r["threshold"]))
-    return {"n_pairs": len(pairs), "n_positive": sum(labels), "best": best, "table": table, "scores": scores}
+    return {"n_pairs": len(scores), "n_positive": sum(labels), "best": best, "table": table, "scores": scores}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -141,6 +147,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     pairs = json.loads(CALIBRATION_PATH.read_text(encoding="utf-8"))
     result = evaluate(pairs)
+    if argv[:1] == ["store"]:
+        # keep each pair's similarity beside it: the unit test then checks the threshold
+        # without embedding 250 pairs, and a sample of them against the live model
+        for pair, score in zip(pairs, result["scores"]):
+            pair["similarity"] = round(float(score), 6)
+        CALIBRATION_PATH.write_text(json.dumps(pairs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{CALIBRATION_PATH}: similarities of {len(pairs)} pairs stored")
     for row in result["table"]:
         print(f"{row['threshold']:.2f}  P={row['precision']:.3f} R={row['recall']:.3f} F1={row['f1']:.3f} FPR={row['fpr']:.3f}")
     print("best:", result["best"], "pairs:", result["n_pairs"], "positives:", result["n_positive"])

@@ -73,6 +73,8 @@ class FakeAPI:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.delay = 0.0
+        self.in_flight = 0
+        self.peak_in_flight = 0  # most requests the server was handling at once
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,6 +90,15 @@ class FakeAPI:
                 with api.lock:
                     api.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     action = api.script.pop(0) if api.script else ("ok",)
+                    api.in_flight += 1
+                    api.peak_in_flight = max(api.peak_in_flight, api.in_flight)
+                try:
+                    self._act(action, body)
+                finally:
+                    with api.lock:
+                        api.in_flight -= 1
+
+            def _act(self, action, body):
                 if api.delay:
                     time.sleep(api.delay)
                 if action[0] == "sleep":
@@ -347,14 +358,16 @@ def test_unreachable_server_is_one_clear_error(monkeypatch):
 
 def test_requests_run_concurrently(api, monkeypatch):
     backend = backend_for(api, monkeypatch, concurrency=8)
-    api.delay = 0.3
+    api.delay = 0.3  # long enough that a serial client could never overlap two requests
     done = []
-    start = time.perf_counter()
     gens = backend.answer([GenerateRequest(prompt=f"p{i}") for i in range(8)], progress=done.append)
-    elapsed = time.perf_counter() - start
     assert [g.text for g in gens] == [f" completion of p{i}" for i in range(8)]  # order kept
     assert sum(done) == 8
-    assert elapsed < 8 * 0.3 / 2  # serial would take 2.4 s
+    assert api.peak_in_flight >= 2  # several requests were in flight at once
+    serial = backend_for(api, monkeypatch, concurrency=1)
+    api.peak_in_flight = 0
+    serial.answer([GenerateRequest(prompt=f"q{i}") for i in range(3)])
+    assert api.peak_in_flight == 1
 
 
 def test_failed_request_fails_only_its_row_in_the_runner(api, monkeypatch):

@@ -1,6 +1,5 @@
 import json
 import math
-import time
 from collections import Counter
 
 import numpy as np
@@ -199,15 +198,6 @@ def test_bootstrap_interval_grows_with_confidence():
     narrow = bootstrap_ci(y, s, confidence=0.5)
     wide = bootstrap_ci(y, s, confidence=0.99)
     assert wide.low < narrow.low < narrow.high < wide.high
-
-
-def test_bootstrap_is_fast():
-    y, s = _data(n=3000, seed=9, ties=False)
-    bootstrap_ci(y, s, n_resamples=10)  # warm-up (imports, allocations)
-    start = time.process_time()
-    bootstrap_ci(y, s, n_resamples=1000)
-    bootstrap_ci(y, s, groups=np.arange(3000) // 5, n_resamples=1000)
-    assert time.process_time() - start < 1.5  # two runs; each far below a second
 
 
 def test_bootstrap_argument_errors():
