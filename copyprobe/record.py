@@ -135,31 +135,12 @@ class Run:
 
     dir: Path
     record: RunRecord
-    files: dict[str, Any]
-
-    @property
-    def examples(self) -> list[dict] | None:
-        return self.files.get("examples.jsonl")
-
-    @property
-    def scores(self) -> list[dict] | None:
-        return self.files.get("scores.jsonl")
-
-    @property
-    def metrics(self) -> dict | None:
-        return self.files.get("metrics.json")
-
-    @property
-    def verdicts(self) -> dict | None:
-        return self.files.get("verdicts.json")
-
-    @property
-    def results(self) -> list[dict] | None:
-        return self.files.get("results.jsonl")
-
-    @property
-    def canary(self) -> dict | None:
-        return self.files.get("canary.json")
+    examples: list[dict] | None = None  # examples.jsonl
+    scores: list[dict] | None = None  # scores.jsonl
+    metrics: dict | None = None  # metrics.json
+    verdicts: dict | None = None  # verdicts.json (audit)
+    results: list[dict] | None = None  # results.jsonl (copying)
+    canary: dict | None = None  # canary.json
 
     def scores_frame(self):
         """The scores as a pandas DataFrame (one row per passage, one column per method)."""
@@ -182,8 +163,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         value = (read_jsonl if lines else read_json)(path / name, required=required)
         if value is not None and not lines and not isinstance(value, dict):
             raise DataError(f"{path / name} is not a JSON object")
-        files[name] = value
-    return Run(dir=path, record=record, files=files)
+        files[name.split(".")[0]] = value
+    return Run(dir=path, record=record, **files)
 
 
 def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:

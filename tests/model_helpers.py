@@ -102,3 +102,25 @@ def write_tiny_gguf(path, seed: int = 0):
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+# Three texts a pretrained model has seen many times and three it cannot have: the smoke
+# set of the methods' end-to-end tests on smollm2.
+FAMOUS_AND_NONSENSE = [
+    "It was the best of times, it was the worst of times, it was the age of wisdom.",
+    "Call me Ishmael. Some years ago, never mind how long precisely, I went to sea.",
+    "In the beginning God created the heaven and the earth.",
+    "The purple umbrella negotiated quietly with seven reluctant spreadsheets.",
+    "Our quarterly widget audit found fourteen mislabeled crates in bay nine.",
+    "Marigold tax forms swam beneath the humming archive of forgotten lunches.",
+]
+
+
+def model_fixture(request, name: str = "smollm2"):
+    """The session fixture ``name`` of tests/conftest.py (skip where there is none)."""
+    import pytest
+
+    try:
+        return request.getfixturevalue(name)
+    except pytest.FixtureLookupError:
+        pytest.skip(f"needs the {name} fixture of tests/conftest.py")

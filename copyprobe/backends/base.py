@@ -59,6 +59,17 @@ class Request:
         return {self.capability}
 
 
+class Response:
+    """Base of the answers: stored in the cache as JSON and read back."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Any:
+        return cls(**data)
+
+
 @dataclass(frozen=True)
 class TokenLogprobsRequest(Request):
     """Log-probabilities of every token of ``text``.
@@ -88,7 +99,7 @@ class TokenLogprobsRequest(Request):
 
 
 @dataclass(frozen=True)
-class TokenLogprobs:
+class TokenLogprobs(Response):
     """Answer to a TokenLogprobsRequest; lists are aligned with ``token_ids[1:]``.
 
     ``mu``/``sigma``: mean and standard deviation of log p(z) for z drawn from the
@@ -103,13 +114,6 @@ class TokenLogprobs:
     sigma: list[float] | None = None
     rank: list[int] | None = None
     tokens: list[str] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TokenLogprobs":
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -145,20 +149,13 @@ class GenerateRequest(Request):
 
 
 @dataclass(frozen=True)
-class Generation:
+class Generation(Response):
     text: str
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     # per generated token: {token: logprob} of the top alternatives, when asked and available
     top_logprobs: list[dict[str, float]] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Generation":
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -182,15 +179,8 @@ class ChoiceLogprobsRequest(Request):
 
 
 @dataclass(frozen=True)
-class ChoiceLogprobs:
+class ChoiceLogprobs(Response):
     logprobs: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ChoiceLogprobs":
-        return cls(**data)
 
 
 @dataclass(frozen=True)

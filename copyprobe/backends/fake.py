@@ -61,75 +61,68 @@ class FakeBackend(Backend):
             lp = min(-0.05, lp + self.boost)
         return lp
 
-    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None) -> list[Any]:
+    def _each(self, requests: list[Any], respond: Callable[[Any], Any], progress=None, on_result=None) -> list[Any]:
+        """Answer one request at a time, streaming each answer as it is ready."""
         out = []
         for request in requests:
-            words = request.text.split()
-            ids = [int(_unit("id", w) * 50000) for w in words]
-            lps, mus, sigmas, ranks = [], [], [], []
-            for i in range(1, len(words)):
-                prev = words[i - 1]
-                if request.ngram is not None and i >= request.ngram:
-                    # shorter context than the full prefix: a different (fake) value
-                    prev = "ngram|" + "|".join(words[i - request.ngram : i])
-                lp = self._word_logprob(prev, words[i])
-                lps.append(lp)
-                mus.append(-3.0 - _unit("mu", words[i - 1]))
-                sigmas.append(1.0 + _unit("sigma", words[i - 1]))
-                ranks.append(1 + int(math.exp(-lp)))
-            stats = request.stats
-            out.append(
-                TokenLogprobs(
-                    token_ids=ids,
-                    logprobs=lps,
-                    mu=mus if stats else None,
-                    sigma=sigmas if stats else None,
-                    rank=ranks if stats else None,
-                    tokens=words,
-                )
-            )
+            out.append(respond(request))
             self.calls[request.kind] += 1
             if on_result:
                 on_result(len(out) - 1, out[-1])
             if progress:
                 progress(1)
         return out
+
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None) -> list[Any]:
+        return self._each(requests, self._token_logprobs, progress, on_result)
+
+    def _token_logprobs(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+        words = request.text.split()
+        ids = [int(_unit("id", w) * 50000) for w in words]
+        lps, mus, sigmas, ranks = [], [], [], []
+        for i in range(1, len(words)):
+            prev = words[i - 1]
+            if request.ngram is not None and i >= request.ngram:
+                # shorter context than the full prefix: a different (fake) value
+                prev = "ngram|" + "|".join(words[i - request.ngram : i])
+            lp = self._word_logprob(prev, words[i])
+            lps.append(lp)
+            mus.append(-3.0 - _unit("mu", words[i - 1]))
+            sigmas.append(1.0 + _unit("sigma", words[i - 1]))
+            ranks.append(1 + int(math.exp(-lp)))
+        stats = request.stats
+        return TokenLogprobs(
+            token_ids=ids,
+            logprobs=lps,
+            mu=mus if stats else None,
+            sigma=sigmas if stats else None,
+            rank=ranks if stats else None,
+            tokens=words,
+        )
 
     def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None) -> list[Any]:
-        out = []
-        for request in requests:
-            if self.generate_fn is not None:
-                text = self.generate_fn(request)
-            else:
-                source = request.prompt or (request.messages[-1][1] if request.messages else "")
-                text = " ".join(source.split()[-request.max_tokens :])
-            for stop in request.stop:
-                if stop and stop in text:
-                    text = text[: text.index(stop)]
-            out.append(
-                Generation(
-                    text=text,
-                    finish_reason="stop",
-                    prompt_tokens=len((request.prompt or "").split()),
-                    completion_tokens=len(text.split()),
-                )
-            )
-            self.calls[request.kind] += 1
-            if on_result:
-                on_result(len(out) - 1, out[-1])
-            if progress:
-                progress(1)
-        return out
+        return self._each(requests, self._generate, progress, on_result)
+
+    def _generate(self, request: GenerateRequest) -> Generation:
+        if self.generate_fn is not None:
+            text = self.generate_fn(request)
+        else:
+            source = request.prompt or (request.messages[-1][1] if request.messages else "")
+            text = " ".join(source.split()[-request.max_tokens :])
+        for stop in request.stop:
+            if stop and stop in text:
+                text = text[: text.index(stop)]
+        return Generation(
+            text=text,
+            finish_reason="stop",
+            prompt_tokens=len((request.prompt or "").split()),
+            completion_tokens=len(text.split()),
+        )
 
     def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None) -> list[Any]:
-        out = []
-        for request in requests:
-            raw = {c: -1.0 - 4.0 * _unit(self.spec, request.prompt, c) for c in request.choices}
-            norm = math.log(sum(math.exp(v) for v in raw.values())) if raw else 0.0
-            out.append(ChoiceLogprobs(logprobs={c: v - norm for c, v in raw.items()}))
-            self.calls[request.kind] += 1
-            if on_result:
-                on_result(len(out) - 1, out[-1])
-            if progress:
-                progress(1)
-        return out
+        return self._each(requests, self._choice_logprobs, progress, on_result)
+
+    def _choice_logprobs(self, request: ChoiceLogprobsRequest) -> ChoiceLogprobs:
+        raw = {c: -1.0 - 4.0 * _unit(self.spec, request.prompt, c) for c in request.choices}
+        norm = math.log(sum(math.exp(v) for v in raw.values())) if raw else 0.0
+        return ChoiceLogprobs(logprobs={c: v - norm for c, v in raw.items()})

@@ -11,6 +11,28 @@ from typing import Any, Iterator
 from copyprobe.errors import ConfigError
 
 
+def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None = None, report: bool = True) -> None:
+    """--out (the run directory), --report and --no-progress, as every scoring command has them."""
+    if out_default is None:
+        parser.add_argument("--out", required=True, help="run directory to write")
+    else:
+        parser.add_argument("--out", default=out_default, help=f"run directory (default {out_default})")
+    if report:
+        parser.add_argument("--report", action="store_true", help="also write report.html into the run directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def add_scoring_options(parser: argparse.ArgumentParser, *, bootstrap: int = 1000) -> None:
+    """--param, --seed and --bootstrap, checked where they are declared."""
+    from copyprobe.params import NON_NEGATIVE_INT, SEED, option_type
+
+    parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
+    parser.add_argument("--seed", type=option_type(SEED, "--seed"), default=0,
+                        help="seed for bootstrap and training splits (default 0)")
+    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=bootstrap,
+                        help=f"bootstrap resamples for CIs; 0 = none (default {bootstrap})")
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")

@@ -1,8 +1,9 @@
 """`copyprobe` command line. Thin: parses, calls the public API, prints.
 
-Each subcommand lives in ``copyprobe/cli/commands/<name>.py`` with
-``register(subparsers)`` that adds its parser and sets ``func``; they are found
-automatically, so a new command is one new file.
+Each subcommand lives in ``copyprobe/cli/commands/<name>.py`` and is found
+automatically, so a new command is one new file: ``HELP`` (one line), ``DESCRIPTION``
+(optional), ``add_arguments(parser)`` and ``run(args) -> exit code``. A command with
+sub-actions may instead define ``register(subparsers)`` and build its parser itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"copyprobe.cli.commands.{info.name}")
-        module.register(sub)
+        if hasattr(module, "register"):  # a command that builds its own parser (e.g. sub-actions)
+            module.register(sub)
+            continue
+        parser_ = sub.add_parser(info.name.replace("_", "-"), help=module.HELP,
+                                 description=getattr(module, "DESCRIPTION", module.HELP))
+        module.add_arguments(parser_)
+        parser_.set_defaults(func=module.run)
     return parser
 
 

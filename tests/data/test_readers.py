@@ -280,58 +280,31 @@ def test_missing_file(tmp_path):
         load_dataset(tmp_path / "nope.jsonl")
 
 
-def test_unsupported_extension(tmp_path):
-    path = tmp_path / "d.xlsx"
-    path.write_bytes(b"whatever")
-    with pytest.raises(DataError, match=r"unsupported data file type '\.xlsx'.*supported: \.jsonl"):
-        load_dataset(path)
+MALFORMED = [
+    ("d.xlsx", b"whatever", r"unsupported data file type '\.xlsx'.*supported: \.jsonl"),
+    ("d.jsonl", b'{"text": "ok"}\n\n{"text": broken}\n', r"invalid JSON on line 3"),
+    ("d.jsonl", b'{"text": "ok"}\n["a"]\n', r"line 2 is a JSON list, expected an object"),
+    ("d.json", b'[{"text": "a"},\n {"text": }]', r"invalid JSON on line 2"),
+    ("d.json", b'{"data": [{"text": "a"}]}', "expected a JSON list of objects"),
+    ("d.jsonl", b'{"text": "a"}\n\x00\x01\x02', r"looks like a binary file.*byte offset 14"),
+    ("d.parquet", b"text\nhello\n", r"cannot read .*d\.parquet as Parquet"),
+    ("d.csv", "text\nhello\n".encode("utf-16"), "UTF-16"),
+    ("d.csv", b"text,label\na,1\nb,0,extra\n", r"line 3 has 3 fields but the header has 2"),
+    ("d.jsonl", b"", "has no rows"),
+]
 
 
-def test_invalid_json_line(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"text": "ok"}\n\n{"text": broken}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"invalid JSON on line 3"):
-        load_dataset(path)
-
-
-def test_jsonl_line_not_an_object(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"text": "ok"}\n["a"]\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 2 is a JSON list, expected an object"):
-        load_dataset(path)
-
-
-def test_invalid_json_file(tmp_path):
-    path = tmp_path / "d.json"
-    path.write_text('[{"text": "a"},\n {"text": }]', encoding="utf-8")
-    with pytest.raises(DataError, match=r"invalid JSON on line 2"):
-        load_dataset(path)
-
-
-def test_json_object_instead_of_list(tmp_path):
-    path = tmp_path / "d.json"
-    path.write_text('{"data": [{"text": "a"}]}', encoding="utf-8")
-    with pytest.raises(DataError, match="expected a JSON list of objects"):
+@pytest.mark.parametrize("name, content, message", MALFORMED)
+def test_malformed_files_are_one_data_error(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=message):
         load_dataset(path)
 
 
 def test_json_file_holding_json_lines(tmp_path):
     path = _lines(tmp_path / "d.json", {"text": "a"}, {"text": "b"})
     assert [e.text for e in load_dataset(path).examples] == ["a", "b"]
-
-
-def test_binary_file(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_bytes(b'{"text": "a"}\n\x00\x01\x02')
-    with pytest.raises(DataError, match=r"looks like a binary file.*byte offset 14"):
-        load_dataset(path)
-
-
-def test_not_parquet(tmp_path):
-    path = tmp_path / "d.parquet"
-    path.write_text("text\nhello\n")
-    with pytest.raises(DataError, match=r"cannot read .*d\.parquet as Parquet"):
-        load_dataset(path)
 
 
 def test_invalid_utf8_names_file_and_offset(tmp_path):
@@ -346,31 +319,11 @@ def test_invalid_utf8_names_file_and_offset(tmp_path):
     assert f"byte offset {offset} (line 3)" in msg
 
 
-def test_utf16_file(tmp_path):
-    path = tmp_path / "d.csv"
-    path.write_bytes("text\nhello\n".encode("utf-16"))
-    with pytest.raises(DataError, match="UTF-16"):
-        load_dataset(path)
-
-
 def test_utf8_bom_is_accepted(tmp_path):
     path = tmp_path / "d.csv"
     path.write_bytes(b"\xef\xbb\xbftext,label\nhi,1\n")
     ds = load_dataset(path)
     assert ds.columns["text"] == "text" and ds.examples[0].text == "hi"
-
-
-def test_csv_row_with_too_many_fields(tmp_path):
-    path = tmp_path / "d.csv"
-    path.write_text("text,label\na,1\nb,0,extra\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 3 has 3 fields but the header has 2"):
-        load_dataset(path)
-
-
-def test_empty_file(tmp_path):
-    (tmp_path / "d.jsonl").write_text("")
-    with pytest.raises(DataError, match="has no rows"):
-        load_dataset(tmp_path / "d.jsonl")
 
 
 def test_text_of_wrong_type(tmp_path):

@@ -17,17 +17,11 @@ from copyprobe.methods.base import Score
 from copyprobe.methods.dc_pdd import dc_pdd_score, first_occurrences
 from copyprobe.registry import make_method
 from copyprobe.runner import Failure, drive
+from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 # vocabulary of 5 ids, 10 corpus tokens: counts 5, 3, 1, 0, 1
 TOY = FrequencyTable(counts=np.array([5, 3, 1, 0, 1]), name="toy", vocab_hash="h")
 
-
-def model_fixture(request):
-    """The session fixture ``smollm2`` of tests/conftest.py (skip where there is none)."""
-    try:
-        return request.getfixturevalue("smollm2")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs the smollm2 fixture of tests/conftest.py")
 
 
 def test_first_occurrences():
@@ -161,14 +155,7 @@ def test_end_to_end_on_smollm2(request, tmp_path):
               "Prices rose in the market while the council met to discuss the new road. ") * 20
     table = build_frequency_table(tokenizer, [iter([corpus])], name="smollm2")
     path = table.save(tmp_path / "smollm2.npz")
-    texts = [
-        "It was the best of times, it was the worst of times, it was the age of wisdom.",
-        "Call me Ishmael. Some years ago, never mind how long precisely, I went to sea.",
-        "In the beginning God created the heaven and the earth.",
-        "The purple umbrella negotiated quietly with seven reluctant spreadsheets.",
-        "Our quarterly widget audit found fourteen mislabeled crates in bay nine.",
-        "Marigold tax forms swam beneath the humming archive of forgotten lunches.",
-    ]
+    texts = list(FAMOUS_AND_NONSENSE)
     results = run_all(make_method("dc_pdd", freq=str(path)), texts, smollm2)
     for t in texts:
         assert isinstance(results[t], Score), results[t]

@@ -16,6 +16,7 @@ from copyprobe.evaluation.stats import dataset_test
 from copyprobe.methods.feature_agg import feature_names, text_features
 from copyprobe.registry import convert_param, make_method, method_class
 from copyprobe.runner import Failure, drive
+from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 # ten scored tokens with losses 1, 2, ..., 10 (in scrambled order)
 LOSSES = [3, 1, 4, 10, 5, 9, 2, 6, 8, 7]
@@ -23,13 +24,6 @@ RESPONSE = TokenLogprobs(token_ids=list(range(11)), logprobs=[-float(v) for v in
 TEXT = "a text whose zlib size matters"
 
 
-
-def model_fixture(request):
-    """The session fixture ``smollm2`` of tests/conftest.py (skip where there is none)."""
-    try:
-        return request.getfixturevalue("smollm2")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs the smollm2 fixture of tests/conftest.py")
 
 
 def test_feature_names_layout():
@@ -172,14 +166,7 @@ def test_dataset_test_degenerate_inputs_give_reasons():
 @pytest.mark.model
 def test_end_to_end_on_smollm2(request):
     smollm2 = model_fixture(request)
-    texts = [
-        "It was the best of times, it was the worst of times, it was the age of wisdom.",
-        "Call me Ishmael. Some years ago, never mind how long precisely, I went to sea.",
-        "In the beginning God created the heaven and the earth.",
-        "The purple umbrella negotiated quietly with seven reluctant spreadsheets.",
-        "Our quarterly widget audit found fourteen mislabeled crates in bay nine.",
-        "Marigold tax forms swam beneath the humming archive of forgotten lunches.",
-    ]
+    texts = list(FAMOUS_AND_NONSENSE)
     method = make_method("feature_agg", n_train=4)
     out = run_all(method, texts, smollm2)
     X = [out[t] for t in texts]

@@ -22,15 +22,9 @@ from copyprobe.methods.neighborhood import (
 )
 from copyprobe.registry import make_method
 from copyprobe.runner import DriveStats, Failure, drive
+from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 
-
-def model_fixture(request):
-    """The session fixture ``smollm2`` of tests/conftest.py (skip where there is none)."""
-    try:
-        return request.getfixturevalue("smollm2")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs the smollm2 fixture of tests/conftest.py")
 
 
 def ll(backend, text):
@@ -261,14 +255,7 @@ def test_bad_parameters(params):
 @pytest.mark.model
 def test_end_to_end_on_smollm2(request):
     smollm2 = model_fixture(request)
-    texts = [
-        "It was the best of times, it was the worst of times, it was the age of wisdom.",
-        "Call me Ishmael. Some years ago, never mind how long precisely, I went to sea.",
-        "In the beginning God created the heaven and the earth.",
-        "The purple umbrella negotiated quietly with seven reluctant spreadsheets.",
-        "Our quarterly widget audit found fourteen mislabeled crates in bay nine.",
-        "Marigold tax forms swam beneath the humming archive of forgotten lunches.",
-    ]
+    texts = list(FAMOUS_AND_NONSENSE)
     method = make_method("neighborhood", n_neighbours=3, fraction=0.2)
     runs = {t: method.run(Example(id=str(i), text=t)) for i, t in enumerate(texts)}
     first = drive(runs, backend_for=lambda spec: smollm2)

@@ -154,8 +154,8 @@ CASES = [
     Case("slope normalize unknown", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.normalize=bogus"], "bogus"),
     # -- options, output, cache, model --------------------------------------------------
     Case("batch size 0", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "0"], "--batch-size must be at least 1"),
-    Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "--bootstrap must be >= 0"),
-    Case("seed not an integer", {"data.jsonl": jsonl(GOOD)}, ["--seed", "one"], "invalid int value"),
+    Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "argument --bootstrap: must be an integer >= 0"),
+    Case("seed not an integer", {"data.jsonl": jsonl(GOOD)}, ["--seed", "one"], "argument --seed: expected an integer in [0, 4294967295]"),
     Case("unwritable output dir", {"data.jsonl": jsonl(GOOD), "blocker": b"a file"}, ["--out", "{tmp}/blocker/run"], "cannot write to output directory"),
     Case("output dir is a file", {"data.jsonl": jsonl(GOOD), "taken": b"a file"}, ["--out", "{tmp}/taken"], "cannot write to output directory"),
     Case("corrupt cache file", {"data.jsonl": jsonl(GOOD), "bad.sqlite": b"this is not a database" * 100}, ["--cache", "{tmp}/bad.sqlite"], "corrupt"),

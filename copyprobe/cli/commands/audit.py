@@ -10,6 +10,8 @@ from typing import Any
 
 from copyprobe.cli._common import (
     add_model_options,
+    add_run_options,
+    add_scoring_options,
     api_options,
     cache_setting,
     check_batch_size,
@@ -19,29 +21,25 @@ from copyprobe.cli._common import (
 from copyprobe.params import Real, option_type
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "audit",
-        help="per-document verdicts: suspect documents vs a clean baseline",
-        description="Score a suspect and a clean set with one method and test, per suspect "
-        "document, whether its passage scores exceed the clean baseline (one-sided Welch t-test "
-        "and Mann-Whitney U).",
-    )
+HELP = "per-document verdicts: suspect documents vs a clean baseline"
+DESCRIPTION = (
+    "Score a suspect and a clean set with one method and test, per suspect "
+    "document, whether its passage scores exceed the clean baseline (one-sided Welch t-test "
+    "and Mann-Whitney U)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (e.g. openai:MODEL@URL, smollm2-135m-instruct)")
     parser.add_argument("--suspect", required=True, help="data file of the documents to audit")
     parser.add_argument("--clean", required=True, help="data file of documents known not to be in training")
     parser.add_argument("--method", default="decop", help="method name (default decop)")
-    parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
     parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"), default=0.01, help="significance level (default 0.01)")
-    parser.add_argument("--out", required=True, help="run directory to write")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for AUC CIs (default 200)")
-    parser.add_argument("--report", action="store_true", help="also write report.html into the run directory")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_scoring_options(parser, bootstrap=200)
+    add_run_options(parser)
     add_model_options(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import sys
 
 from copyprobe.cli._common import (
     add_model_options,
+    add_run_options,
     cache_setting,
     check_batch_size,
     progress_bars,
@@ -15,16 +16,17 @@ from copyprobe.cli._common import (
 from copyprobe.errors import ConfigError, DataError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "copying",
-        help="literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations",
-        description="Evaluate how much of a protected text a model reproduces: literal copying "
-        "(ROUGE-L of completions), non-literal copying (events and characters in 'original' "
-        "stories), fact recall (closed-book QA) and fluency, optionally with MemFree decoding "
-        "or the system-prompt self-reminder. Data: CopyBench JSON (literal / non-literal / QA "
-        "layouts, a bundle, or a directory), a .txt/.epub book, or a built-in set (kjv, kjv_incontext).",
-    )
+HELP = "literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations"
+DESCRIPTION = (
+    "Evaluate how much of a protected text a model reproduces: literal copying "
+    "(ROUGE-L of completions), non-literal copying (events and characters in 'original' "
+    "stories), fact recall (closed-book QA) and fluency, optionally with MemFree decoding "
+    "or the system-prompt self-reminder. Data: CopyBench JSON (literal / non-literal / QA "
+    "layouts, a bundle, or a directory), a .txt/.epub book, or a built-in set (kjv, kjv_incontext)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec: smollm2-135m-instruct, gemma-3-270m, hf:DIR, gguf:FILE, openai:MODEL@URL")
     parser.add_argument("--data", required=True, help="copy-eval data: JSON/JSONL file, CopyBench data directory, .txt/.epub book, or kjv / kjv_incontext")
     parser.add_argument("--tasks", default="literal,nonliteral,qa,fluency", help="comma-separated: literal, nonliteral, qa, fluency (default all)")
@@ -32,7 +34,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--judge", default="embedding", help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
     parser.add_argument("--embedding-threshold", type=float, default=None, help="cosine threshold of the embedding judge (default: the calibrated one)")
     parser.add_argument("--fluency-judge", default="target", help="fluency judge: 'target' (default: the evaluated model) or a model spec")
-    parser.add_argument("--out", required=True, help="run directory to write")
     parser.add_argument("--templates", default="0", help="prompt templates of Fig. 5/6 to use, comma-separated from 0,1,2 (default 0; the paper uses all three)")
     parser.add_argument("--chat", action="store_true", help="send prompts as chat messages (system reminder as system message)")
     parser.add_argument("--threshold", type=float, default=0.8, help="ROUGE-L threshold for literal copying (default 0.8)")
@@ -47,9 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--memfree-index", default="set", choices=["set", "bloom"], help="MemFree n-gram index (default set)")
     parser.add_argument("--prefix-words", type=int, default=200, help="book input: words of each prefix (default 200)")
     parser.add_argument("--reference-words", type=int, default=50, help="book input: words of each reference (default 50)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_run_options(parser, report=False)
     add_model_options(parser)
-    parser.set_defaults(func=run)
 
 
 def _templates(text: str) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from copyprobe.cli._common import add_model_options, run_detect, split_names
+from copyprobe.cli._common import add_model_options, add_run_options, run_detect, split_names
 
 DEMO_METHODS = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference"
 
@@ -14,21 +14,19 @@ def demo_data_path() -> Path:
     return Path(__file__).resolve().parents[2] / "demo" / "demo.jsonl"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "demo",
-        help="run offline on bundled data: famous public-domain passages vs freshly written ones",
-        description="Scores 24 famous public-domain passages (scripture, founding documents, novel "
-        "openings, Shakespeare; label 1) against 24 passages written for copyprobe in the same "
-        "styles (label 0) with the bundled SmolLM2-135M model, and prints AUC with CIs per method.",
-    )
+HELP = "run offline on bundled data: famous public-domain passages vs freshly written ones"
+DESCRIPTION = (
+    "Scores 24 famous public-domain passages (scripture, founding documents, novel "
+    "openings, Shakespeare; label 1) against 24 passages written for copyprobe in the same "
+    "styles (label 0) with the bundled SmolLM2-135M model, and prints AUC with CIs per method."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct", help="model spec (default smollm2-135m-instruct)")
     parser.add_argument("--methods", default=DEMO_METHODS, help=f"comma-separated methods (default {DEMO_METHODS})")
-    parser.add_argument("--out", default="runs/demo", help="run directory (default runs/demo)")
-    parser.add_argument("--report", action="store_true", help="also write report.html into the run directory")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_run_options(parser, out_default="runs/demo")
     add_model_options(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("methods", help="list the available methods and their parameters")
+HELP = "list the available methods and their parameters"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print as JSON")
-    parser.set_defaults(func=run)
 
 
 def describe() -> list[dict]:

@@ -6,15 +6,16 @@ import argparse
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "plant",
-        help="fine-tune a model on a random part of a corpus: a benchmark with known members",
-        description="Cut a corpus into passages, split them at random (with --seed) into members "
-        "and non-members, fine-tune --model on the members and save OUT/model (load it with "
-        "hf:OUT/model) and OUT/data.jsonl (label 1 = member), ready for `copyprobe detect`. "
-        "Rerunning the same command resumes an interrupted run or reuses a finished one.",
-    )
+HELP = "fine-tune a model on a random part of a corpus: a benchmark with known members"
+DESCRIPTION = (
+    "Cut a corpus into passages, split them at random (with --seed) into members "
+    "and non-members, fine-tune --model on the members and save OUT/model (load it with "
+    "hf:OUT/model) and OUT/data.jsonl (label 1 = member), ready for `copyprobe detect`. "
+    "Rerunning the same command resumes an interrupted run or reuses a finished one."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="base model: smollm2-135m-instruct, gemma-3-270m, hf:DIR or gguf:FILE")
     parser.add_argument("--corpus", required=True,
@@ -43,7 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="skip the member / non-member loss before and after training")
     parser.add_argument("--force", action="store_true", help="replace a plant with other settings in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,17 +6,17 @@ import argparse
 import sys
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="write a self-contained HTML report of a run directory (no model is loaded)",
-        description="Write one HTML file (plots, tables, settings; no external files or network "
-                    "needed to view it) from a run directory written by detect, audit or demo.",
-    )
+HELP = "write a self-contained HTML report of a run directory (no model is loaded)"
+DESCRIPTION = (
+    "Write one HTML file (plots, tables, settings; no external files or network "
+    "needed to view it) from a run directory written by detect, audit or demo."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory (with run.json and scores.jsonl)")
     parser.add_argument("--out", metavar="FILE", default=None,
                         help="where to write the page (default: RUN_DIR/report.html)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,18 +8,18 @@ import argparse
 from copyprobe.params import NON_NEGATIVE_INT, option_type
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "rescore",
-        help="recompute metrics, verdicts and report from a run directory (no model is loaded)",
-        description="Recompute metrics.json (AUC, TPR at low FPR, bootstrap CIs, blind baseline), "
-                    "verdicts.json (audit runs) or the copying metrics from the run record alone.",
-    )
+HELP = "recompute metrics, verdicts and report from a run directory (no model is loaded)"
+DESCRIPTION = (
+    "Recompute metrics.json (AUC, TPR at low FPR, bootstrap CIs, blind baseline), "
+    "verdicts.json (audit runs) or the copying metrics from the run record alone."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by detect, audit, demo or copying")
     parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=None,
                         help="bootstrap resamples (default: the number the run used)")
     parser.add_argument("--report", action="store_true", help="also write report.html (detect and audit runs)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
