@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from copyprobe.backends.hf import HFBackend
 from copyprobe.data.example import Example
+from copyprobe.files import write_json
 from copyprobe.methods.decop import DECOP, LETTERS
 from copyprobe.runner import DriveStats, drive
 
@@ -204,7 +205,7 @@ def main() -> None:
     }
     print(json.dumps(report, indent=2))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
 
 
 if __name__ == "__main__":

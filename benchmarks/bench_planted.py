@@ -32,6 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from copyprobe.files import atomic_write, write_json, write_jsonl  # noqa: E402  (after the path)
+
 GREY_DEFAULT = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference,feature_agg"
 
 
@@ -117,7 +119,7 @@ def write_subset(data: Path, out: Path, size: int, seed: int) -> Path:
         raise SystemExit(f"--subset {size} needs {size // 2} members and {size - size // 2} non-members")
     chosen = rng.sample(members, size // 2) + rng.sample(others, size - size // 2)
     chosen.sort(key=lambda r: r["id"])
-    out.write_text("".join(json.dumps(r) + "\n" for r in chosen))
+    write_jsonl(out, chosen)
     return out
 
 
@@ -181,7 +183,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         lines.append("")
     if report.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in report["notes"]] + [""]
-    path.write_text("\n".join(lines))
+    atomic_write(path, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     results.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:
-        (results / "planted.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_json(results / "planted.json", report)
         write_markdown(results / "planted.md", report)
 
     score_epochs = epochs if not args.score_epochs else sorted({int(e) for e in args.score_epochs.split(",")})

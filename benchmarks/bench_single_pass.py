@@ -27,6 +27,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from copyprobe.files import write_json
+
 
 def kjv_text() -> str:
     if shutil.which("bible"):
@@ -156,7 +158,7 @@ def main() -> None:
           f"({g['prefix_tree_tokens'] / g['flat_context_tokens']:.0%} of running each alone); multiply-add floor "
           f"of exact 5-gram slope {g['multiply_add_floor']}x (body {g['body_params'] / 1e6:.0f}M, head {g['head_params'] / 1e6:.0f}M parameters)")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,9 @@ class Backend:
 
     spec: str = ""
     capabilities: frozenset[str] = frozenset()
+    # requests answered together per model call; the cache hands a non-streaming backend
+    # a few dozen batches at a time so the backend can share work across them
+    batch_size: int = 1
     # True when the _answer_<kind> handlers take an ``on_result(index, response)`` callback
     # and call it as each request finishes, so the cache can keep every finished answer
     # even if the process dies before the whole list is done.

@@ -133,7 +133,7 @@ class CachedBackend(Backend):
         # in-process backend shares work across the requests it sees together (length-
         # sorted batches, the n-gram prefix tree, DE-COP's 24 orderings, a text's
         # neighbourhood proposals): one batch per call would cut all of that to 8 requests.
-        self.chunk_size = chunk_size or max(1, int(getattr(backend, "batch_size", 1) or 1)) * CHUNK_BATCHES
+        self.chunk_size = chunk_size or max(1, int(backend.batch_size or 1)) * CHUNK_BATCHES
         self.hits = 0
         self.misses = 0
         self.spec = backend.spec
