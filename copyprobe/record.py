@@ -8,6 +8,7 @@ detect     examples.jsonl, scores.jsonl, metrics.json (when labelled)
 audit      the detect files + verdicts.json
 copying    results.jsonl, metrics.json
 canary     canary.json
+plant      (run.json beside the plant's own plant.json, data.jsonl and model/)
 =========  ==========================================================================
 
 Everything after the model calls (metrics, verdicts, blind baseline, report) can be

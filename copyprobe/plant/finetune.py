@@ -44,7 +44,7 @@ from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_loca
 from copyprobe.errors import ConfigError, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
-from copyprobe.record import utc_now, versions, write_json, write_jsonl
+from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
 
 PLANT_FORMAT = 1
 # Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
@@ -372,7 +372,7 @@ def _prepare_out(out: Path, key: str, force: bool) -> str:
             f"--out {out} holds a plant made with other settings (model, corpus or training); "
             "use another --out, or --force to replace it"
         )
-    for name in ("model", "epochs", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json"):
+    for name in ("model", "epochs", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json", "run.json"):
         target = out / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -613,8 +613,28 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         "resumed_from_step": resume["global_step"] if resume is not None else None,
     })
     write_json(out / "plant.json", record)
+    write_run(out, plant_run_record(record), {})
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     return record
+
+
+def plant_run_record(record: dict[str, Any]) -> RunRecord:
+    """The plant as a run record (run.json), so ``copyprobe.load_run`` reads a plant
+    directory like any other run; plant.json stays the plant's own resumable state."""
+    return RunRecord(
+        kind="plant",
+        command=list(record.get("command") or []),
+        created=record.get("created", ""),
+        versions=record.get("versions", {}),
+        model=record.get("base_model"),
+        data=record.get("corpus", {}),
+        n_passages=(record.get("corpus") or {}).get("n_passages"),
+        n_tokens=record.get("n_train_tokens"),
+        timings=record.get("timings", {}),
+        seed=(record.get("split") or {}).get("seed"),
+        plant={key: record.get(key) for key in ("model", "split", "training", "device", "steps",
+                                                "losses_eval", "loss_curve", "epoch_models", "settings_key")},
+    )
 
 
 def record_prev_losses(out: Path) -> dict[str, Any]:

@@ -96,6 +96,12 @@ def test_plant_end_to_end(tiny, tmp_path, capsys):
     losses = record["losses_eval"]
     assert losses["members_after"] < losses["members_before"]
     assert losses["members_after"] < losses["nonmembers_after"]
+    # the plant is also a run record, read like any run directory
+    from copyprobe.record import load_run
+
+    run = load_run(out).record
+    assert run.kind == "plant" and run.plant["split"] == record["split"] and run.seed == 0
+    assert run.plant["losses_eval"] == losses and run.model["fingerprint"] == record["base_model"]["fingerprint"]
 
     log = read_jsonl(out / "train_log.jsonl")
     assert [e["step"] for e in log] == [1, 2, 3, 4, 5, 6]
