@@ -74,3 +74,15 @@ def test_commands_do_not_import_each_other():
     for path in commands.glob("*.py"):
         for line, target in imports_of(path):
             assert not target.startswith("copyprobe.cli.commands"), f"{path.name}:{line} imports {target}"
+
+
+def test_import_copyprobe_loads_no_heavy_library():
+    # what makes `import copyprobe` slow (seconds each); the time itself is measured in
+    # benchmarks/bench_import.py, not asserted here
+    import subprocess
+    import sys
+
+    code = ("import sys, copyprobe; heavy = ('pandas', 'sklearn', 'scipy', 'torch', 'transformers', 'numpy'); "
+            "print(','.join(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, check=True)
+    assert out.stdout.strip() == "", f"import copyprobe loads {out.stdout.strip()}"
