@@ -30,8 +30,12 @@ NGRAM_LOGPROBS = "ngram_logprobs"  # log-prob of each token given only its last 
 GENERATE = "generate"  # text generation
 CHOICE_LOGPROBS = "choice_logprobs"  # log-probs of given next tokens after a prompt
 GRAD_NORM = "grad_norm"  # norm of the gradient of the text's loss w.r.t. the weights (local models)
+# token log-probs of a text read after a context whose tokens are not scored (ReCaLL); its
+# own capability so that a backend that would ignore the context refuses instead
+CONTEXT_LOGPROBS = "context_logprobs"
 
-ALL_CAPABILITIES = (TOKEN_LOGPROBS, DISTRIBUTION_STATS, NGRAM_LOGPROBS, GENERATE, CHOICE_LOGPROBS, GRAD_NORM)
+ALL_CAPABILITIES = (TOKEN_LOGPROBS, DISTRIBUTION_STATS, NGRAM_LOGPROBS, GENERATE, CHOICE_LOGPROBS, GRAD_NORM,
+                    CONTEXT_LOGPROBS)
 
 
 def _stable_json(obj: Any) -> str:
@@ -109,6 +113,8 @@ class TokenLogprobsRequest(Request):
             caps.add(DISTRIBUTION_STATS)
         if self.ngram is not None:
             caps.add(NGRAM_LOGPROBS)
+        if self.context:
+            caps.add(CONTEXT_LOGPROBS)
         return caps
 
 

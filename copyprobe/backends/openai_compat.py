@@ -61,6 +61,7 @@ from typing import Any
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
+    CONTEXT_LOGPROBS,
     GENERATE,
     TOKEN_LOGPROBS,
     Backend,
@@ -203,9 +204,9 @@ class OpenAIBackend(Backend):
     def capabilities(self) -> frozenset[str]:  # type: ignore[override]
         caps = {GENERATE, CHOICE_LOGPROBS}
         if self._prompt_logprobs is None:
-            return frozenset(caps | {TOKEN_LOGPROBS})  # decided in check() by probing
+            return frozenset(caps | {TOKEN_LOGPROBS, CONTEXT_LOGPROBS})  # decided in check() by probing
         if self._prompt_logprobs:
-            caps.add(TOKEN_LOGPROBS)
+            caps |= {TOKEN_LOGPROBS, CONTEXT_LOGPROBS}  # a context is echoed with the text
         return frozenset(caps)
 
     def check(self, requests: Sequence[Any]) -> None:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Generator, Sequence
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
+    CONTEXT_LOGPROBS,
     DISTRIBUTION_STATS,
     GENERATE,
     GRAD_NORM,
@@ -60,11 +61,11 @@ WHITE_BOX = "white-box (weights and gradients)"
 # What each access level may ask of the *target* model (other models a method names,
 # e.g. a reference model, are not the audited model and are not limited by it).
 ACCESS_CAPABILITIES: dict[str, frozenset[str]] = {
-    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, GENERATE}),
-    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
+    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, GENERATE}),
+    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
     BLACK_BOX: frozenset({GENERATE}),
     BLACK_BOX_LOGITS: frozenset({GENERATE, CHOICE_LOGPROBS}),
-    WHITE_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, DISTRIBUTION_STATS, GENERATE, GRAD_NORM}),
+    WHITE_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE, GRAD_NORM}),
 }
 
 

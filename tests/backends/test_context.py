@@ -95,3 +95,15 @@ def test_hf_context_rejects_ngram_and_oversized_context():
         backend.answer([TokenLogprobsRequest("abc", context="x", ngram=2)])
     with pytest.raises(ConfigError, match="shorter than max length"):
         backend.answer([TokenLogprobsRequest("abc", context="y" * 40)])
+
+
+def test_a_backend_without_the_context_capability_refuses_before_work():
+    from copyprobe.backends.base import CONTEXT_LOGPROBS
+    from copyprobe.errors import CapabilityError
+
+    assert TokenLogprobsRequest("t", context="c").capabilities() == {"token_logprobs", CONTEXT_LOGPROBS}
+    assert TokenLogprobsRequest("t").capabilities() == {"token_logprobs"}
+    fake = FakeBackend(capabilities=["token_logprobs"])
+    with pytest.raises(CapabilityError, match=CONTEXT_LOGPROBS):
+        fake.answer([TokenLogprobsRequest("a b", context="c")])
+    assert fake.calls == {}
