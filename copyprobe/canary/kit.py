@@ -70,7 +70,7 @@ class Kit:
         m = self.manifest
         return {"kit": str(self.dir), "style": m["style"], "repeat": m["repeat"], "n_canaries": len(self.canaries),
                 "n_candidates": [len(c.candidates) for c in self.canaries],
-                "document_sha256": m["document"]["sha256"], "manifest_checksum": m["checksum"]}
+                "document_sha256": m["document"]["sha256"], "manifest_checksum": m.get("checksum")}
 
 
 def sha256_text(text: str) -> str:
@@ -116,6 +116,51 @@ def insert(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[tup
     return "".join(pieces), where
 
 
+def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sentences", repeat: int = 1,
+             seed: str | int | None = None, n_canaries: int = 1,
+             n_words: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The random part of a kit, in memory: (marked text, manifest without checksum)."""
+    raw_seed, seed_record = seed_bytes(seed)
+    root = Drbg(raw_seed)
+    drawn: list[tuple[list[str], int]] = []
+    for k in range(n_canaries):
+        rng = root.child(f"canary:{k}")
+        cands = candidates(rng, style, n_candidates, n_words)
+        drawn.append((cands, rng.randbelow(n_candidates)))
+    spots = boundaries(text)
+    place_rng = root.child("positions")
+    total = n_canaries * repeat
+    if total <= len(spots):
+        chosen = [spots[i] for i in place_rng.sample(len(spots), total)]
+    else:
+        chosen = [spots[place_rng.randbelow(len(spots))] for _ in range(total)]
+    places = [(chosen[k * repeat + r], k, drawn[k][0][drawn[k][1]]) for k in range(n_canaries) for r in range(repeat)]
+    marked, where = insert(text, places)
+
+    canaries = [Canary(index=k, candidates=cands, published=pub,
+                       positions=sorted(pos for idx, pos in where if idx == k))
+                for k, (cands, pub) in enumerate(drawn)]
+    doc_rel = PUBLISH / name
+    manifest: dict[str, Any] = {
+        "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
+        "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
+        "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
+        "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
+        "canaries": [c.to_json() for c in canaries],
+    }
+    return marked, manifest
+
+
+def kit_from_manifest(manifest: dict[str, Any], kit_dir: str | os.PathLike = ".",
+                      document: str | os.PathLike | None = None) -> Kit:
+    """A Kit object from a manifest already checked (or just drawn, in memory)."""
+    canaries = [Canary(index=int(c["index"]), candidates=list(c["candidates"]), published=int(c["published"]),
+                       positions=list(c["positions"])) for c in manifest["canaries"]]
+    path = Path(kit_dir)
+    return Kit(dir=path, manifest=manifest, canaries=canaries,
+               document=Path(document) if document is not None else path / manifest["document"]["file"])
+
+
 def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: int = 100, style: str = "sentences",
              repeat: int | None = None, seed: str | int | None = None, n_canaries: int = 1,
              n_words: int | None = None, command: list[str] | None = None) -> Kit:
@@ -144,37 +189,12 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
     if (out_dir / MANIFEST).exists():
         raise ConfigError(f"{out_dir} already holds a kit; choose another --out (a kit is never overwritten)")
 
-    raw_seed, seed_record = seed_bytes(seed)
-    root = Drbg(raw_seed)
-    drawn: list[tuple[list[str], int]] = []
-    for k in range(n_canaries):
-        rng = root.child(f"canary:{k}")
-        cands = candidates(rng, style, n_candidates, n_words)
-        drawn.append((cands, rng.randbelow(n_candidates)))
-    spots = boundaries(text)
-    place_rng = root.child("positions")
-    total = n_canaries * repeat
-    if total <= len(spots):
-        chosen = [spots[i] for i in place_rng.sample(len(spots), total)]
-    else:
-        chosen = [spots[place_rng.randbelow(len(spots))] for _ in range(total)]
-    places = [(chosen[k * repeat + r], k, drawn[k][0][drawn[k][1]]) for k in range(n_canaries) for r in range(repeat)]
-    marked, where = insert(text, places)
-
-    canaries = [Canary(index=k, candidates=cands, published=pub,
-                       positions=sorted(pos for idx, pos in where if idx == k))
-                for k, (cands, pub) in enumerate(drawn)]
-    doc_rel = PUBLISH / source.name
-    manifest: dict[str, Any] = {
-        "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
-        "created": utc_now(), "command": command or [], "versions": versions(),
-        "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
-        "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
-        "source": {"path": str(source), "sha256": sha256_text(text), "n_chars": len(text)},
-        "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
-        "canaries": [c.to_json() for c in canaries],
-    }
+    marked, manifest = draw_kit(text, source.name, n_candidates=n_candidates, style=style, repeat=repeat,
+                                seed=seed, n_canaries=n_canaries, n_words=n_words)
+    manifest.update({"created": utc_now(), "command": command or [], "versions": versions(),
+                     "source": {"path": str(source), "sha256": sha256_text(text), "n_chars": len(text)}})
     manifest["checksum"] = _checksum(manifest)
+    doc_rel = Path(manifest["document"]["file"])
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / doc_rel, marked)
     write_json(out_dir / MANIFEST, manifest)

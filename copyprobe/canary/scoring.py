@@ -41,9 +41,9 @@ class CanaryResult:
         return self.out
 
 
-def kit_examples(kit: Kit) -> list[Example]:
-    """One passage per candidate: id ``c<canary>:<candidate>``, doc_id ``canary-<k>``."""
-    return [Example(id=f"c{c.index}:{j}", text=text, doc_id=f"canary-{c.index}")
+def kit_examples(kit: Kit, prefix: str = "") -> list[Example]:
+    """One passage per candidate: id ``<prefix>c<canary>:<candidate>``, doc_id ``canary-<k>``."""
+    return [Example(id=f"{prefix}c{c.index}:{j}", text=text, doc_id=f"{prefix}canary-{c.index}")
             for c in kit.canaries for j, text in enumerate(c.candidates)]
 
 
@@ -79,12 +79,13 @@ def verdict(result: dict[str, Any]) -> str:
     return " ".join([what, chance, conclusion])
 
 
-def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: float) -> dict[str, Any]:
+def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: float,
+                   prefix: str = "") -> dict[str, Any]:
     """canary.json from the scores rows (a pure function: rescoring gives the same)."""
     by_id = {r["id"]: r for r in rows}
     per: list[dict[str, Any]] = []
     for c in kit.canaries:
-        values = [by_id[f"c{c.index}:{j}"].get(method) for j in range(len(c.candidates))]
+        values = [by_id[f"{prefix}c{c.index}:{j}"].get(method) for j in range(len(c.candidates))]
         published = values[c.published]
         held = [v for j, v in enumerate(values) if j != c.published]
         rank, p = stats.canary_p_value(published, held)
