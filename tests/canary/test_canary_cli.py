@@ -94,3 +94,25 @@ def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k")]) == 2
     assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k"), "--n-candidates", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_make_and_test_on_smollm2_offline(tmp_path, capsys):
+    """The two commands on the bundled smollm2, loaded by the CLI itself (no network)."""
+    from copyprobe.backends.specs import alias_path
+    from copyprobe.errors import BackendError
+
+    try:
+        alias_path("smollm2-135m-instruct")
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    doc = tmp_path / "book.txt"
+    doc.write_text(DOC)
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "8",
+                 "--seed", "smol"]) == 0
+    code = main(["canary", "test", "--model", "smollm2-135m-instruct", "--kit", str(tmp_path / "kit"),
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--device", "cpu", "--dtype", "float32"])
+    assert code == 0
+    summary = json.loads((tmp_path / "run" / "canary.json").read_text())
+    assert 1 <= summary["canaries"][0]["rank"] <= 8 and summary["p_value"] == summary["canaries"][0]["rank"] / 8
+    assert all(r["loss"] is not None for r in load_run(tmp_path / "run").scores)
