@@ -176,9 +176,18 @@ class FrequencyTable:
             arrays["token_crc"] = self.token_crc.astype(np.uint32)
             arrays["piece_crc"] = self.piece_crc.astype(np.uint32)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as handle:  # a file handle: numpy does not append ".npz"
-            np.savez_compressed(handle, **arrays)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as handle:  # a file handle: numpy does not append ".npz"
+                np.savez_compressed(handle, **arrays)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full device, read-only folder, a directory named like the table
+            if tmp.is_file():
+                try:
+                    tmp.unlink()
+                except OSError:
+                    pass
+            raise DataError(f"cannot write frequency table {path}: {exc.strerror or exc}; "
+                            "nothing was written (an earlier table there is unchanged)") from None
         return path
 
 

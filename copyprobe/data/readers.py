@@ -171,6 +171,8 @@ def _parse_jsonl(text: str, name: str) -> Rows:
         except json.JSONDecodeError as exc:
             raise DataError(f"{name}: invalid JSON on line {lineno} (column {exc.colno}): "
                             f"{exc.msg}") from None
+        except (ValueError, RecursionError) as exc:
+            raise DataError(f"{name}: cannot read line {lineno}: {_json_limit(exc)}") from None
         if not isinstance(obj, dict):
             raise DataError(f"{name}: line {lineno} is a JSON {type(obj).__name__}, "
                             f"expected an object")
@@ -187,6 +189,8 @@ def _parse_json(text: str, name: str) -> Rows:
             return _parse_jsonl(text, name)
         raise DataError(f"{name}: invalid JSON on line {exc.lineno} (column {exc.colno}): "
                         f"{exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{name}: cannot read it: {_json_limit(exc)}") from None
     if isinstance(data, dict):
         raise DataError(f"{name}: expected a JSON list of objects, got an object with keys "
                         f"{', '.join(map(str, list(data)[:10]))}")
@@ -199,6 +203,16 @@ def _parse_json(text: str, name: str) -> Rows:
                             f"expected an object")
         rows.append((f"row {i}", obj))
     return rows
+
+
+def _json_limit(exc: BaseException) -> str:
+    """What a JSON value beyond Python's limits is, in words."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply (more levels of brackets than can be read)"
+    text = str(exc)
+    if "digits" in text:  # int() refuses numbers of more than 4300 digits
+        return "a number with thousands of digits (more than 4300)"
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _parse_csv(text: str, name: str, delimiter: str) -> Rows:

@@ -136,6 +136,9 @@ CASES = [
     Case("split on a plain file", {"data.jsonl": jsonl(GOOD)}, ["--split", "train"], "applies only to a saved Hugging Face dataset"),
     Case("lone surrogate escape in text", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "s", "text": "broken emoji \\ud83d here", "label": 1}\n'}, [], "line 3: column 'text' holds an unpaired surrogate \\ud83d"),
     Case("lone surrogate escape in id", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "x\\udc00", "text": "fine text here", "label": 1}\n'}, [], "the id holds an unpaired surrogate"),
+    Case("deeply nested JSON line", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "d", "text": ' + b"[" * 100_000 + b"]" * 100_000 + b', "label": 1}\n'}, [], "line 3: JSON nested too deeply"),
+    Case("deeply nested JSON list", {"data.json": b"[" * 100_000 + b"]" * 100_000}, [], "JSON nested too deeply", data="data.json"),
+    Case("label with 5000 digits", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "h", "text": "some words", "label": ' + b"1" * 5000 + b"}\n"}, [], "line 3: a number with thousands of digits"),
     Case("missing id value", {"data.jsonl": jsonl([*GOOD[:2], _row(2, id=None)])}, [], "has no id in column 'id'"),
     # -- methods and parameters ------------------------------------------------------
     Case("unknown method", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,min_kk"], "unknown method 'min_kk'"),
