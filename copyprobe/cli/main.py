@@ -13,8 +13,9 @@ import errno
 import importlib
 import pkgutil
 import sys
+import warnings
 
-from copyprobe.errors import CopyprobeError, one_line
+from copyprobe.errors import CopyprobeError, DataWarning, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """copyprobe's own warnings (DataWarning) as one line; others as Python shows them."""
+    if issubclass(category, DataWarning):
+        print(f"copyprobe: warning: {message}", file=file or sys.stderr)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = _show_warning
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # a usage error: argparse prints it and exits 2
