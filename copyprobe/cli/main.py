@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.func(args)
     except CopyprobeError as exc:
-        print(f"copyprobe: error: {exc}", file=sys.stderr)
+        message = str(exc).strip().replace("\r", "\\r").replace("\n", "\\n")  # one line, always
+        print(f"copyprobe: error: {message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(

@@ -226,6 +226,9 @@ def _parse_csv(text: str, name: str, delimiter: str) -> Rows:
         header = next(reader, None)
         if header is None:
             raise DataError(f"{name} is empty (no header row)")
+        if reader.line_num > 1:
+            raise DataError(f"{name}: line 1: the header row spans lines 1-{reader.line_num} (a quote opened in it "
+                            f"closes only there); check the quotes of the header")
         seen: set[str] = set()
         for col in header:
             if col in seen:
@@ -301,9 +304,12 @@ def _parse_parquet(raw: bytes, name: str, text_column: str | None = None) -> Row
         twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
         raise DataError(f"{name}: column {twice[0]!r} appears twice")
     try:
-        table = pq.read_table(pa.BufferReader(raw))
+        # No reader threads: Arrow's parquet threads can outlive the read and abort the
+        # process at exit ("terminate called without an active exception", exit 134;
+        # apache/arrow#34314), seen here in 3 of 40 runs reading 20 empty files.
+        table = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
         records = table.to_pylist()
-    except (pa.ArrowException, OSError, ValueError) as exc:
+    except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:  # e.g. dates beyond year 9999
         raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None
     return [(f"row {i}", r) for i, r in enumerate(records)]
 
@@ -372,12 +378,19 @@ def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], kwar
     if explicit is not None:
         if explicit not in columns:
             raise DataError(f"{name}: {kwarg}={explicit!r} is not a column; columns: "
-                            f"{', '.join(columns) or '(none)'}")
+                            f"{_column_list(columns)}")
         return explicit
     for n in names:
         if n in columns:
             return n
     return None
+
+
+def _column_list(columns: list[str], limit: int = 20) -> str:
+    """Column names for a one-line message: plain names as they are, others quoted and cut."""
+    shown = [c if isinstance(c, str) and c.isprintable() and len(c) <= 40 else _short(c) for c in columns[:limit]]
+    more = f", ... ({len(columns)} columns)" if len(columns) > limit else ""
+    return (", ".join(shown) + more) or "(none)"
 
 
 def _is_missing(value: Any) -> bool:
@@ -443,7 +456,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         raise DataError(f"{name} has no rows")
     text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
     if text_col is None:
-        raise DataError(f"{name}: no text column; columns found: {', '.join(columns) or '(none)'}; "
+        raise DataError(f"{name}: no text column; columns found: {_column_list(columns)}; "
                         f"names tried: {', '.join(TEXT_NAMES)} (or pass text_column=)")
     label_col = _pick(columns, label_column, LABEL_NAMES, "label_column", name)
     doc_col = _pick(columns, doc_column, DOC_NAMES, "doc_column", name)
