@@ -112,9 +112,12 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if not model:
         raise ConfigError(f"bad model spec {spec!r}: expected openai:<model>@<base_url>")
     url = url.strip() if sep else os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    from copyprobe.params import URL
+
+    problem = URL().reason(url)  # scheme, host, IPv6 brackets, port a number in [1, 65535]
+    if problem is not None:
+        raise ConfigError(f"bad base URL in model spec {spec!r}: it {problem}; expected http(s)://host[:port]/v1")
     parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"bad base URL {url!r} in model spec: expected http(s)://host[:port]/v1")
     if parsed.path in ("", "/"):
         url = url.rstrip("/") + "/v1"
     return model, url.rstrip("/")

@@ -60,6 +60,9 @@ def load_backend(
         return OpenAIBackend.from_spec(spec, **common, **options)
 
     source = resolve_local(spec)
+    from copyprobe.params import Device
+
+    Device().validate(device, "device")  # before any loading: mps or a missing cuda:N is one line
     from copyprobe.backends.hf import HFBackend
 
     if source.kind == "gguf":
