@@ -71,8 +71,9 @@ def data_dir() -> Path:
 
 
 def _where(rel: str) -> str:
-    shown = f"${DATA_DIR_ENV}/{rel}" if os.environ.get(DATA_DIR_ENV) else f"{data_dir() / rel}"
-    return shown
+    if os.environ.get(DATA_DIR_ENV):
+        return f"${DATA_DIR_ENV}/{rel} (= {data_dir() / rel})"
+    return f"{data_dir() / rel} (or under ${DATA_DIR_ENV})"
 
 
 # -- loaders -------------------------------------------------------------------------

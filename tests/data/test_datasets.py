@@ -144,3 +144,10 @@ def test_decop_on_supplied_paraphrases_sends_no_generation(data_dir, tmp_path):
     assert kinds == {"choice_logprobs (target)": 24 * len(ds)}
     scores = [json.loads(x) for x in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
     assert all(row["decop"] is not None for row in scores)
+
+
+def test_copying_cli_missing_copybench_exits_2(empty_dir, tmp_path, capsys):
+    code = main(["copying", "--model", "fake", "--data", "copybench:qa", "--out", str(tmp_path / "run"),
+                 "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "data.qa.json" in err and len(err.strip().splitlines()) == 1
