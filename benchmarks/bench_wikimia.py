@@ -140,20 +140,22 @@ def main() -> None:
         for length in lengths:
             if length not in LENGTHS:
                 raise SystemExit(f"unknown length {length}; lengths: {', '.join(LENGTHS)}")
-        for length in lengths:
-            run = run_one(args.model, length, args.batch_size, args.bootstrap, Path(args.runs_dir))
-            data["runs"][f"{args.model}|{length}"] = run
-            best = max((m["auc"] for m in run["methods"].values() if m["auc"] is not None), default=None)
-            print(f"{args.model} wikimia:{length}: best method AUC {fmt(best)}, blind {fmt(run['blind_baseline']['auc'])}, "
-                  f"{run['seconds']} s", flush=True)
-        argv = [a for a in sys.argv[1:]]
-        data["commands"].append("OMP_NUM_THREADS=1 flock /work/heavy.lock python benchmarks/bench_wikimia.py " + " ".join(argv))
-        data["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        data["commands"].append("OMP_NUM_THREADS=1 flock /work/heavy.lock python benchmarks/bench_wikimia.py "
+                                + " ".join(sys.argv[1:]))
         data["machine"] = f"{platform.machine()}, {os.cpu_count()} CPU cores"
         data["methods"] = list(METHODS)
         data["note"] = NOTE
-        write_json(path, data)
-    write_table(data, results)
+        for length in lengths:  # written after each length, so a cut-short call keeps what it did
+            run = run_one(args.model, length, args.batch_size, args.bootstrap, Path(args.runs_dir))
+            data["runs"][f"{args.model}|{length}"] = run
+            data["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            write_json(path, data)
+            write_table(data, results)
+            best = max((m["auc"] for m in run["methods"].values() if m["auc"] is not None), default=None)
+            print(f"{args.model} wikimia:{length}: best method AUC {fmt(best)}, blind {fmt(run['blind_baseline']['auc'])}, "
+                  f"{run['seconds']} s", flush=True)
+    else:
+        write_table(data, results)
 
 
 if __name__ == "__main__":
