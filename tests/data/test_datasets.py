@@ -151,3 +151,20 @@ def test_copying_cli_missing_copybench_exits_2(empty_dir, tmp_path, capsys):
                  "--no-cache", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "data.qa.json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_detect_on_wikimia_warns_about_the_blind_baseline(tmp_path, monkeypatch, capsys):
+    # the done-means check of issue 14 with a model-free backend (the real model: docs/benchmarks.md)
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **kw: FakeBackend(spec=spec))
+    out = tmp_path / "run"
+    code = main(["detect", "--model", "smollm2-135m-instruct", "--data", "wikimia:64", "--methods", "loss,min_k",
+                 "--out", str(out), "--no-cache", "--no-progress", "--bootstrap", "0", "--report"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    blind = metrics["blind_baseline"]
+    assert blind["auc"] >= 0.9 and blind["signal"] is True and blind["n"] == 542
+    assert "WARNING" in printed and "without the model" in " ".join(printed.split())
+    record = json.loads((out / "run.json").read_text())
+    assert record["data"]["path"] == "wikimia:64"
+    assert 'id="blind-warning"' in (out / "report.html").read_text()
