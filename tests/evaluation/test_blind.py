@@ -241,3 +241,13 @@ def test_bundled_wikimia_is_separable_without_a_model():
     assert result["auc"] >= 0.9 and result["auc_low"] >= 0.9
     assert result["components"]["dates"] >= 0.9
     assert result["signal"] is True and "WARNING" in result["warning"]
+
+
+def test_report_context_carries_the_no_signal_reason():
+    from copyprobe.reports.html import _blind_context
+
+    texts, labels, groups = unbalanced_null(0)
+    blind = blind_baseline(texts, labels, groups=groups, n_bootstrap=200)
+    context = _blind_context({"blind_baseline": blind}, [])
+    assert context["no_signal"] == blind["no_signal"] and context["no_signal"].startswith("no signal")
+    assert "same test fold" in context["validation"] and context["warning"] is None
