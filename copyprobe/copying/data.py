@@ -278,7 +278,12 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
     if not p.exists():
         builtin = builtin_path(str(path))
         if builtin is None:
-            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext)")
+            from copyprobe.data import datasets
+
+            if datasets.is_dataset_name(str(path)):
+                return datasets.load_named(str(path), command="copying")
+            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext; "
+                            f"datasets: copybench:literal|nonliteral|qa)")
         p = builtin
     if p.is_dir():
         out = CopySet(source=str(p))
