@@ -79,6 +79,7 @@ def main() -> int:
     parser.add_argument("--cache", default="/tmp/copyprobe_bench_blackbox.sqlite")
     parser.add_argument("--label", default="", help="a note stored with the result (e.g. why these params)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/blackbox.json"))
+    parser.add_argument("--dump", default=None, help="write every scored row (with details) to this JSONL")
     args = parser.parse_args()
 
     from copyprobe.backends.specs import load_backend
@@ -132,6 +133,10 @@ def main() -> int:
             "command": command, "machine": f"{platform.machine()}, {os.cpu_count()} cpus (shared)",
         }
         results.append(result)
+        if args.dump:
+            with open(args.dump, "a", encoding="utf-8") as handle:
+                for row in rows:
+                    handle.write(json.dumps({"method": name, **row}, default=str) + "\n")
         print(json.dumps({k: result[k] for k in ("method", "auc", "ci_passages", "ci_documents", "failures",
                                                   "model_calls", "seconds_per_passage")}), flush=True)
         write_results(Path(args.out), results)

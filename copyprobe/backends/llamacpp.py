@@ -354,8 +354,10 @@ class LlamaCppBackend(Backend):
 
     # -- generation -------------------------------------------------------------------
     def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None):
-        answers = []
-        for index, request in enumerate(requests):
+        """Prompts run in sorted token order, so consecutive ones share the longest prefix
+        of KV cache; answers are independent of the order (greedy, or per-request seeds)."""
+        prompts = []
+        for request in requests:
             if request.max_tokens < 1:
                 raise ConfigError(f"max_tokens must be >= 1, got {request.max_tokens}")
             ids = self.prompt_ids(request.prompt, request.messages, self.chat)
@@ -364,9 +366,12 @@ class LlamaCppBackend(Backend):
             if len(ids) + request.max_tokens > self.max_length:
                 raise BackendError(f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} exceeds "
                                    f"the model's context of {self.max_length} tokens")
-            answers.append(self._generate(ids, request))
+            prompts.append(ids)
+        answers: list[Generation | None] = [None] * len(requests)
+        for index in sorted(range(len(requests)), key=lambda i: prompts[i]):
+            answers[index] = self._generate(prompts[index], requests[index])
             if on_result:
-                on_result(index, answers[-1])
+                on_result(index, answers[index])
             if progress:
                 progress(1)
         return answers
@@ -422,11 +427,13 @@ class LlamaCppBackend(Backend):
 
     # -- multiple choice --------------------------------------------------------------
     def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None):
-        answers = []
-        for index, request in enumerate(requests):
-            ids = self.prompt_ids(request.prompt, request.messages, use_chat=False)
-            if not ids:
-                raise BackendError("empty prompt: nothing to condition the choices on")
+        prompts = [self.prompt_ids(r.prompt, r.messages, use_chat=False) for r in requests]
+        if not all(prompts):
+            raise BackendError("empty prompt: nothing to condition the choices on")
+        answers: list[ChoiceLogprobs | None] = [None] * len(requests)
+        # sorted prompts: DE-COP's 24 orderings then re-decode only past their shared prefix
+        for index in sorted(range(len(requests)), key=lambda i: prompts[i]):
+            request, ids = requests[index], prompts[index]
             logp = _log_softmax(self._decode(ids, all_logits=False))
             values = {}
             for choice in request.choices:
@@ -435,9 +442,9 @@ class LlamaCppBackend(Backend):
                 if not forms:
                     raise BackendError(f"choice {choice!r} tokenizes to nothing")
                 values[choice] = max(float(logp[t]) for t in forms)
-            answers.append(ChoiceLogprobs(logprobs=values))
+            answers[index] = ChoiceLogprobs(logprobs=values)
             if on_result:
-                on_result(index, answers[-1])
+                on_result(index, answers[index])
             if progress:
                 progress(1)
         return answers
