@@ -80,6 +80,9 @@ def main() -> int:
     parser.add_argument("--label", default="", help="a note stored with the result (e.g. why these params)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/blackbox.json"))
     parser.add_argument("--dump", default=None, help="write every scored row (with details) to this JSONL")
+    parser.add_argument("--calibrate", type=int, default=0,
+                        help="decop logit mode: also score with DE-COP calibration offsets (Algorithm 1) "
+                             "from this many fresh passages that are NOT in the evaluated set")
     args = parser.parse_args()
 
     from copyprobe.backends.specs import load_backend
@@ -95,8 +98,19 @@ def main() -> int:
     session = Session(backend, cache=args.cache)
     command = "python benchmarks/bench_blackbox.py " + " ".join(sys.argv[1:])
     results = []
+    steps = []
     for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
-        method_params = params.get(name, {})
+        steps.append((name, dict(params.get(name, {}))))
+        if name == "decop" and args.calibrate and \
+                build_methods([name], {name: dict(params.get(name, {}))})[0].mode == "logit":
+            steps.append(("decop", {**params.get(name, {}), "calibration": "from-clean-set"}))
+    for name, method_params in steps:
+        if method_params.get("calibration") == "from-clean-set":
+            offsets, calib_ids = calibrate_decop(examples, method_params, session, args)
+            method_params = {**method_params, "calibration": ",".join(f"{k}:{v:.4f}" for k, v in offsets.items())}
+            note = f"calibration offsets from {len(calib_ids)} unscored fresh passages: {', '.join(calib_ids)}"
+        else:
+            note = ""
         method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
         stats = DriveStats()
         t0 = time.perf_counter()
@@ -119,7 +133,7 @@ def main() -> int:
         member = [v for v, y in zip(values, labels) if y == 1]
         fresh = [v for v, y in zip(values, labels) if y == 0]
         result = {
-            "model": args.model, "method": name, "params": method_params, "label": args.label,
+            "model": args.model, "method": name, "params": method_params, "label": " ".join(x for x in (args.label, note) if x),
             "passages": len(examples), "scored": len(values),
             "auc": auc,
             "ci_passages": None if ci is None else [ci.low, ci.high],
@@ -143,6 +157,31 @@ def main() -> int:
     session.close()
     backend.close()
     return 0
+
+
+def calibrate_decop(examples, method_params, session, args):
+    """DE-COP Algorithm 1 on a clean set: fresh passages of the demo that are not scored."""
+    from copyprobe.methods.decop import calibration_offsets
+
+    used = {e.id for e in examples}
+    rows = [json.loads(line) for line in (ROOT / "copyprobe/demo/demo.jsonl").read_text().splitlines() if line]
+    clean = [Example(id=r["id"], text=r["text"], label=0, doc_id=r["doc_id"])
+             for r in rows if r["label"] == 0 and r["id"] not in used]
+    # one passage per document first, so the offsets average over as many documents as possible
+    clean.sort(key=lambda e: (int(e.id.rsplit("-", 1)[-1]) if e.id.rsplit("-", 1)[-1].isdigit() else 0, e.id))
+    clean = clean[:args.calibrate]
+    plain = {k: v for k, v in method_params.items() if k != "calibration"}
+    method = build_methods(["decop"], {"decop": plain})[0]
+    scored, _ = score_examples(clean, [method], session.backend_for, stats=DriveStats())
+    probs, docs = [], []
+    for row in scored:
+        details = (row.get("details") or {}).get("decop") or {}
+        if "letter_probs" in details:
+            probs.append(details["letter_probs"])
+            docs.append(row["doc_id"])
+    if not probs:
+        raise SystemExit("calibration: no clean passage got letter probabilities")
+    return calibration_offsets(probs, docs), [r["id"] for r in scored if (r.get("details") or {}).get("decop")]
 
 
 def write_results(out: Path, new: list[dict]) -> None:
