@@ -114,11 +114,14 @@ def main() -> int:
         method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
         stats = DriveStats()
         t0 = time.perf_counter()
-        rows, _ = score_examples(examples, [method], session.backend_for, stats=stats)
+        rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
+        trained_on = set(train_ids.get(name, ()))  # a trained method is evaluated on the other rows
         seconds = time.perf_counter() - t0
         labels, values, groups = [], [], []
         failures: Counter[str] = Counter()
         for row in rows:
+            if row["id"] in trained_on:
+                continue
             if row.get(name) is None:
                 failures[row.get("errors", {}).get(name, "no score")[:160]] += 1
                 continue
@@ -134,7 +137,7 @@ def main() -> int:
         fresh = [v for v, y in zip(values, labels) if y == 0]
         result = {
             "model": args.model, "method": name, "params": method_params, "label": " ".join(x for x in (args.label, note) if x),
-            "passages": len(examples), "scored": len(values),
+            "passages": len(examples) - len(trained_on), "trained_on": len(trained_on), "scored": len(values),
             "auc": auc,
             "ci_passages": None if ci is None else [ci.low, ci.high],
             "ci_documents": None if gci is None else [gci.low, gci.high],
