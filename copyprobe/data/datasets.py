@@ -137,14 +137,13 @@ def _decop_loader(name: str, hub_id: str):
 
 
 def _load_copybench(split: str | None, _extra: str | None):
-    from copyprobe.copying.data import TASK_FILES, load_copyset
-
-    fname = TASK_FILES[split]
+    # The file's path only: copying (a higher layer) parses it, so data never imports copying.
+    fname = f"data.{split}.json"
     path = data_dir() / "copybench" / fname
     if not path.is_file():
         raise DataError(f"copybench:{split} is not on this machine: put {fname} (from the data/ folder "
                         f"of github.com/chentong0/copy-bench) at {_where('copybench/' + fname)}")
-    return load_copyset(path, task=split)
+    return path
 
 
 def _load_mimir(subset: str | None, split: str | None):
@@ -283,8 +282,8 @@ def is_dataset_name(spec: Any) -> bool:
 
 
 def load_named(spec: str, *, command: str = "detect", split: str | None = None):
-    """The dataset ``spec`` names (a :class:`~copyprobe.data.readers.Dataset`, or a
-    ``CopySet`` for copybench). ``split`` is another way to give the SPLIT part."""
+    """The dataset ``spec`` names (a :class:`~copyprobe.data.readers.Dataset`, or for
+    copybench the path of its file, which ``copying.data.load_copyset`` reads). ``split`` is another way to give the SPLIT part."""
     if split is not None and ":" not in spec:
         spec = f"{spec}:{split}"
     elif split is not None:
