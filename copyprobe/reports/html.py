@@ -358,6 +358,8 @@ def _blind_context(metrics: dict, methods: list[dict]) -> dict[str, Any] | None:
         "features": str(blind.get("features") or ""),
         "components": [(str(k), fmt(v)) for k, v in components.items()],
         "skipped": blind.get("skipped"),
+        "no_signal": blind.get("no_signal"),
+        "validation": blind.get("validation"),
         "warning": warning,
         "best": fmt(best),
     }
