@@ -194,7 +194,9 @@ def print_metrics(metrics: dict[str, Any] | None, scores, method_names: list[str
             console.print(table)
         blind = metrics.get("blind_baseline") or {}
         if blind.get("warning"):
-            console.print(f"[bold red]WARNING:[/bold red] {blind['warning']}")
+            console.print(f"[bold red]WARNING:[/bold red] {blind['warning'].removeprefix('WARNING: ')}")
+        elif blind.get("no_signal"):
+            console.print(f"[dim]blind baseline: {blind['no_signal']}[/dim]")
     else:
         table = Table(title="scores (first rows)")
         table.add_column("id")

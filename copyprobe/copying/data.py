@@ -278,7 +278,14 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
     if not p.exists():
         builtin = builtin_path(str(path))
         if builtin is None:
-            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext)")
+            from copyprobe.data import datasets
+
+            if datasets.is_dataset_name(str(path)):
+                named_file = datasets.load_named(str(path), command="copying")
+                task_of_file = {fname: name for name, fname in TASK_FILES.items()}
+                return load_copyset(named_file, task=task_of_file[named_file.name])
+            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext; "
+                            f"datasets: copybench:literal|nonliteral|qa)")
         p = builtin
     if p.is_dir():
         out = CopySet(source=str(p))

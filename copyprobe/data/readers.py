@@ -107,7 +107,16 @@ def load_dataset(
     p = Path(path).expanduser()
     name = str(path)
     if not p.exists():
-        raise DataError(f"data file not found: {name}")
+        from copyprobe.data import datasets
+
+        if not datasets.is_dataset_name(name):
+            raise DataError(f"data file not found: {name} (nor a dataset name; datasets: "
+                            f"{datasets.known_names()})")
+        given = {k: v for k, v in (("text_column", text_column), ("label_column", label_column),
+                                   ("doc_column", doc_column), ("id_column", id_column)) if v}
+        if given:
+            raise ConfigError(f"{', '.join(given)} do not apply to the named dataset {name}")
+        return datasets.load_named(name, split=split)
     if p.is_dir():
         rows, columns, digest = _read_hf_dir(p, name, split)
     else:
@@ -129,7 +138,12 @@ def load_dataset(
             raise DataError(f"unsupported data file type {p.suffix or '(no extension)'!r} "
                             f"for {name}; supported: {', '.join(SUPPORTED)}")
         columns = _union_columns(r for _, r in rows)
-    return _build(rows, columns, name, digest, text_column, label_column, doc_column, id_column)
+    dataset = _build(rows, columns, name, digest, text_column, label_column, doc_column, id_column)
+    if text_column is None:
+        from copyprobe.data.datasets import apply_decop_layout
+
+        dataset = apply_decop_layout(dataset)  # DE-COP rows: the verbatim option is the passage
+    return dataset
 
 
 # -- raw reading ----------------------------------------------------------------------
