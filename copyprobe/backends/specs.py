@@ -72,6 +72,9 @@ def load_backend(
                                          **options)
 
     source = resolve_local(spec)
+    from copyprobe.params import Device
+
+    Device().validate(device, "device")  # before any loading: mps or a missing cuda:N is one line
     from copyprobe.backends.hf import HFBackend
 
     if source.kind == "gguf":
