@@ -105,6 +105,8 @@ def score_examples(
     """Run every method over every example. ``backend_for`` is a Session's (spec -> backend).
     Returns per-example rows and the ids each learning method trained on."""
     stats = stats if stats is not None else DriveStats()
+    # rows a method takes from the data (ReCaLL's prefix) count as its training rows
+    held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
     runs = {(i, m): method.run(example) for m, method in enumerate(methods) for i, example in enumerate(examples)}
     kwargs = {"progress": progress} if progress else {}
     results = drive(runs, backend_for, stats=stats, **kwargs)
@@ -121,6 +123,10 @@ def score_examples(
                 outputs[i] = value
             train_ids[method.name] = [examples[i].id for i in train_rows]
             for i in train_rows:
+                rows[i].setdefault("train", []).append(method.name)
+        if held[m]:
+            train_ids[method.name] = [examples[i].id for i in held[m]]
+            for i in held[m]:
                 rows[i].setdefault("train", []).append(method.name)
         for row, output in zip(rows, outputs):
             put_score(row, method.name, output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,13 +32,20 @@ NAMES = method_names()
 def freq_table(tmp_path_factory):
     # FakeBackend's token ids are word hashes below 50,000; no token strings to compare
     path = tmp_path_factory.mktemp("freq") / "fake.npz"
+    # a prefix file beside it for the methods that read one (recall, con_recall)
+    (path.parent / "prefix.txt").write_text("the worst of folly and wisdom\n", encoding="utf-8")
     return str(FrequencyTable(counts=np.ones(50_000, dtype=np.int64), name="fake", vocab_hash="h").save(path))
 
 
 def runnable_params(name: str, freq_table: str) -> dict:
     """The few parameters a method cannot run without, or that keep it small on 24 texts."""
+    prefix = str(Path(freq_table).parent / "prefix.txt")
     return {
+        "recall": {"prefix": prefix},
+        "con_recall": {"prefix": prefix, "member_prefix": prefix},
         "dc_pdd": {"freq": freq_table},
+        "tag_tab": {"freq": freq_table},
+        "surp": {"max_entropy": 5.0},  # the fake's entropies (-mu) lie in [3, 4]
         "feature_agg": {"n_train": 8},
         "veilprobe": {"n_train": 8, "n_samples": 1, "suffix_tokens": 4, "attribution_tokens": 2,
                       "map_epochs": 1, "proto_steps": 5, "map_dim": 8, "map_layers": 1, "bottleneck": 4},

@@ -29,8 +29,13 @@ DISTRIBUTION_STATS = "distribution_stats"  # per position mu/sigma of log p over
 NGRAM_LOGPROBS = "ngram_logprobs"  # log-prob of each token given only its last n tokens
 GENERATE = "generate"  # text generation
 CHOICE_LOGPROBS = "choice_logprobs"  # log-probs of given next tokens after a prompt
+GRAD_NORM = "grad_norm"  # norm of the gradient of the text's loss w.r.t. the weights (local models)
+# token log-probs of a text read after a context whose tokens are not scored (ReCaLL); its
+# own capability so that a backend that would ignore the context refuses instead
+CONTEXT_LOGPROBS = "context_logprobs"
 
-ALL_CAPABILITIES = (TOKEN_LOGPROBS, DISTRIBUTION_STATS, NGRAM_LOGPROBS, GENERATE, CHOICE_LOGPROBS)
+ALL_CAPABILITIES = (TOKEN_LOGPROBS, DISTRIBUTION_STATS, NGRAM_LOGPROBS, GENERATE, CHOICE_LOGPROBS, GRAD_NORM,
+                    CONTEXT_LOGPROBS)
 
 
 def _stable_json(obj: Any) -> str:
@@ -77,6 +82,12 @@ class TokenLogprobsRequest(Request):
     ``ngram``: None scores each token given its whole prefix; an integer n scores each
     token given only its n preceding tokens (n-gram normalization of the slope method);
     tokens with fewer than n predecessors get their full-prefix value.
+    ``context``: text the model reads before ``text`` whose own tokens are not scored
+    (ReCaLL's prefix). With a context every token of ``text`` is scored (the first one
+    given the context), so the lists have ``len(token_ids)`` entries instead of
+    ``len(token_ids) - 1``; the context is tokenized on its own (with the tokenizer's
+    leading special tokens) and the text without them. An empty context is the plain
+    request, with the same cache key as before the field existed.
     ``stats``: also return mu, sigma and rank of the full next-token distribution (off by
     default: not every backend can give them; one that can answers every request with
     them anyway, see ``Backend.canonical``).
@@ -86,8 +97,15 @@ class TokenLogprobsRequest(Request):
     ngram: int | None = None
     stats: bool = False
     model: str | None = None
+    context: str = ""
 
     kind: ClassVar[str] = "token_logprobs"
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        if not self.context:  # requests without a context keep their old cache keys
+            del data["context"]
+        return data
 
     def capabilities(self) -> set[str]:
         caps = {TOKEN_LOGPROBS}
@@ -95,6 +113,8 @@ class TokenLogprobsRequest(Request):
             caps.add(DISTRIBUTION_STATS)
         if self.ngram is not None:
             caps.add(NGRAM_LOGPROBS)
+        if self.context:
+            caps.add(CONTEXT_LOGPROBS)
         return caps
 
 
@@ -103,7 +123,8 @@ class TokenLogprobs(Response):
     """Answer to a TokenLogprobsRequest; lists are aligned with ``token_ids[1:]``.
 
     ``mu``/``sigma``: mean and standard deviation of log p(z) for z drawn from the
-    model's next-token distribution at that position (Min-K%++); ``rank``: 1 + number
+    model's next-token distribution at that position (Min-K%++); the distribution's
+    Shannon entropy is ``-mu`` (see :func:`entropies`); ``rank``: 1 + number
     of vocabulary entries more probable than the actual token. None when not asked for
     or when the backend cannot give them.
     """
@@ -114,6 +135,15 @@ class TokenLogprobs(Response):
     sigma: list[float] | None = None
     rank: list[int] | None = None
     tokens: list[str] | None = None
+
+
+def entropies(response: TokenLogprobs) -> list[float]:
+    """Per scored position, the Shannon entropy (nats) of the next-token distribution:
+    H = -sum p log p = -E_p[log p] = -mu, so it comes from the same streaming pass as mu
+    (no tokens x vocabulary tensor). Needs a response with stats."""
+    if response.mu is None:
+        raise ValueError("entropy needs distribution statistics (a request with stats=True)")
+    return [-m for m in response.mu]
 
 
 @dataclass(frozen=True)
@@ -184,6 +214,29 @@ class ChoiceLogprobs(Response):
 
 
 @dataclass(frozen=True)
+class GradNormRequest(Request):
+    """Gradient of the mean token loss of ``text`` (scored as in TokenLogprobsRequest,
+    first ``max_length`` tokens) with respect to every trainable weight of the model."""
+
+    text: str
+    model: str | None = None
+
+    kind: ClassVar[str] = "grad_norm"
+    capability: ClassVar[str] = GRAD_NORM
+
+
+@dataclass(frozen=True)
+class GradNorm(Response):
+    """``global_norm``: L2 norm of all gradients together; ``mean_tensor_norm``: mean over
+    weight tensors of each tensor's gradient L2 norm (MIMIR's statistic); ``loss``: the
+    mean token loss whose gradient was taken."""
+
+    global_norm: float
+    mean_tensor_norm: float
+    loss: float
+
+
+@dataclass(frozen=True)
 class RequestFailed:
     """Returned in place of a response when a request failed for good (after retries).
 
@@ -198,6 +251,7 @@ RESPONSE_TYPES: dict[str, type] = {
     TokenLogprobsRequest.kind: TokenLogprobs,
     GenerateRequest.kind: Generation,
     ChoiceLogprobsRequest.kind: ChoiceLogprobs,
+    GradNormRequest.kind: GradNorm,
 }
 
 

@@ -3,8 +3,12 @@
 Tokens are whitespace-separated words. Log-probs come from a hash of (previous word,
 word), so they are stable across runs and processes; ``member_texts`` get every token's
 log-prob raised, which makes them "members" for methods that look at likelihood.
+A request with a ``context`` scores every word of the text, the first one after the
+context's last word; under a context, member words keep only half their boost (so a
+non-member prefix lowers members' likelihood more than non-members', as ReCaLL finds).
 Generation answers with ``generate_fn(request)`` or echoes the prompt's last words.
-Every call is counted in ``calls`` so tests can check what reached the backend.
+Gradient norms grow with the text's fake loss. Every call is counted in ``calls``
+so tests can check what reached the backend.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from copyprobe.backends.base import (
     ChoiceLogprobsRequest,
     Generation,
     GenerateRequest,
+    GradNorm,
+    GradNormRequest,
     TokenLogprobs,
     TokenLogprobsRequest,
 )
@@ -55,10 +61,10 @@ class FakeBackend(Backend):
     def fingerprint(self) -> str:
         return hashlib.sha256(f"fake:{self.spec}:{self.boost}".encode()).hexdigest()[:16]
 
-    def _word_logprob(self, prev: str, word: str) -> float:
+    def _word_logprob(self, prev: str, word: str, boost: float | None = None) -> float:
         lp = -1.0 - 8.0 * _unit(self.spec, prev, word)
         if word in self.member_words:
-            lp = min(-0.05, lp + self.boost)
+            lp = min(-0.05, lp + (self.boost if boost is None else boost))
         return lp
 
     def _each(self, requests: list[Any], respond: Callable[[Any], Any], progress=None, on_result=None) -> list[Any]:
@@ -80,12 +86,16 @@ class FakeBackend(Backend):
         words = request.text.split()
         ids = [int(_unit("id", w) * 50000) for w in words]
         lps, mus, sigmas, ranks = [], [], [], []
+        context = request.context.split()
+        boost = self.boost / 2 if context else None
+        if context:  # every word is scored, the first after the context's last word
+            words = context[-1:] + words
         for i in range(1, len(words)):
             prev = words[i - 1]
             if request.ngram is not None and i >= request.ngram:
                 # shorter context than the full prefix: a different (fake) value
                 prev = "ngram|" + "|".join(words[i - request.ngram : i])
-            lp = self._word_logprob(prev, words[i])
+            lp = self._word_logprob(prev, words[i], boost)
             lps.append(lp)
             mus.append(-3.0 - _unit("mu", words[i - 1]))
             sigmas.append(1.0 + _unit("sigma", words[i - 1]))
@@ -97,7 +107,7 @@ class FakeBackend(Backend):
             mu=mus if stats else None,
             sigma=sigmas if stats else None,
             rank=ranks if stats else None,
-            tokens=words,
+            tokens=words[1:] if context else words,
         )
 
     def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None) -> list[Any]:
@@ -126,3 +136,12 @@ class FakeBackend(Backend):
         raw = {c: -1.0 - 4.0 * _unit(self.spec, request.prompt, c) for c in request.choices}
         norm = math.log(sum(math.exp(v) for v in raw.values())) if raw else 0.0
         return ChoiceLogprobs(logprobs={c: v - norm for c, v in raw.items()})
+
+    def _answer_grad_norm(self, requests: list[GradNormRequest], progress=None, on_result=None) -> list[Any]:
+        return self._each(requests, self._grad_norm, progress, on_result)
+
+    def _grad_norm(self, request: GradNormRequest) -> GradNorm:
+        # a fake gradient that shrinks with the text's likelihood (members have lower loss)
+        logprobs = self._token_logprobs(TokenLogprobsRequest(request.text)).logprobs or [0.0]
+        loss = -sum(logprobs) / len(logprobs)
+        return GradNorm(global_norm=loss * 10.0, mean_tensor_norm=loss, loss=loss)

@@ -23,6 +23,8 @@ What each request kind becomes:
   ``max_tokens=1`` (prompt log-probs, llama.cpp / OpenAI legacy style). Only when the
   server supports it: ``prompt_logprobs=None`` probes once, lazily, on first need. The
   API gives no token ids, so ``token_ids`` holds -1 per token (``tokens`` has the text).
+  With a ``context``, context + text is sent and the tokens that end inside the
+  context are dropped (by ``text_offset``), so every token of the text is scored.
   Distribution statistics (mu/sigma/rank) and n-gram log-probs are never available over
   HTTP, so methods that need them (min_k_pp, ...) fail up front in ``check``.
 
@@ -59,6 +61,7 @@ from typing import Any
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
+    CONTEXT_LOGPROBS,
     GENERATE,
     TOKEN_LOGPROBS,
     Backend,
@@ -109,9 +112,12 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if not model:
         raise ConfigError(f"bad model spec {spec!r}: expected openai:<model>@<base_url>")
     url = url.strip() if sep else os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    from copyprobe.params import URL
+
+    problem = URL().reason(url)  # scheme, host, IPv6 brackets, port a number in [1, 65535]
+    if problem is not None:
+        raise ConfigError(f"bad base URL in model spec {spec!r}: it {problem}; expected http(s)://host[:port]/v1")
     parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"bad base URL {url!r} in model spec: expected http(s)://host[:port]/v1")
     if parsed.path in ("", "/"):
         url = url.rstrip("/") + "/v1"
     return model, url.rstrip("/")
@@ -201,9 +207,9 @@ class OpenAIBackend(Backend):
     def capabilities(self) -> frozenset[str]:  # type: ignore[override]
         caps = {GENERATE, CHOICE_LOGPROBS}
         if self._prompt_logprobs is None:
-            return frozenset(caps | {TOKEN_LOGPROBS})  # decided in check() by probing
+            return frozenset(caps | {TOKEN_LOGPROBS, CONTEXT_LOGPROBS})  # decided in check() by probing
         if self._prompt_logprobs:
-            caps.add(TOKEN_LOGPROBS)
+            caps |= {TOKEN_LOGPROBS, CONTEXT_LOGPROBS}  # a context is echoed with the text
         return frozenset(caps)
 
     def check(self, requests: Sequence[Any]) -> None:
@@ -475,6 +481,8 @@ class OpenAIBackend(Backend):
         return self._run_all(requests, self._choice_one, progress, on_result)
 
     def _token_logprobs_one(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+        if request.context:
+            return self._context_logprobs_one(request)
         payload = self._call(
             "/completions",
             {"model": self.model, "prompt": request.text, "max_tokens": 1, "echo": True,
@@ -500,6 +508,32 @@ class OpenAIBackend(Backend):
         if any(math.isnan(v) for v in scored):
             raise _Fatal("the server left some prompt tokens without a log-prob")
         return TokenLogprobs(token_ids=[-1] * len(tokens), logprobs=scored, tokens=tokens)
+
+    def _context_logprobs_one(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+        """Context + text sent as one echoed prompt; the tokens that end inside the
+        context (``text_offset`` + length <= its length) are dropped and every other
+        prompt token is scored. The server tokenizes the joined string, so a token that
+        spans the boundary (" the" after a context ending in a space) counts as text."""
+        prompt = request.context + request.text
+        payload = self._call(
+            "/completions",
+            {"model": self.model, "prompt": prompt, "max_tokens": 1, "echo": True,
+             "logprobs": 1, "temperature": 0},
+        )
+        lp = payload["choices"][0]["logprobs"]
+        offsets = lp.get("text_offset")
+        if not offsets:
+            raise _Fatal("the server gives no text_offset: cannot tell the context's tokens from the text's")
+        tokens = list(lp["tokens"])
+        keep = [i for i, (o, t) in enumerate(zip(offsets, tokens))
+                if o + len(t) > len(request.context) and o < len(prompt)]
+        if not keep or keep[0] == 0:
+            raise _Fatal("no text token after the context" if not keep else "the context has no token of its own")
+        values = [lp["token_logprobs"][i] for i in keep]
+        tokens = [tokens[i] for i in keep]
+        if any(v is None for v in values):
+            raise _Fatal("the server left some prompt tokens without a log-prob")
+        return TokenLogprobs(token_ids=[-1] * len(tokens), logprobs=[float(v) for v in values], tokens=tokens)
 
     def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None) -> list[Any]:
         if self._prompt_logprobs is None:

@@ -39,8 +39,10 @@ from typing import Any, ClassVar, Generator, Sequence
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
+    CONTEXT_LOGPROBS,
     DISTRIBUTION_STATS,
     GENERATE,
+    GRAD_NORM,
     NGRAM_LOGPROBS,
     TOKEN_LOGPROBS,
     Request,
@@ -54,14 +56,16 @@ GREY_BOX = "grey-box (token log-probs)"
 GREY_BOX_FULL = "grey-box (full next-token distribution)"
 BLACK_BOX = "black-box (generated text)"
 BLACK_BOX_LOGITS = "black-box with top-k log-probs"
+WHITE_BOX = "white-box (weights and gradients)"
 
 # What each access level may ask of the *target* model (other models a method names,
 # e.g. a reference model, are not the audited model and are not limited by it).
 ACCESS_CAPABILITIES: dict[str, frozenset[str]] = {
-    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, GENERATE}),
-    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
+    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, GENERATE}),
+    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
     BLACK_BOX: frozenset({GENERATE}),
     BLACK_BOX_LOGITS: frozenset({GENERATE, CHOICE_LOGPROBS}),
+    WHITE_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE, GRAD_NORM}),
 }
 
 
@@ -187,6 +191,14 @@ class Method:
     def models(self) -> set[str]:
         """Model specs other than the target that this method's requests name."""
         return set()
+
+    # -- methods that take rows from the data ----------------------------------------
+    def hold_out(self, examples: Sequence[Example], seed: int) -> list[int]:
+        """Indices of rows this method takes from the data before scoring (ReCaLL's
+        prefix passages), seeded by the run's ``seed``. The runner calls it once before
+        any request; the rows are still scored but left out of this method's metrics,
+        as a learning method's training rows are. The default takes none."""
+        return []
 
     # -- learning methods only -------------------------------------------------------
     def train_size(self) -> int:

@@ -378,3 +378,15 @@ def test_failed_request_fails_only_its_row_in_the_runner(api, monkeypatch):
     results = drive({e.id: method.run(e) for e in examples}, lambda spec: backend)
     assert isinstance(results["a"], Failure) and "HTTP 503" in results["a"].reason
     assert not isinstance(results["b"], Failure) and 0 <= results["b"].value <= 1
+
+
+def test_token_logprobs_after_a_context_send_both_and_drop_the_context_tokens(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    (tl,) = backend.answer([TokenLogprobsRequest(text="the cat sat", context="prefix words ")])
+    echo = api.requests[-1]["body"]
+    assert echo["echo"] is True and echo["prompt"] == "prefix words the cat sat"
+    # the fake server's tokens: "prefix" " words" " the" " cat" " sat" (+ generated " next");
+    # " the" starts on the context's trailing space but ends in the text, so it is scored
+    assert tl.tokens == [" the", " cat", " sat"]
+    assert tl.logprobs == [-2.0, -3.0, -4.0]  # every text token, none dropped as first
+    assert len(tl.token_ids) == len(tl.logprobs)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from copyprobe.backends.base import ALL_CAPABILITIES, Backend
+from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest
 from copyprobe.backends.hf.choices import ChoiceLogprobsMixin
 from copyprobe.backends.hf.generation import GenerationMixin
 from copyprobe.backends.hf.loading import (
@@ -229,6 +230,41 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         text = "".join(f"{t['role']}: {t['content']}\n" for t in turns) + "assistant:" + (
             f" {prompt}" if prompt else "")
         return list(self.tokenizer(text).input_ids)
+
+    # -- gradient norms (white-box) -------------------------------------------------------
+    def _answer_grad_norm(self, requests: list[GradNormRequest], progress=None) -> list[GradNorm]:
+        """One backward pass per text (gradients are per text, so no batching): the mean
+        loss over the scored tokens of the first ``max_length`` tokens, its gradient with
+        respect to every weight that requires one, and two norms of it. Gradients are
+        cleared after each text and the model is left as it was."""
+        import torch
+
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        if not parameters:
+            raise BackendError("the model has no trainable weights: no gradient to take")
+        answers = []
+        try:
+            for request in requests:
+                ids = list(self.tokenizer(request.text).input_ids)[:self.max_length]
+                if len(ids) < 2:
+                    answers.append(GradNorm(global_norm=math.nan, mean_tensor_norm=math.nan, loss=math.nan))
+                    continue
+                self.model.zero_grad(set_to_none=True)
+                with torch.enable_grad():
+                    input_ids = torch.tensor([ids], device=self.device)
+                    logits = soft_cap(self.model(input_ids=input_ids).logits[0, :-1].float(), self._softcap)
+                    loss = torch.nn.functional.cross_entropy(logits, input_ids[0, 1:])
+                    loss.backward()
+                norms = torch.stack([p.grad.detach().float().norm() for p in parameters if p.grad is not None])
+                answers.append(GradNorm(global_norm=float(norms.square().sum().sqrt()),
+                                        mean_tensor_norm=float(norms.mean()), loss=float(loss.detach())))
+                if progress:
+                    progress(1)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise BackendError(self._oom_message()) from exc
+        finally:
+            self.model.zero_grad(set_to_none=True)
+        return answers
 
     def _context_limit(self) -> int:
         return context_length(self.model.config) or self.max_length

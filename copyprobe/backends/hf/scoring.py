@@ -36,13 +36,19 @@ LM head is applied to the last position only.
 :class:`Window` jobs (token ids, the first window position that is scored, the offset to
 text positions) and n-gram contexts; :meth:`TokenLogprobsMixin._run_windows` runs the
 jobs in length-sorted batches through the backend's one right-padded forward pass
-(``_padded_hidden``) and :func:`score_rows`. Tokens that are context only (a prompt
-before the scored text) are window positions before ``first``; texts that share such a
-context can be batched by it, its KV cache computed once and extended by each text's
-tokens (a sibling of ``_padded_hidden`` that starts from a cache, as
-:mod:`~copyprobe.backends.prefix_tree` does for shared prefixes). A new per-position
-statistic of the next-token distribution is one more accumulator in :func:`score_rows`
-and one more name in :data:`STATS`; Shannon entropy needs none, as it equals ``-mu``.
+(``_padded_hidden``) and :func:`score_rows`.
+
+**Contexts** (``TokenLogprobsRequest.context``, ReCaLL's prefix): the context is
+tokenized with the leading special tokens, the text without, and every text token is
+scored. Texts that fit in ``max_length`` after their context are grouped by context:
+the context runs once with a KV cache, each batch of texts extends a copy of it
+(right-padded, masked), and the context's last hidden state scores each text's first
+token (:meth:`TokenLogprobsMixin._run_prefixed`). A text too long for that becomes
+sliding windows over context + text whose context positions are not scored.
+
+A new per-position statistic of the next-token distribution is one more accumulator in
+:func:`score_rows` and one more name in :data:`STATS`; Shannon entropy needs none, as it
+equals ``-mu`` (:func:`copyprobe.backends.base.entropies`).
 """
 
 from __future__ import annotations
@@ -227,7 +233,13 @@ class TokenLogprobsMixin:
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
         n_lead = len(self.lead_ids)
         empty = 0
+        prefixed: dict[tuple[int, ...], list[int]] = {}  # context ids -> requests run on its KV cache
         for index, (request, ids) in enumerate(zip(requests, token_ids)):
+            if request.context:
+                ids = self._plan_context(index, request, token_ids, results, prefixed, jobs, tracker)
+                if ids is None:
+                    empty += 1
+                continue
             if request.ngram is not None and (
                     isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
                     or not 1 <= request.ngram <= self.max_length - n_lead - 1):
@@ -253,6 +265,7 @@ class TokenLogprobsMixin:
         tracker.finish_empty(empty)
 
         with self._guard():
+            self._run_prefixed(prefixed, token_ids, results, tracker)
             self._run_windows(jobs, results, tracker)
             self._run_contexts(contexts, results, tracker)
 
@@ -270,6 +283,88 @@ class TokenLogprobsMixin:
                 tokens=self.tokenizer.convert_ids_to_tokens(ids),
             ))
         return answers
+
+    def _plan_context(self, index: int, request: TokenLogprobsRequest, token_ids: list[list[int]],
+                      results: list[ScoreBuffer], prefixed: dict, jobs: list, tracker: Completion):
+        """Plan a request with a context: every text token is scored after the context's
+        tokens. Texts that fit in ``max_length`` with their context join ``prefixed`` (the
+        context's KV cache is computed once per batch of requests and extended by each
+        text); longer ones become sliding windows over context + text whose context
+        positions are not scored. Returns the text's ids, or None when it has none."""
+        if request.ngram is not None:
+            raise ConfigError("a token log-probs request cannot have both a context and ngram")
+        context_ids = self._context_ids(request.context)
+        ids = list(self.tokenizer(request.text, add_special_tokens=False).input_ids)
+        token_ids[index] = ids
+        results[index] = ScoreBuffer(len(ids))
+        if not ids:
+            return None
+        n_context = len(context_ids)
+        if n_context >= self.max_length - 1:
+            raise ConfigError(f"the context has {n_context} tokens: it must be shorter than max length "
+                              f"{self.max_length} - 1 to leave room for the text")
+        tracker.add(index)
+        if n_context + len(ids) <= self.max_length:
+            prefixed.setdefault(tuple(context_ids), []).append(index)
+            return ids
+        full = context_ids + ids
+        lead = full[:len(self.lead_ids)] if full[:len(self.lead_ids)] == self.lead_ids else []
+        planned = windows(full, lead, self.max_length)
+        tracker.add(index, len(planned) - 1)
+        for window in planned:
+            # full position p is text slot p - n_context; _run_windows puts position
+            # first + offset at slot first + offset - 1
+            first = max(window.first, n_context - window.offset)
+            jobs.append((index, Window(window.ids, first, window.offset - n_context + 1)))
+        return ids
+
+    def _context_ids(self, context: str) -> list[int]:
+        ids = list(self.tokenizer(context).input_ids)
+        if not ids:
+            raise ConfigError(f"context {context[:40]!r} has no tokens")
+        return ids
+
+    def _run_prefixed(self, prefixed: dict[tuple[int, ...], list[int]], token_ids: list[list[int]],
+                      results: list[ScoreBuffer], tracker: Completion) -> None:
+        """Texts after a shared context: the context runs once (per call) with a KV cache,
+        each batch of texts extends a copy of it, and the context's last hidden state
+        scores every text's first token."""
+        import copy
+
+        import torch
+
+        for context, indices in prefixed.items():
+            out = self._decoder(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+            context_cache = out.past_key_values
+            context_last = out.last_hidden_state[0, -1:]
+            indices = sorted(indices, key=lambda i: len(token_ids[i]), reverse=True)
+            for start in range(0, len(indices), self.batch_size):
+                batch = indices[start:start + self.batch_size]
+                width = max(len(token_ids[i]) for i in batch)
+                input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), len(context) + width), dtype=torch.long)
+                mask[:, :len(context)] = 1
+                for row, i in enumerate(batch):
+                    input_ids[row, :len(token_ids[i])] = torch.tensor(token_ids[i])
+                    mask[row, len(context):len(context) + len(token_ids[i])] = 1
+                cache = copy.deepcopy(context_cache)
+                if len(batch) > 1:
+                    cache.batch_repeat_interleave(len(batch))
+                hidden = self._decoder(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                       past_key_values=cache, use_cache=True).last_hidden_state
+                rows, targets = [], []
+                for row, i in enumerate(batch):
+                    rows.append(context_last)
+                    rows.append(hidden[row, :len(token_ids[i]) - 1])
+                    targets.extend(token_ids[i])
+                scores = self._score_rows(torch.cat(rows), torch.tensor(targets, device=self.device))
+                del hidden, cache
+                cursor = 0
+                for i in batch:
+                    results[i].put(0, scores, cursor, len(token_ids[i]))
+                    cursor += len(token_ids[i])
+                    tracker.done(i)
+                tracker.flush()
 
     def _score_rows(self, hidden, targets) -> dict[str, list]:
         return {name: values.tolist() for name, values in

@@ -1,0 +1,90 @@
+"""PAC, Polarized Augment Calibration (Ye et al. 2024, "Data Contamination Calibration for
+Black-box LLMs", Findings of ACL 2024, §3).
+
+**Polarized distance** of a text from its T scored token log-probs l_1..l_T (§3.2)::
+
+    PD(x) = mean of the max(1, floor(k_max * T)) highest l_t
+          - mean of the max(1, floor(k_min * T)) lowest l_t
+
+the gap between the far (confidently predicted) and local (least likely) regions.
+
+**Augment calibration** (§3.3): the text is compared with ``n_augment`` augmented copies
+made as the paper makes them, by EDA random swap (Wei & Zou 2019): copy j swaps two
+randomly chosen words, ``max(1, floor(alpha * W))`` times for a text of W
+space-separated words, with a generator seeded by (``seed``, j, text)::
+
+    pac(x) = mean_j PD(x~_j) - PD(x)
+
+Swapping words disturbs a memorised text more than an unseen one, so a member's
+augmented copies move further from it. Higher = member: the orientation of the authors'
+code (yyy01/PAC ``attack.py``, which reports -(PD(x) - mean PD(x~)), as fast-mia notes);
+the paper's full text was not at hand to check the sign against it. PD is taken over
+token log-probabilities, as in that code. Defaults: k_min = 0.3, k_max = 0.05,
+alpha = 0.3, n_augment = 5 (the authors' settings). Every copy is one more
+TokenLogprobsRequest, batched and cached with all the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Sequence
+
+import numpy as np
+
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.data.example import Example
+from copyprobe.methods.base import GREY_BOX, Method, Score
+from copyprobe.methods.likelihood import token_logprobs
+from copyprobe.params import COUNT, FRACTION, SEED, param
+from copyprobe.registry import register
+
+
+def polarized_distance(values: np.ndarray, k_max: float, k_min: float) -> float:
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    far = ordered[::-1][:max(1, int(len(ordered) * k_max))]
+    local = ordered[:max(1, int(len(ordered) * k_min))]
+    return float(far.mean() - local.mean())
+
+
+def random_swap(text: str, alpha: float, rng: random.Random) -> str:
+    """EDA random swap: ``max(1, floor(alpha * W))`` swaps of two distinct random word
+    positions (words split on single spaces, as EDA does)."""
+    words = text.split(" ")
+    if len(words) < 2:
+        return text
+    for _ in range(max(1, int(alpha * len(words)))):
+        i, j = rng.sample(range(len(words)), 2)
+        words[i], words[j] = words[j], words[i]
+    return " ".join(words)
+
+
+def augmentations(text: str, n: int, alpha: float, seed: int) -> list[str]:
+    out = []
+    for j in range(n):
+        digest = hashlib.sha256(f"pac\x1f{seed}\x1f{j}\x1f{text}".encode()).hexdigest()
+        out.append(random_swap(text, alpha, random.Random(int(digest[:16], 16))))
+    return out
+
+
+@register
+class PAC(Method):
+    name = "pac"
+    access = GREY_BOX
+    summary = "Polarized distance calibrated against word-swapped copies (Ye et al. 2024, PAC)"
+
+    k_min: float = param(0.3, FRACTION, "fraction of lowest token log-probs (the local region), in (0, 1]")
+    k_max: float = param(0.05, FRACTION, "fraction of highest token log-probs (the far region), in (0, 1]")
+    alpha: float = param(0.3, FRACTION, "swaps per augmented copy as a fraction of the text's words")
+    n_augment: int = param(5, COUNT, "augmented copies per text")
+    seed: int = param(0, SEED, "seed of the word swaps")
+
+    def requests(self, example: Example) -> list[TokenLogprobsRequest]:
+        copies = augmentations(example.text, self.n_augment, self.alpha, self.seed)
+        return [TokenLogprobsRequest(example.text)] + [TokenLogprobsRequest(c) for c in copies]
+
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> Score:
+        own = polarized_distance(token_logprobs(responses[0]), self.k_max, self.k_min)
+        augmented = [polarized_distance(token_logprobs(r), self.k_max, self.k_min) for r in responses[1:]]
+        calibrated = float(np.mean(augmented))
+        return Score(calibrated - own, {"pd": own, "pd_augmented": calibrated})

@@ -1,0 +1,109 @@
+"""Token log-probs of a text after a context (ReCaLL's prefix): cache keys, the fake
+backend, and the HF backend's shared-prefix KV cache against a plain forward pass over
+context + text."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from model_helpers import make_tiny_backend
+
+from copyprobe.backends.base import TokenLogprobsRequest
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.errors import ConfigError
+
+CONTEXT = "A passage the model never saw.\n\n"
+TEXTS = ["hello world", "a much longer text that goes on and on for a while", "x", "another one here"]
+
+
+def test_empty_context_keeps_the_old_cache_key():
+    # the key every cached answer was stored under before the field existed
+    import hashlib
+    import json
+
+    request = TokenLogprobsRequest("some text", stats=True)
+    old_payload = {"kind": "token_logprobs", "text": "some text", "ngram": None, "stats": True}
+    old_key = hashlib.sha256(json.dumps(old_payload, sort_keys=True, ensure_ascii=False,
+                                        separators=(",", ":")).encode()).hexdigest()
+    assert request.key() == old_key
+    assert TokenLogprobsRequest("some text", stats=True, context="").key() == old_key
+    with_context = TokenLogprobsRequest("some text", stats=True, context="prefix")
+    assert with_context.key() != old_key
+    assert with_context.key() != TokenLogprobsRequest("some text", stats=True, context="prefix2").key()
+
+
+def test_fake_scores_every_word_after_the_context():
+    fake = FakeBackend(member_texts=["alpha beta gamma"])
+    plain, after = fake.answer([TokenLogprobsRequest("alpha beta gamma"),
+                                TokenLogprobsRequest("alpha beta gamma", context="some prefix")])
+    assert len(plain.logprobs) == 2 and len(after.logprobs) == 3
+    assert after.tokens == ["alpha", "beta", "gamma"]
+    assert after.logprobs[0] == fake._word_logprob("prefix", "alpha", fake.boost / 2)
+    assert after.logprobs[1] <= plain.logprobs[0]  # members lose half their boost under a context
+
+
+def reference_logprobs(backend, context: str, text: str) -> list[float]:
+    """One forward pass of the model over context + text, no cache, no batching."""
+    context_ids = backend.tokenizer(context).input_ids
+    text_ids = backend.tokenizer(text, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        logits = backend.model(torch.tensor([context_ids + text_ids])).logits[0].float()
+    logprobs = torch.log_softmax(logits, -1)
+    return [logprobs[len(context_ids) + j - 1, token].item() for j, token in enumerate(text_ids)]
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma2"])
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_hf_context_matches_one_forward_pass(kind, batch_size):
+    backend = make_tiny_backend(kind, batch_size=batch_size)
+    requests = [TokenLogprobsRequest(t, context=CONTEXT) for t in TEXTS]
+    requests.append(TokenLogprobsRequest(TEXTS[0], context="Another context. "))
+    answers = backend.answer(requests + [TokenLogprobsRequest(TEXTS[1])])
+    for request, answer in zip(requests, answers):
+        expected = reference_logprobs(backend, request.context, request.text)
+        assert answer.token_ids == backend.tokenizer(request.text, add_special_tokens=False).input_ids
+        assert answer.logprobs == pytest.approx(expected, abs=2e-6)
+        assert answer.mu is not None and len(answer.mu) == len(expected)  # stats ride along
+    plain = answers[-1]
+    assert len(plain.logprobs) == len(plain.token_ids) - 1  # the plain request is unchanged
+
+
+def test_hf_context_longer_than_max_length_uses_windows():
+    length = 48
+    backend = make_tiny_backend("llama", max_length=length)
+    text = TEXTS[1]
+    answer = backend.answer([TokenLogprobsRequest(text, context=CONTEXT)])[0]
+    context_ids = backend.tokenizer(CONTEXT).input_ids
+    full = context_ids + backend.tokenizer(text, add_special_tokens=False).input_ids
+    assert len(full) > length
+    expected = reference_logprobs(backend, CONTEXT, text)
+    assert len(answer.logprobs) == len(expected)
+    fits = length - len(context_ids)  # tokens in the first window see the whole context
+    assert answer.logprobs[:fits] == pytest.approx(expected[:fits], abs=2e-6)
+    # the next token is scored by the second sliding window over context + text:
+    # <s> then full[stride:], so full position `length` sits at window position length - stride + 1
+    stride = length // 2
+    window = [0] + full[stride:stride + length - 1]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(backend.model(torch.tensor([window])).logits[0].float(), -1)
+    assert answer.logprobs[fits] == pytest.approx(logprobs[length - stride, full[length]].item(), abs=2e-6)
+
+
+def test_hf_context_rejects_ngram_and_oversized_context():
+    backend = make_tiny_backend("llama", max_length=30)
+    with pytest.raises(ConfigError, match="context and ngram"):
+        backend.answer([TokenLogprobsRequest("abc", context="x", ngram=2)])
+    with pytest.raises(ConfigError, match="shorter than max length"):
+        backend.answer([TokenLogprobsRequest("abc", context="y" * 40)])
+
+
+def test_a_backend_without_the_context_capability_refuses_before_work():
+    from copyprobe.backends.base import CONTEXT_LOGPROBS
+    from copyprobe.errors import CapabilityError
+
+    assert TokenLogprobsRequest("t", context="c").capabilities() == {"token_logprobs", CONTEXT_LOGPROBS}
+    assert TokenLogprobsRequest("t").capabilities() == {"token_logprobs"}
+    fake = FakeBackend(capabilities=["token_logprobs"])
+    with pytest.raises(CapabilityError, match=CONTEXT_LOGPROBS):
+        fake.answer([TokenLogprobsRequest("a b", context="c")])
+    assert fake.calls == {}
