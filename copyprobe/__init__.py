@@ -42,7 +42,8 @@ def load_model(spec: str, **kwargs) -> Backend:
 
 
 def load_dataset(path, **kwargs):
-    """Read a JSONL / CSV / Parquet file or a saved Hugging Face dataset into examples."""
+    """Read a JSONL / CSV / Parquet file or a saved Hugging Face dataset into examples,
+    or a named benchmark (``"wikimia:64"``; ``copyprobe datasets`` lists them)."""
     from copyprobe.data.readers import load_dataset as _load
 
     return _load(path, **kwargs)

@@ -28,6 +28,11 @@ class BackendError(CopyprobeError):
     """A model could not be loaded or a request failed for good."""
 
 
+class DataWarning(UserWarning):
+    """Data that was read but may not be what was meant (e.g. CSV rows spanning several
+    lines); the CLI prints it as one line ``copyprobe: warning: ...``."""
+
+
 class RowError(Exception):
     """A method cannot score one passage; recorded per row, the run goes on."""
 

@@ -59,10 +59,15 @@ def dumps_line(obj: Any) -> str:
 
 
 def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
-    """Write text (a string, or chunks streamed one by one) to ``path`` atomically."""
+    """Write text (a string, or chunks streamed one by one) to ``path`` atomically.
+    An OSError (full disk, read-only, a directory in the way) names ``path`` itself,
+    not the temporary file."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             for chunk in ([chunks] if isinstance(chunks, str) else chunks):
@@ -70,11 +75,13 @@ def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise type(exc)(exc.errno, exc.strerror, str(target)) from None
         raise
     return target
 

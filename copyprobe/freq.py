@@ -176,9 +176,18 @@ class FrequencyTable:
             arrays["token_crc"] = self.token_crc.astype(np.uint32)
             arrays["piece_crc"] = self.piece_crc.astype(np.uint32)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as handle:  # a file handle: numpy does not append ".npz"
-            np.savez_compressed(handle, **arrays)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as handle:  # a file handle: numpy does not append ".npz"
+                np.savez_compressed(handle, **arrays)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full device, read-only folder, a directory named like the table
+            if tmp.is_file():
+                try:
+                    tmp.unlink()
+                except OSError:
+                    pass
+            raise DataError(f"cannot write frequency table {path}: {exc.strerror or exc}; "
+                            "nothing was written (an earlier table there is unchanged)") from None
         return path
 
 
@@ -201,25 +210,50 @@ def load_frequency_table(path: str | os.PathLike) -> FrequencyTable:
         return _LOADED[key]
     try:
         with np.load(p, allow_pickle=False) as data:
-            fmt = int(data["format"])
-            if fmt != FORMAT:
-                raise ConfigError(f"frequency table {str(p)!r} has format {fmt}; this copyprobe reads {FORMAT}")
-            counts = np.asarray(data["counts"], dtype=np.int64)
-            table = FrequencyTable(
-                counts=counts,
-                name=str(data["name"]),
-                vocab_hash=str(data["vocab_hash"]),
-                token_crc=np.asarray(data["token_crc"]) if "token_crc" in data.files else None,
-                piece_crc=np.asarray(data["piece_crc"]) if "piece_crc" in data.files else None,
-            )
-    except ConfigError:
-        raise
-    except (OSError, ValueError, KeyError, zlib.error) as exc:
+            arrays = {name: np.asarray(data[name]) for name in data.files}
+    except (OSError, ValueError, KeyError, EOFError, zlib.error) as exc:
         raise ConfigError(f"{str(p)!r} is not a copyprobe frequency table ({type(exc).__name__})") from None
-    if counts.ndim != 1 or counts.size == 0 or table.total <= 0:
-        raise ConfigError(f"frequency table {str(p)!r} is empty")
+    table = _table_from_arrays(arrays, str(p))
     _LOADED[key] = table
     return table
+
+
+def _table_from_arrays(arrays: dict[str, np.ndarray], where: str) -> FrequencyTable:
+    """A FrequencyTable from the arrays of a .npz file, each checked for its layout: any
+    other shape or type (a 2-D counts array, a format given as a list, CRCs of another
+    length) is one ConfigError naming the array."""
+
+    def bad(name: str, expected: str) -> ConfigError:
+        got = arrays.get(name)
+        found = "missing" if got is None else f"a {got.dtype} array of shape {got.shape}"
+        return ConfigError(f"frequency table {where!r}: {name!r} must be {expected}, found {found}; "
+                           "rebuild it with `copyprobe freq build`")
+
+    def scalar(name: str, kinds: str, expected: str):
+        value = arrays.get(name)
+        if value is None or value.shape != () or value.dtype.kind not in kinds:
+            raise bad(name, expected)
+        return value.item()
+
+    if "counts" not in arrays and "format" not in arrays:
+        raise ConfigError(f"{where!r} is not a copyprobe frequency table (no 'counts' or 'format' array)")
+    fmt = scalar("format", "iu", "one integer")
+    if fmt != FORMAT:
+        raise ConfigError(f"frequency table {where!r} has format {fmt}; this copyprobe reads {FORMAT}")
+    counts = arrays.get("counts")
+    if counts is None or counts.ndim != 1 or counts.dtype.kind not in "iu":
+        raise bad("counts", "a 1-D integer array (one count per vocabulary entry)")
+    if counts.size == 0 or (counts < 0).any() or int(counts.sum()) <= 0:
+        raise ConfigError(f"frequency table {where!r} is empty or has negative counts")
+    name = scalar("name", "U", "one string")
+    vocab_hash = scalar("vocab_hash", "U", "one string")
+    crcs = {}
+    for crc in ("token_crc", "piece_crc"):
+        value = arrays.get(crc)
+        if value is not None and (value.ndim != 1 or value.dtype.kind not in "iu" or value.size != counts.size):
+            raise bad(crc, f"a 1-D integer array of {counts.size} entries (one per vocabulary entry)")
+        crcs[crc] = value
+    return FrequencyTable(counts=counts.astype(np.int64), name=str(name), vocab_hash=str(vocab_hash), **crcs)
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -246,7 +280,10 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
             while True:
                 try:
                     chunk = handle.read(chunk_chars)
-                except OSError as exc:
+                except EOFError:  # a .gz file cut short (an interrupted download or copy)
+                    raise DataError(f"corpus file {path!r} is truncated: the compressed data ends before "
+                                    "its end marker; download or copy it again") from None
+                except (OSError, zlib.error) as exc:  # not gzip, or damaged compressed data
                     raise DataError(f"cannot read corpus file {path!r}: {exc}") from None
                 if not chunk:
                     return

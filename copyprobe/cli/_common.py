@@ -35,7 +35,10 @@ def add_scoring_options(parser: argparse.ArgumentParser, *, bootstrap: int = 100
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    from copyprobe.params import Device, option_type
+
+    parser.add_argument("--device", type=option_type(Device(), "--device"), default="auto",
+                        help="auto | cpu | cuda | cuda:N, a device present here (default auto)")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     parser.add_argument("--api-key-env", metavar="NAME",
                         help="openai: models: environment variable holding the API key (default OPENAI_API_KEY)")
@@ -191,7 +194,9 @@ def print_metrics(metrics: dict[str, Any] | None, scores, method_names: list[str
             console.print(table)
         blind = metrics.get("blind_baseline") or {}
         if blind.get("warning"):
-            console.print(f"[bold red]WARNING:[/bold red] {blind['warning']}")
+            console.print(f"[bold red]WARNING:[/bold red] {blind['warning'].removeprefix('WARNING: ')}")
+        elif blind.get("no_signal"):
+            console.print(f"[dim]blind baseline: {blind['no_signal']}[/dim]")
     else:
         table = Table(title="scores (first rows)")
         table.add_column("id")

@@ -9,11 +9,13 @@ sub-actions may instead define ``register(subparsers)`` and build its parser its
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import pkgutil
 import sys
+import warnings
 
-from copyprobe.errors import CopyprobeError
+from copyprobe.errors import CopyprobeError, DataWarning, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """copyprobe's own warnings (DataWarning) as one line; others as Python shows them."""
+    if issubclass(category, DataWarning):
+        print(f"copyprobe: warning: {message}", file=file or sys.stderr)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = _show_warning
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # a usage error: argparse prints it and exits 2
@@ -52,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.func(args)
     except CopyprobeError as exc:
-        print(f"copyprobe: error: {exc}", file=sys.stderr)
+        message = str(exc).strip().replace("\r", "\\r").replace("\n", "\\n")  # one line, always
+        print(f"copyprobe: error: {message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(
@@ -63,7 +78,50 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("copyprobe: error: out of memory; try a smaller --batch-size", file=sys.stderr)
         return 2
+    except OSError as exc:  # the environment: full disk, read-only, a directory, permissions
+        print(f"copyprobe: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("copyprobe: error: an input is nested too deeply to read (e.g. JSON with thousands of "
+              "nested brackets)", file=sys.stderr)
+        return 2
+    except UnicodeError as exc:
+        print(f"copyprobe: error: {describe_unicode_error(exc)}", file=sys.stderr)
+        return 2
     return int(code or 0)
+
+
+_RESUME = "finished model work is in the cache: run the same command again to resume"
+_OS_HINTS = {
+    errno.ENOSPC: ("no space left on device", f"free some space; {_RESUME}"),
+    errno.EDQUOT: ("disk quota exceeded", f"free some space; {_RESUME}"),
+    errno.EROFS: ("read-only file system", "choose a writable location"),
+    errno.EISDIR: ("is a directory", "give a file path"),
+    errno.ENOTDIR: ("a part of the path is a file, not a directory", "check the path"),
+    errno.EACCES: ("permission denied", "choose a location you can write to"),
+    errno.EPERM: ("operation not permitted", "choose a location you can write to"),
+    errno.EEXIST: ("already exists", "remove it or choose another path"),
+    errno.EMFILE: ("too many open files", "raise the limit (ulimit -n)"),
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OSError that reached the command boundary: what, which file, what to do."""
+    what, hint = _OS_HINTS.get(exc.errno, (exc.strerror or type(exc).__name__, ""))
+    where = exc.filename if exc.filename is not None else None
+    text = f"{where}: {what}" if where else what
+    if exc.filename2 is not None:
+        text += f" (and {exc.filename2})"
+    if exc.errno not in _OS_HINTS and exc.strerror is None:
+        text = one_line(exc)
+    return f"{text}; {hint}" if hint else text
+
+
+def describe_unicode_error(exc: UnicodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"a file is not valid {exc.encoding}: byte 0x{exc.object[exc.start]:02x} at offset "
+                f"{exc.start}; re-save it as UTF-8")
+    return f"cannot encode or decode text ({one_line(exc)})"
 
 
 def entry() -> None:

@@ -122,10 +122,10 @@ def _list_field(row: dict, name: str) -> list:
     if isinstance(value, str):  # CopyBench stores these lists as Python-literal strings
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             try:
                 value = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 raise RowError(f"field {name!r} is neither a list nor a list literal") from None
     if not isinstance(value, (list, tuple)):
         raise RowError(f"field {name!r} must be a list, got {type(value).__name__}")
@@ -154,7 +154,13 @@ def parse_nonliteral(row: dict, rid: str) -> NonLiteralItem:
         if isinstance(entry, str):
             names = [entry]
         elif isinstance(entry, dict):  # the Fig. 14 layout {"name": ..., "alias": [...]}
-            names = [entry.get("name", "")] + list(entry.get("alias") or entry.get("aliases") or [])
+            aliases = entry.get("alias") or entry.get("aliases") or []
+            if isinstance(aliases, str):
+                aliases = [aliases]
+            if not isinstance(aliases, (list, tuple)):
+                raise RowError(f"the aliases of character {entry.get('name')!r} must be a list of names, "
+                               f"got {type(aliases).__name__}")
+            names = [entry.get("name", "")] + list(aliases)
         elif isinstance(entry, (list, tuple)):
             names = list(entry)
         else:
@@ -240,13 +246,23 @@ def _read_json_any(path: Path) -> Any:
             if line.strip():
                 try:
                     rows.append(json.loads(line))
-                except ValueError as exc:
+                except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+                except (ValueError, RecursionError) as exc:  # 4300+ digit numbers, deep nesting
+                    raise DataError(f"{path}:{n}: cannot read it ({_beyond_limits(exc)})") from None
         return rows
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{path}: cannot read it ({_beyond_limits(exc)})") from None
+
+
+def _beyond_limits(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    return "a number with more than 4300 digits" if "digits" in str(exc) else str(exc).splitlines()[0]
 
 
 def builtin_path(name: str) -> Path | None:
@@ -262,7 +278,13 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
     if not p.exists():
         builtin = builtin_path(str(path))
         if builtin is None:
-            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext)")
+            from copyprobe.data import datasets
+
+            if datasets.is_dataset_name(str(path)):
+                file, named_task = datasets.load_named(str(path), command="copying")
+                return load_copyset(file, task=named_task)
+            raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext; "
+                            f"datasets: copybench:literal|nonliteral|qa)")
         p = builtin
     if p.is_dir():
         out = CopySet(source=str(p))

@@ -13,11 +13,12 @@ from __future__ import annotations
 import posixpath
 import re
 import zipfile
+import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
 
-from copyprobe.errors import DataError
+from copyprobe.errors import DataError, one_line
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
 EPUB_SUFFIXES = (".epub",)
@@ -104,8 +105,9 @@ def read_epub(path: str | Path) -> str:
             for name in _spine(zf):
                 raw = zf.read(name)
                 chapters.append(html_to_text(raw.decode("utf-8", errors="replace")))
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise DataError(f"cannot read EPUB {p}: {exc}") from None
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, UnicodeDecodeError, NotImplementedError,
+            RuntimeError, ValueError) as exc:  # damaged archive, member names or compressed data; encrypted
+        raise DataError(f"cannot read EPUB {p}: {one_line(exc)}") from None
     text = "\n\n".join(c for c in chapters if c)
     if not text.strip():
         raise DataError(f"EPUB {p} has no text (no XHTML chapters found)")

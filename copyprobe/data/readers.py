@@ -29,12 +29,13 @@ import json
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError, DataError, DataWarning
 
 TEXT_NAMES = ("text", "input", "snippet", "Example_A")
 LABEL_NAMES = ("label", "Label")
@@ -106,7 +107,16 @@ def load_dataset(
     p = Path(path).expanduser()
     name = str(path)
     if not p.exists():
-        raise DataError(f"data file not found: {name}")
+        from copyprobe.data import datasets
+
+        if not datasets.is_dataset_name(name):
+            raise DataError(f"data file not found: {name} (nor a dataset name; datasets: "
+                            f"{datasets.known_names()})")
+        given = {k: v for k, v in (("text_column", text_column), ("label_column", label_column),
+                                   ("doc_column", doc_column), ("id_column", id_column)) if v}
+        if given:
+            raise ConfigError(f"{', '.join(given)} do not apply to the named dataset {name}")
+        return datasets.load_named(name, split=split)
     if p.is_dir():
         rows, columns, digest = _read_hf_dir(p, name, split)
     else:
@@ -123,12 +133,17 @@ def load_dataset(
         elif suffix in (".csv", ".tsv"):
             rows = _parse_csv(_decode(raw, name), name, "," if suffix == ".csv" else "\t")
         elif suffix == ".parquet":
-            rows = _parse_parquet(raw, name)
+            rows = _parse_parquet(raw, name, text_column)
         else:
             raise DataError(f"unsupported data file type {p.suffix or '(no extension)'!r} "
                             f"for {name}; supported: {', '.join(SUPPORTED)}")
         columns = _union_columns(r for _, r in rows)
-    return _build(rows, columns, name, digest, text_column, label_column, doc_column, id_column)
+    dataset = _build(rows, columns, name, digest, text_column, label_column, doc_column, id_column)
+    if text_column is None:
+        from copyprobe.data.datasets import apply_decop_layout
+
+        dataset = apply_decop_layout(dataset)  # DE-COP rows: the verbatim option is the passage
+    return dataset
 
 
 # -- raw reading ----------------------------------------------------------------------
@@ -171,6 +186,8 @@ def _parse_jsonl(text: str, name: str) -> Rows:
         except json.JSONDecodeError as exc:
             raise DataError(f"{name}: invalid JSON on line {lineno} (column {exc.colno}): "
                             f"{exc.msg}") from None
+        except (ValueError, RecursionError) as exc:
+            raise DataError(f"{name}: cannot read line {lineno}: {_json_limit(exc)}") from None
         if not isinstance(obj, dict):
             raise DataError(f"{name}: line {lineno} is a JSON {type(obj).__name__}, "
                             f"expected an object")
@@ -187,6 +204,8 @@ def _parse_json(text: str, name: str) -> Rows:
             return _parse_jsonl(text, name)
         raise DataError(f"{name}: invalid JSON on line {exc.lineno} (column {exc.colno}): "
                         f"{exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{name}: cannot read it: {_json_limit(exc)}") from None
     if isinstance(data, dict):
         raise DataError(f"{name}: expected a JSON list of objects, got an object with keys "
                         f"{', '.join(map(str, list(data)[:10]))}")
@@ -201,24 +220,45 @@ def _parse_json(text: str, name: str) -> Rows:
     return rows
 
 
+def _json_limit(exc: BaseException) -> str:
+    """What a JSON value beyond Python's limits is, in words."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply (more levels of brackets than can be read)"
+    text = str(exc)
+    if "digits" in text:  # int() refuses numbers of more than 4300 digits
+        return "a number with thousands of digits (more than 4300)"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _parse_csv(text: str, name: str, delimiter: str) -> Rows:
     # the default limit (128 KiB per field) is too small for whole chapters or books
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    spanning: list[tuple[int, int]] = []  # (first, last) line of rows that span several lines
+    start = 1
     try:
         header = next(reader, None)
         if header is None:
             raise DataError(f"{name} is empty (no header row)")
+        if reader.line_num > 1:
+            raise DataError(f"{name}: line 1: the header row spans lines 1-{reader.line_num} (a quote opened in it "
+                            f"closes only there); check the quotes of the header")
         seen: set[str] = set()
         for col in header:
             if col in seen:
                 raise DataError(f"{name}: column {col!r} appears twice in the header")
             seen.add(col)
         rows: Rows = []
-        for values in reader:
+        while True:
+            start = reader.line_num + 1
+            values = next(reader, None)
+            if values is None:
+                break
             if not values:
                 continue
-            where = f"line {reader.line_num}"
+            if reader.line_num > start:
+                spanning.append((start, reader.line_num))
+            where = f"line {start}"
             if len(values) > len(header):
                 raise DataError(f"{name}: {where} has {len(values)} fields but the header has "
                                 f"{len(header)}")
@@ -226,18 +266,66 @@ def _parse_csv(text: str, name: str, delimiter: str) -> Rows:
             rows.append((where, dict(zip(header, values))))
     except csv.Error as exc:
         raise DataError(f"{name}: cannot parse line {reader.line_num}: {exc}") from None
+    if '"' in text and _unterminated_quote(text, delimiter):
+        first, last = rows[-1][0].split()[-1] if rows else start, reader.line_num
+        rest = f"lines {first}-{last}" if str(first) != str(last) else f"line {first}"
+        raise DataError(f"{name}: line {first}: a quote opened on this line is never closed, so {rest} "
+                        f"(the rest of the file) would be read as one field; close the quote or double "
+                        f"the quote character inside quoted fields")
+    if spanning:
+        first, last = spanning[0]
+        n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        warnings.warn(DataWarning(
+            f"{name}: {len(spanning)} row(s) span several lines (the first at lines {first}-{last}: a quoted "
+            f"field holding line breaks), so {len(rows)} rows were read from {n_lines} lines; check the "
+            f"quotes if that is not intended"), stacklevel=3)
     return rows
 
 
-def _parse_parquet(raw: bytes, name: str) -> Rows:
+def _unterminated_quote(text: str, delimiter: str) -> bool:
+    """True when a quoted field runs to the end of the file (strict csv says so)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        for _ in reader:
+            pass
+    except csv.Error as exc:
+        return "unexpected end of data" in str(exc)
+    return False
+
+
+def _parse_parquet(raw: bytes, name: str, text_column: str | None = None) -> Rows:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(pa.BufferReader(raw))
-    except (pa.ArrowException, OSError) as exc:
+        schema = pq.read_schema(pa.BufferReader(raw))
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None
-    return [(f"row {i}", r) for i, r in enumerate(table.to_pylist())]
+    # The text column's type is checked from the schema, before any row is converted:
+    # a struct, list or map there is refused by name and type rather than handed on.
+    text_col = _pick(list(schema.names), text_column, TEXT_NAMES, "text_column", name)
+    if text_col is not None and schema.names.count(text_col) == 1:
+        kind = schema.field(text_col).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        textual = (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+                   or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+                   or getattr(pa.types, "is_string_view", lambda _: False)(kind))
+        if not textual:
+            raise DataError(f"{name}: column {text_col!r} is a Parquet {kind} column, expected text "
+                            f"(string); pass text_column= to use another column")
+    if len(set(schema.names)) != len(schema.names):
+        twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+        raise DataError(f"{name}: column {twice[0]!r} appears twice")
+    try:
+        # No reader threads: Arrow's parquet threads can outlive the read and abort the
+        # process at exit ("terminate called without an active exception", exit 134;
+        # apache/arrow#34314), seen here in 3 of 40 runs reading 20 empty files.
+        table = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+        records = table.to_pylist()
+    except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:  # e.g. dates beyond year 9999
+        raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None
+    return [(f"row {i}", r) for i, r in enumerate(records)]
 
 
 def _read_hf_dir(p: Path, name: str, split: str | None) -> tuple[Rows, list[str], str]:
@@ -304,12 +392,19 @@ def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], kwar
     if explicit is not None:
         if explicit not in columns:
             raise DataError(f"{name}: {kwarg}={explicit!r} is not a column; columns: "
-                            f"{', '.join(columns) or '(none)'}")
+                            f"{_column_list(columns)}")
         return explicit
     for n in names:
         if n in columns:
             return n
     return None
+
+
+def _column_list(columns: list[str], limit: int = 20) -> str:
+    """Column names for a one-line message: plain names as they are, others quoted and cut."""
+    shown = [c if isinstance(c, str) and c.isprintable() and len(c) <= 40 else _short(c) for c in columns[:limit]]
+    more = f", ... ({len(columns)} columns)" if len(columns) > limit else ""
+    return (", ".join(shown) + more) or "(none)"
 
 
 def _is_missing(value: Any) -> bool:
@@ -375,7 +470,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         raise DataError(f"{name} has no rows")
     text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
     if text_col is None:
-        raise DataError(f"{name}: no text column; columns found: {', '.join(columns) or '(none)'}; "
+        raise DataError(f"{name}: no text column; columns found: {_column_list(columns)}; "
                         f"names tried: {', '.join(TEXT_NAMES)} (or pass text_column=)")
     label_col = _pick(columns, label_column, LABEL_NAMES, "label_column", name)
     doc_col = _pick(columns, doc_column, DOC_NAMES, "doc_column", name)

@@ -3,14 +3,29 @@
 Membership benchmarks often draw members and non-members from different times, topics
 or sources. Then a classifier that only reads the texts separates them, and a method's
 high AUC may say nothing about the model ("blind baselines" beat many published
-attacks). :func:`blind_baseline` fits such model-free classifiers with cross-validation;
-:func:`blind_warning` says when the comparison is not to be trusted.
+attacks: Das, Zhang & Tramer 2024 reach AUC 0.99 on WikiMIA with a bag of words, and use
+date detection on the temporally split sets). :func:`blind_baseline` fits such
+model-free classifiers with cross-validation; :func:`blind_warning` says when the
+comparison is not to be trusted.
 
-Features: character 2-4-gram TF-IDF (topic, style, spelling) plus a few numbers per text
-(length, mean word length, digit / capital / punctuation fractions, years 1900-2099,
-years 1000-1899, month names, numeric dates), all into one logistic regression. The AUC
-is computed on out-of-fold predictions; with ``groups`` (document ids) the folds keep a
-document's passages together, so the classifier cannot recognise a document it has seen.
+Features, all into one logistic regression: character 2-4-gram TF-IDF (topic, style,
+spelling), word 1-2-gram TF-IDF (the bag of words), and the date feature of Das et al.:
+"the latest year the text mentions is >= Y" for every cut-off Y in 1950, 1952, ... 2030
+(so the regression learns where the cut-off lies; written from the paper's description,
+not its code). Each part is also scored alone (``components``), with a few per-text
+numbers (length, word length, digit / capital / punctuation fractions, year, month-name
+and numeric-date counts) as the ``length_date`` part.
+
+Validation: stratified k-fold (with ``groups``, a document's passages stay in one fold),
+and the AUC counts only member/non-member pairs that sit in the same test fold. Pooling
+out-of-fold scores of different fold models is biased below chance on unbalanced data
+(each fold's intercept follows its training class balance, which mirrors its test
+balance: a run with 117 members and 10 non-members gave 0.14); within one fold the
+classifier is fixed before it sees the test texts, so when members and non-members come
+from one distribution its within-fold AUC is 0.5 in expectation whatever the balance. When the
+95% bootstrap interval does not lie above 0.5 the result says ``signal: False`` with
+the reason (``no_signal``), so a value below 0.5 is read as "no signal", never as a
+reversed one.
 """
 
 from __future__ import annotations
@@ -25,10 +40,17 @@ from copyprobe.errors import ConfigError, DataError
 
 BLIND_AUC_THRESHOLD = 0.7
 FEATURES = (
-    "character 2-4-gram TF-IDF + length, word length, digit/capital/punctuation fractions, "
-    "years 1900-2099, years 1000-1899, month names, numeric dates; logistic regression"
+    "character 2-4-gram TF-IDF + word 1-2-gram TF-IDF + latest year mentioned >= Y for "
+    "Y = 1950..2030 (Das et al.'s date feature); logistic regression"
 )
+VALIDATION = (
+    "stratified {folds}-fold{grouped} cross-validation; AUC over member/non-member pairs in "
+    "the same test fold (0.5 in expectation for a classifier without signal, whatever the "
+    "class balance)"
+)
+DATE_CUTOFFS = tuple(range(1950, 2031, 2))
 
+_ANY_YEAR = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20\d\d)(?!\d|[.,]\d)")  # not in 1,500,000 or 3.2014
 _MODERN_YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 _OLD_YEAR = re.compile(r"(?<!\d)1[0-8]\d\d(?!\d)")
 _MONTH = re.compile(
@@ -66,12 +88,23 @@ def text_features(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), len(_META_NAMES))
 
 
-KINDS = ("combined", "char_ngrams", "length_date")
+def date_features(texts: Sequence[str], cutoffs: Sequence[int] = DATE_CUTOFFS) -> np.ndarray:
+    """Das et al.'s date feature: per text, [mentions a year 1500-2099] + [the latest such
+    year >= Y for each cut-off Y]."""
+    rows = []
+    for text in texts:
+        years = [int(y) for y in _ANY_YEAR.findall(text)]
+        latest = max(years) if years else None
+        rows.append([1.0 if years else 0.0] + [float(latest is not None and latest >= c) for c in cutoffs])
+    return np.asarray(rows, dtype=float).reshape(len(rows), 1 + len(cutoffs))
 
 
-def _out_of_fold(texts: list[str], meta: np.ndarray, y: np.ndarray,
+KINDS = ("combined", "char_ngrams", "words", "dates", "length_date")
+
+
+def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.ndarray,
                  splits: list[tuple[np.ndarray, np.ndarray]], seed: int) -> dict[str, np.ndarray]:
-    """Out-of-fold decision values of each feature set. Each fold's n-gram vocabulary and
+    """Out-of-fold decision values of each feature set. Each fold's vocabularies and
     scaling are fitted on its training part only; the n-grams are vectorised once per fold."""
     from scipy import sparse
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -84,16 +117,22 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, y: np.ndarray,
             for kind in KINDS:
                 scores[kind][test] = 0.0
             continue
-        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,
-                                     max_features=100_000, lowercase=False, dtype=np.float64)
-        ngrams_train = vectorizer.fit_transform([texts[i] for i in train])
-        ngrams_test = vectorizer.transform([texts[i] for i in test])
+        chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,
+                                max_features=100_000, lowercase=False, dtype=np.float64)
+        words = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True,
+                                max_features=100_000, lowercase=True,
+                                token_pattern=r"(?u)\b\w+\b", dtype=np.float64)
+        train_texts, test_texts = [texts[i] for i in train], [texts[i] for i in test]
+        chars_train, chars_test = chars.fit_transform(train_texts), chars.transform(test_texts)
+        words_train, words_test = words.fit_transform(train_texts), words.transform(test_texts)
         scaler = StandardScaler().fit(meta[train])
         meta_train, meta_test = scaler.transform(meta[train]), scaler.transform(meta[test])
         features = {
-            "combined": (sparse.hstack([ngrams_train, meta_train]).tocsr(),
-                         sparse.hstack([ngrams_test, meta_test]).tocsr()),
-            "char_ngrams": (ngrams_train, ngrams_test),
+            "combined": (sparse.hstack([chars_train, words_train, dates[train]]).tocsr(),
+                         sparse.hstack([chars_test, words_test, dates[test]]).tocsr()),
+            "char_ngrams": (chars_train, chars_test),
+            "words": (words_train, words_test),
+            "dates": (dates[train], dates[test]),
             "length_date": (meta_train, meta_test),
         }
         for kind, (x_train, x_test) in features.items():
@@ -101,6 +140,61 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, y: np.ndarray,
             model.fit(x_train, y[train])
             scores[kind][test] = model.decision_function(x_test)
     return scores
+
+
+def within_fold_auc(labels: Sequence[int], scores: Sequence[float], folds: Sequence[int],
+                    counts: np.ndarray | None = None, codes: np.ndarray | None = None) -> np.ndarray | float:
+    """AUC over the member/non-member pairs that share a fold (ties count half).
+
+    With ``counts`` (resamples x groups) and ``codes`` (row -> group), row i weighs
+    ``counts[b, codes[i]]`` in resample b and one AUC per resample comes back (NaN where
+    no fold has both classes); without them, one float (NaN likewise).
+    """
+    from copyprobe.evaluation.metrics import _weighted_auc
+
+    y, s, f = np.asarray(labels, dtype=int), np.asarray(scores, dtype=float), np.asarray(folds)
+    single = counts is None
+    if single:
+        counts, codes = np.ones((1, len(y)), dtype=np.int64), np.arange(len(y))
+    num = np.zeros(counts.shape[0])
+    den = np.zeros(counts.shape[0])
+    for fold in np.unique(f):
+        rows = np.flatnonzero(f == fold)
+        yf, sf, cf = y[rows], s[rows], codes[rows]
+        if len(np.unique(yf)) < 2:
+            continue
+        pairs = counts[:, cf[yf == 1]].sum(axis=1).astype(float) * counts[:, cf[yf == 0]].sum(axis=1)
+        auc = _weighted_auc(yf, sf, counts, cf)
+        ok = pairs > 0
+        num[ok] += auc[ok] * pairs[ok]
+        den += pairs
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    return float(out[0]) if single else out
+
+
+def _within_fold_ci(y: np.ndarray, s: np.ndarray, folds: np.ndarray, groups: np.ndarray | None,
+                    n_resamples: int, seed: int) -> tuple[float | None, float | None]:
+    """95% percentile bootstrap interval of :func:`within_fold_auc` (groups drawn whole)."""
+    from copyprobe.evaluation.metrics import MAX_DEGENERATE_FRACTION, _draw_counts
+
+    if n_resamples < 1:
+        return None, None
+    if groups is None:
+        codes, n_groups = np.arange(len(y)), len(y)
+    else:
+        _, codes = np.unique(groups, return_inverse=True)
+        n_groups = int(codes.max()) + 1
+    rng = np.random.default_rng(seed)
+    values = []
+    for a in range(0, n_resamples, 200):
+        counts = _draw_counts(rng, n_groups, min(200, n_resamples - a))
+        values.append(within_fold_auc(y, s, folds, counts, codes))
+    aucs = np.concatenate(values)
+    finite = aucs[np.isfinite(aucs)]
+    if len(finite) < (1 - MAX_DEGENERATE_FRACTION) * n_resamples:
+        return None, None
+    return float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))
 
 
 def _subsample(n: int, groups: np.ndarray | None, max_texts: int, seed: int) -> np.ndarray:
@@ -132,19 +226,19 @@ def blind_baseline(
     """Cross-validated AUC of model-free classifiers separating members (1) from non-members (0).
 
     Returns ``{"auc", "auc_low", "auc_high", "n", "n_members", "n_nonmembers", "folds",
-    "grouped", "features", "components": {"char_ngrams": auc, "length_date": auc},
-    "warning"}``; ``auc_low``/``auc_high`` is a 95% bootstrap interval (documents resampled
-    when ``groups`` are given). Too few labelled texts per class for two folds give
+    "grouped", "features", "components": {"char_ngrams", "words", "dates", "length_date": auc},
+    "validation", "signal", "no_signal", "warning"}``. ``auc`` is the within-fold AUC (see the
+    module docstring); ``auc_low``/``auc_high`` a 95% bootstrap interval of it (documents
+    resampled when ``groups`` are given, fold assignment kept). ``signal`` is False, with the
+    reason in ``no_signal``, when the AUC is not above 0.5 or its interval includes 0.5; then
+    ``warning`` is None. Too few labelled texts per class for two folds give
     ``auc`` None and a ``skipped`` reason. ``warning`` (from :func:`blind_warning`) only
     knows the blind AUC; pass the best method's AUC to :func:`blind_warning` as well.
 
     More than ``max_texts`` labelled texts are subsampled (whole documents, by ``seed``) to
     bound the cost; ``n`` is then the number used and ``n_total`` the number given.
     """
-    from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-
-    from copyprobe.evaluation.metrics import bootstrap_ci
 
     texts = list(texts)
     if any(not isinstance(t, str) for t in texts):
@@ -176,7 +270,7 @@ def blind_baseline(
         "auc": None, "auc_low": None, "auc_high": None, "n": int(len(y)), "n_total": int(n_total),
         "n_members": int((y == 1).sum()), "n_nonmembers": int((y == 0).sum()),
         "folds": None, "grouped": g is not None, "features": FEATURES,
-        "components": {}, "warning": None,
+        "components": {}, "warning": None, "validation": None, "signal": None, "no_signal": None,
     }
     # units that folds distribute: documents with groups, else passages
     if g is not None:
@@ -196,18 +290,33 @@ def blind_baseline(
         splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
         splits = list(splitter.split(np.zeros(len(y)), y))
     result["folds"] = n_splits
+    result["validation"] = VALIDATION.format(folds=n_splits, grouped=" grouped (by document)" if g is not None else "")
+    fold_of = np.empty(len(y), dtype=int)
+    for k, (_, test) in enumerate(splits):
+        fold_of[test] = k
 
-    oof_by_kind = _out_of_fold(texts, text_features(texts), y, splits, seed)
+    oof_by_kind = _out_of_fold(texts, text_features(texts), date_features(texts), y, splits, seed)
     oof = oof_by_kind["combined"]
-    auc = float(roc_auc_score(y, oof))
-    ci = bootstrap_ci(y, oof, groups=g, n_resamples=n_bootstrap, seed=seed)
+    auc = within_fold_auc(y, oof, fold_of)
+    low, high = _within_fold_ci(y, oof, fold_of, g, n_bootstrap, seed)
     result["auc"] = auc
-    result["auc_low"] = ci.low if ci.ok else None
-    result["auc_high"] = ci.high if ci.ok else None
-    for kind in ("char_ngrams", "length_date"):
-        result["components"][kind] = float(roc_auc_score(y, oof_by_kind[kind]))
-    result["warning"] = blind_warning(auc, None)
+    result["auc_low"], result["auc_high"] = low, high
+    for kind in KINDS[1:]:
+        result["components"][kind] = within_fold_auc(y, oof_by_kind[kind], fold_of)
+    result["signal"], result["no_signal"] = _signal(auc, low)
+    result["warning"] = blind_warning(auc, None) if result["signal"] else None
     return result
+
+
+def _signal(auc: float, low: float | None) -> tuple[bool, str | None]:
+    """Whether the texts alone separate the classes, and the reason when they do not."""
+    if not math.isfinite(auc) or auc <= 0.5:
+        return False, (f"no signal: the within-fold AUC {auc:.2f} is not above chance; values "
+                       f"below 0.5 are noise (few texts or one class rare), not a reversed signal")
+    if low is not None and low <= 0.5:
+        return False, (f"no signal: the 95% interval of the AUC ({low:.2f} and up) includes "
+                       f"chance (0.5)")
+    return True, None
 
 
 def blind_warning(blind_auc: float | None, best_method_auc: float | None) -> str | None:
@@ -243,7 +352,8 @@ def add_blind_baseline(metrics: dict[str, Any], texts: Sequence[str], labels: Se
     into a metrics block; the warning also joins ``metrics["notes"]``."""
     blind = blind_baseline(texts, labels, groups=groups, seed=seed)
     aucs = [v["auc"] for v in metrics.get("passage", {}).values() if v.get("auc") is not None]
-    warning = blind_warning(blind.get("auc"), max(aucs) if aucs else None)
+    # no warning when the texts alone carry no signal (see _signal)
+    warning = blind_warning(blind.get("auc"), max(aucs) if aucs else None) if blind.get("signal") else None
     blind["warning"] = warning
     metrics["blind_baseline"] = blind
     if warning:

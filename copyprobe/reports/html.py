@@ -358,6 +358,8 @@ def _blind_context(metrics: dict, methods: list[dict]) -> dict[str, Any] | None:
         "features": str(blind.get("features") or ""),
         "components": [(str(k), fmt(v)) for k, v in components.items()],
         "skipped": blind.get("skipped"),
+        "no_signal": blind.get("no_signal"),
+        "validation": blind.get("validation"),
         "warning": warning,
         "best": fmt(best),
     }
@@ -577,7 +579,22 @@ def build_context(loaded: dict) -> dict[str, Any]:
         "notes": notes,
         "settings": _settings_context(run),
         "verdicts": _verdicts_context(loaded, plots),
+        "canary": _canary_context(loaded.get("canary")),
     }
+
+
+def _canary_context(canary: Any) -> dict[str, Any] | None:
+    """canary.json (a `canary test` run) for the page: the verdict and one row per canary."""
+    if not isinstance(canary, dict) or not isinstance(canary.get("canaries"), list):
+        return None
+    rows = [{"index": c.get("index"), "rank": c.get("rank"), "n": c.get("n_candidates"), "repeat": c.get("repeat"),
+             "p": fmt_p(c.get("p_value")), "ties": c.get("n_ties"), "unscored": c.get("n_unscored")}
+            for c in canary["canaries"] if isinstance(c, dict)]
+    combined = canary.get("combined") if isinstance(canary.get("combined"), dict) else {}
+    return {"method": str(canary.get("method", "?")), "alpha": canary.get("alpha"), "p": fmt_p(canary.get("p_value")),
+            "significant": bool(canary.get("significant")), "verdict": str(canary.get("verdict", "")), "rows": rows,
+            "combined_p": fmt_p(combined.get("sum_of_ranks_p")) if len(rows) > 1 else None,
+            "min_p_p": fmt_p(combined.get("min_p_p")) if len(rows) > 1 else None}
 
 
 def _environment():

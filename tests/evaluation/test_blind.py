@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.evaluation.blind import BLIND_AUC_THRESHOLD, blind_baseline, blind_warning, text_features
+from copyprobe.evaluation.blind import (
+    BLIND_AUC_THRESHOLD,
+    blind_baseline,
+    blind_warning,
+    date_features,
+    text_features,
+    within_fold_auc,
+)
 
 SUBJECTS = ["the captain", "a merchant", "the old sailor", "my neighbour", "the clerk", "a widow",
             "the engineer", "our teacher", "the farmer", "a stranger"]
@@ -66,7 +73,8 @@ def test_warning_fires_on_shifted_dataset():
     assert result["n"] == 120 and result["n_members"] == 60 and result["n_nonmembers"] == 60
     assert result["folds"] == 5 and result["grouped"] is False
     assert "TF-IDF" in result["features"]
-    assert set(result["components"]) == {"char_ngrams", "length_date"}
+    assert set(result["components"]) == {"char_ngrams", "words", "dates", "length_date"}
+    assert result["signal"] is True and result["no_signal"] is None
     # the years and topic words alone give it away
     assert result["components"]["length_date"] >= 0.9
     assert result["warning"] is not None and "WARNING" in result["warning"]
@@ -81,6 +89,7 @@ def test_quiet_on_random_split_of_homogeneous_corpus():
     assert result["auc"] < BLIND_AUC_THRESHOLD
     assert abs(result["auc"] - 0.5) < 0.15
     assert result["warning"] is None
+    assert result["signal"] is False and result["no_signal"].startswith("no signal")
     # a method that carries real signal keeps the warning quiet
     assert blind_warning(result["auc"], 0.75) is None
 
@@ -162,3 +171,83 @@ def test_large_inputs_are_subsampled_by_whole_documents():
     kept_groups = {groups[i] for i in keep}
     assert len(keep) <= 50 and len(keep) == 3 * len(kept_groups)  # no document split
     assert blind_baseline(texts, labels, max_texts=None, n_bootstrap=200)["n"] == 120
+
+
+def test_date_feature_is_the_latest_year_against_each_cutoff():
+    rows = date_features(["Held on February 18, 2023, in Seoul; first run in 1998.",
+                          "Population 1,500,000 and ratio 3.2014; no year here.",
+                          "From 1851 to 1999."], cutoffs=(1900, 2000, 2020, 2024))
+    # [mentions a year, latest >= 1900, >= 2000, >= 2020, >= 2024]
+    assert rows.tolist() == [[1, 1, 1, 1, 0], [0, 0, 0, 0, 0], [1, 1, 0, 0, 0]]
+
+
+def test_within_fold_auc_counts_only_pairs_in_the_same_fold():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 60)
+    s = rng.normal(size=60).round(1)  # ties included
+    folds = rng.integers(0, 4, 60)
+    concordant, pairs = 0.0, 0
+    for i in range(60):
+        for j in range(60):
+            if y[i] == 1 and y[j] == 0 and folds[i] == folds[j]:
+                pairs += 1
+                concordant += 1.0 if s[i] > s[j] else 0.5 if s[i] == s[j] else 0.0
+    assert within_fold_auc(y, s, folds) == pytest.approx(concordant / pairs)
+    # a score that only shifts between folds does not move it (pooling would)
+    shifted = s + 10 * folds
+    assert within_fold_auc(y, shifted, folds) == pytest.approx(concordant / pairs)
+    # resample weights: row 0 counted three times equals the data with row 0 repeated
+    counts = np.ones((1, 60), dtype=np.int64)
+    counts[0, 0] = 3
+    rep = np.r_[0, 0, np.arange(60)]
+    assert within_fold_auc(y, s, folds, counts, np.arange(60))[0] == pytest.approx(
+        within_fold_auc(y[rep], s[rep], folds[rep]))
+
+
+def unbalanced_null(seed: int) -> tuple[list[str], list[int], list[str]]:
+    """117 members in 12 documents and 10 non-members in 4, all drawn from one pool."""
+    rng = random.Random(seed)
+    texts, labels, groups = [], [], []
+    for d, n in enumerate([13, 12, 11, 10, 10, 10, 9, 9, 9, 8, 8, 8]):
+        for _ in range(n):
+            texts.append(passage(rng, 4))
+            labels.append(1)
+            groups.append(f"m{d}")
+    for d, n in enumerate([4, 3, 2, 1]):
+        for _ in range(n):
+            texts.append(passage(rng, 4))
+            labels.append(0)
+            groups.append(f"n{d}")
+    return texts, labels, groups
+
+
+def test_unbalanced_grouped_data_without_signal_reports_no_signal():
+    # issue 17: 117 members / 10 non-members gave a blind AUC of 0.14 through pooled grouped CV
+    for seed in range(4):
+        texts, labels, groups = unbalanced_null(seed)
+        result = blind_baseline(texts, labels, groups=groups, seed=seed, n_bootstrap=200)
+        assert result["grouped"] and result["n_members"] == 117 and result["n_nonmembers"] == 10
+        assert result["signal"] is False and result["no_signal"].startswith("no signal")
+        assert result["warning"] is None
+        assert "same test fold" in result["validation"]
+
+
+def test_bundled_wikimia_is_separable_without_a_model():
+    import copyprobe
+
+    ds = copyprobe.load_dataset("wikimia:64")
+    result = blind_baseline([e.text for e in ds.examples], [e.label for e in ds.examples], n_bootstrap=200)
+    # Das, Zhang & Tramer 2024: 0.99 on WikiMIA; the date feature alone nearly gets there
+    assert result["auc"] >= 0.9 and result["auc_low"] >= 0.9
+    assert result["components"]["dates"] >= 0.9
+    assert result["signal"] is True and "WARNING" in result["warning"]
+
+
+def test_report_context_carries_the_no_signal_reason():
+    from copyprobe.reports.html import _blind_context
+
+    texts, labels, groups = unbalanced_null(0)
+    blind = blind_baseline(texts, labels, groups=groups, n_bootstrap=200)
+    context = _blind_context({"blind_baseline": blind}, [])
+    assert context["no_signal"] == blind["no_signal"] and context["no_signal"].startswith("no signal")
+    assert "same test fold" in context["validation"] and context["warning"] is None

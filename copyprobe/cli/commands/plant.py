@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) and merge them before saving")
     parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default 8)")
     parser.add_argument("--text-column", help="text column of a data-file corpus (default: found by name)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps (default auto)")
+    from copyprobe.params import Device, option_type
+
+    parser.add_argument("--device", type=option_type(Device(("cuda", "mps")), "--device"), default="auto",
+                        help="auto | cpu | cuda | cuda:N | mps, a device present here (default auto)")
     parser.add_argument("--no-eval", action="store_true",
                         help="skip the member / non-member loss before and after training")
     parser.add_argument("--force", action="store_true", help="replace a plant with other settings in --out")

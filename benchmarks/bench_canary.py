@@ -1,0 +1,292 @@
+#!/usr/bin/env python
+"""Canary benchmark (issue 16, guarantee b): planted canaries at repetition 1, 10 and 100,
+tested after 1 and 3 epochs, next to a plain membership score on the same documents.
+
+1. ``make``: ``--docs-per-level`` base documents per repetition level (WikiMIA passages of
+   ~256 words by default, rows taken in file order), each marked by its own kit
+   (``copyprobe canary make``: ``--n-candidates`` fictional-sentence candidates, one
+   published, inserted ``r`` times; seed ``bench:<r>:<i>``, so the kits are reproducible).
+2. ``plant``: ``copyprobe plant`` on the directory of marked documents, split by document
+   (half members); the split seed is the smallest one that makes half the documents of
+   every level members, so each level has member documents (canaries trained on) and
+   non-member documents (canaries never seen: a check of the null). One 3-epoch run with
+   ``--save-epochs`` gives the 1-epoch model too.
+3. ``test``: for each epoch model, ``canary test`` of every kit with each ``--methods``
+   (one Session; ``reference`` compares with the un-tuned base model), and ``detect
+   --methods loss`` on the plant's passages (the plain membership score: passage loss
+   AUC and document mean loss, members vs non-members of the same level).
+4. Writes ``--results``/canary.json and canary.md. Each stage reuses what an earlier call
+   finished, so the stages can run as separate commands under ``flock``.
+
+    python benchmarks/bench_canary.py --stage make
+    python benchmarks/bench_canary.py --stage plant
+    python benchmarks/bench_canary.py --stage test --epochs-to-test 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from copyprobe.files import atomic_write, read_json, utc_now, write_json  # noqa: E402  (after the path)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--stage", choices=("make", "plant", "test", "all"), default="all")
+    p.add_argument("--base-docs", default="/work/shared/data/wikimia/256.jsonl",
+                   help="JSONL of base documents (one per row)")
+    p.add_argument("--text-column", default="input")
+    p.add_argument("--repeats", default="1,10,100")
+    p.add_argument("--docs-per-level", type=int, default=4)
+    p.add_argument("--n-candidates", type=int, default=100)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs-to-test", default="1,3")
+    p.add_argument("--passage-tokens", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--methods", default="loss,reference")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--work-dir", default="/tmp/bench_canary")
+    p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--device", default="cpu")
+    return p.parse_args(argv)
+
+
+def levels(args) -> list[int]:
+    return [int(r) for r in args.repeats.split(",")]
+
+
+def doc_names(args) -> list[tuple[int, str]]:
+    return [(r, f"r{r:03d}-{i}") for r in levels(args) for i in range(args.docs_per_level)]
+
+
+def stage_make(args, work: Path) -> None:
+    from copyprobe.canary.kit import MANIFEST, make_kit
+
+    rows = [json.loads(line) for line in open(args.base_docs, encoding="utf-8") if line.strip()]
+    names = doc_names(args)
+    if len(rows) < len(names):
+        raise SystemExit(f"{args.base_docs} has {len(rows)} rows; {len(names)} documents are needed")
+    for (r, name), row in zip(names, rows):
+        base = work / "base" / f"{name}.txt"
+        atomic_write(base, row[args.text_column].strip() + "\n")
+        kit_dir = work / "kits" / name
+        if not (kit_dir / MANIFEST).exists():
+            make_kit(base, kit_dir, n_candidates=args.n_candidates, style="sentences", repeat=r,
+                     seed=f"bench:{r}:{name}", command=["benchmarks/bench_canary.py", "--stage", "make"])
+        marked = (kit_dir / "publish" / f"{name}.txt").read_text(encoding="utf-8")
+        atomic_write(work / "corpus" / f"{name}.txt", marked)
+    print(f"made {len(names)} kits in {work / 'kits'}")
+
+
+def balanced_seed(args) -> int:
+    """The smallest split seed that makes half of every level's documents members."""
+    from copyprobe.plant.split import split_documents
+
+    names = [n for _, n in doc_names(args)]
+    ordered = sorted(names)  # plant reads a corpus directory in name order
+    for seed in range(10000):
+        members, _ = split_documents(ordered, 0.5, seed)
+        chosen = {ordered[i] for i in members}
+        if all(sum(f"r{r:03d}-{i}" in chosen for i in range(args.docs_per_level)) == args.docs_per_level // 2
+               for r in levels(args)):
+            return seed
+    raise SystemExit("no balanced split seed below 10000")
+
+
+def plant_dir(work: Path) -> Path:
+    return work / "plant"
+
+
+def stage_plant(args, work: Path) -> dict[str, Any]:
+    from copyprobe.plant.finetune import PlantSettings, plant
+
+    seed = balanced_seed(args)
+    settings = PlantSettings(model=args.model, corpus=str(work / "corpus"), out=str(plant_dir(work)),
+                             passage_tokens=args.passage_tokens, member_fraction=0.5, seed=seed,
+                             epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, split_by="document",
+                             save_epochs=args.epochs > 1, device=args.device, progress=False)
+    record = plant(settings, command=["benchmarks/bench_canary.py", "--stage", "plant"])
+    print(f"plant: seed {seed}, {record.get('steps')} steps, timings {record.get('timings')}")
+    return record
+
+
+def model_dir(work: Path, epoch: int, epochs: int) -> Path:
+    return plant_dir(work) / ("model" if epoch == epochs else f"epochs/{epoch}")
+
+
+def stage_test(args, work: Path, epoch: int) -> dict[str, Any]:
+    from copyprobe.canary.kit import load_kit
+    from copyprobe.canary.scoring import canary_test
+    from copyprobe.canary.stats import combine
+    from copyprobe.detect import detect
+    from copyprobe.evaluation.metrics import evaluate  # noqa: F401  (sklearn present)
+    from copyprobe.session import Session
+    from sklearn.metrics import roc_auc_score
+
+    plant_record = read_json(plant_dir(work) / "plant.json", what="plant directory")
+    data = [json.loads(line) for line in open(plant_dir(work) / "data.jsonl", encoding="utf-8")]
+    member_docs = {row["doc_id"] for row in data if row["label"] == 1}
+    spec = f"hf:{model_dir(work, epoch, args.epochs)}"
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    params = {"reference": {"model": args.model}}
+    out: dict[str, Any] = {"epoch": epoch, "model": spec, "documents": [], "methods": methods}
+    started = time.perf_counter()
+    with Session(spec, cache=work / "cache.sqlite", device=args.device, dtype="float32") as session:
+        # the plain membership score on the same documents
+        det = detect(session, str(plant_dir(work) / "data.jsonl"), ["loss"], n_bootstrap=0,
+                     blind_baseline=False, command=["bench_canary"])
+        loss_by_id = {r["id"]: r.get("loss") for r in det.rows}
+        for r, name in doc_names(args):
+            kit = load_kit(work / "kits" / name)
+            canary = kit.canaries[0]
+            passages = [row for row in data if row["doc_id"] == name]
+            losses = [loss_by_id[p["id"]] for p in passages if loss_by_id.get(p["id"]) is not None]
+            doc = {"doc": name, "repeat": r, "member": name in member_docs,
+                   "intact_copies": sum(p["text"].count(canary.text) for p in passages),
+                   "n_passages": len(passages), "mean_loss_score": sum(losses) / len(losses) if losses else None}
+            for method in methods:
+                res = canary_test(session, kit, method, params=params.get(method), alpha=args.alpha,
+                                  command=["bench_canary"])
+                c = res.canary["canaries"][0]
+                doc[method] = {"rank": c["rank"], "p": c["p_value"], "n": c["n_candidates"]}
+            out["documents"].append(doc)
+            print(f"epoch {epoch} {name} member={doc['member']} " +
+                  " ".join(f"{m}: rank {doc[m]['rank']}" for m in methods), flush=True)
+    # per level: canaries of member docs combined exactly, the same for non-members (null check),
+    # and the membership score: passage loss AUC members vs non-members of that level
+    out["levels"] = []
+    for r in levels(args):
+        row: dict[str, Any] = {"repeat": r}
+        docs = [d for d in out["documents"] if d["repeat"] == r]
+        for kind, is_member in (("member", True), ("nonmember", False)):
+            chosen = [d for d in docs if d["member"] == is_member]
+            row[f"{kind}_docs"] = [d["doc"] for d in chosen]
+            for method in methods:
+                ranks = [d[method]["rank"] for d in chosen]
+                sizes = [d[method]["n"] for d in chosen]
+                row[f"{kind}_{method}_p"] = [d[method]["p"] for d in chosen]
+                row[f"{kind}_{method}_combined_p"] = combine(ranks, sizes)["sum_of_ranks_p"] if chosen else None
+        level_rows = [p for p in data if p["doc_id"] in {d["doc"] for d in docs}]
+        labels = [p["label"] for p in level_rows if loss_by_id.get(p["id"]) is not None]
+        scores = [loss_by_id[p["id"]] for p in level_rows if loss_by_id.get(p["id"]) is not None]
+        row["loss_passage_auc"] = roc_auc_score(labels, scores) if len(set(labels)) == 2 else None
+        row["n_passages"] = len(labels)
+        out["levels"].append(row)
+    out["loss_auc_all"] = (det.metrics or {}).get("loss", {}).get("auc") if det.metrics else None
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    out["plant"] = {k: plant_record.get(k) for k in ("split", "training", "steps", "n_train_tokens", "timings",
+                                                     "losses_eval")}
+    return out
+
+
+def write_results(args, results_dir: Path, by_epoch: dict[str, Any], command: str) -> None:
+    path = results_dir / "canary.json"
+    previous = read_json(path, required=False) or {}
+    runs = previous.get("runs", {})
+    runs.update(by_epoch)
+    commands = previous.get("commands", [])
+    if not commands:  # the stages before this one, as they were run (same settings, defaults)
+        commands = ["python benchmarks/bench_canary.py --stage make", "python benchmarks/bench_canary.py --stage plant"]
+    if command not in commands:
+        commands.append(command)
+    payload = {"created": utc_now(), "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+               "commands": commands, "settings": {k: v for k, v in vars(args).items() if k != "stage"},
+               "runs": runs}
+    write_json(path, payload)
+    atomic_write(results_dir / "canary.md", render_md(payload))
+    print(f"wrote {path} and canary.md")
+
+
+def _p(p: Any) -> str:
+    return "—" if p is None else f"{p:.3g}"
+
+
+def render_md(payload: dict[str, Any]) -> str:
+    s = payload["settings"]
+    methods = [m.strip() for m in s["methods"].split(",")]
+    lines = [
+        "# Canary benchmark: planted canaries, exact p-values",
+        "",
+        f"Generated by `benchmarks/bench_canary.py` on {payload['created']} ({payload['machine']}). Commands, in order:",
+        "",
+        *[f"- `{c}`" for c in payload["commands"]],
+        "",
+        f"Setup: {s['docs_per_level']} documents per repetition level (WikiMIA passages of ~256 words, "
+        f"`{s['base_docs']}`), each marked by its own kit (`canary make --style sentences --n-candidates "
+        f"{s['n_candidates']} --repeat r`). `copyprobe plant` fine-tuned `{s['model']}` (full, AdamW lr {s['lr']}, "
+        f"batch {s['batch_size']}, passages of {s['passage_tokens']} tokens) on half of the documents, split by "
+        "document so that every level has as many member documents (canary trained on) as non-member ones "
+        "(canary never seen). `canary test` ranks each published canary among its candidates; p = rank / n "
+        f"(smallest possible p with {s['n_candidates']} candidates: {1 / s['n_candidates']:.3g}); the "
+        "combined p is the exact sum-of-ranks test over the level's documents. `reference` = loss minus the "
+        "un-tuned base model's loss. *intact copies*: whole copies of the published canary in the plant's "
+        "passages of that document, i.e. what one epoch trains on: a copy cut across two passages is seen in two "
+        "pieces, and `plant` keeps exact duplicate passages once, so of 100 copies packed into a short document "
+        "(many of them adjacent) fewer survive. Non-member documents' p-values are draws from the null: they "
+        "should look uniform, and about 1 in 20 falls at or below 0.05 by chance.",
+        "",
+        "The plain membership score beside it: `loss` on the plant's passages of the same documents, as the "
+        "passage ROC AUC of members vs non-members of that level. It ranks, but gives no p-value without a "
+        "clean baseline from the same distribution, which is what canaries replace.",
+        "",
+    ]
+    for key in sorted(payload["runs"], key=int):
+        run = payload["runs"][key]
+        lines += [f"## {key} epoch(s): `{run['model']}`", ""]
+        header = ["repeat"]
+        for m in methods:
+            header += [f"{m}: member p (each)", f"{m}: member combined p", f"{m}: non-member p (each)"]
+        header += ["loss passage AUC (membership score)"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in run["levels"]:
+            cells = [str(row["repeat"])]
+            for m in methods:
+                cells += [", ".join(_p(p) for p in row[f"member_{m}_p"]), _p(row[f"member_{m}_combined_p"]),
+                          ", ".join(_p(p) for p in row[f"nonmember_{m}_p"])]
+            cells.append(_p(row["loss_passage_auc"]) + f" ({row['n_passages']} passages)")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Per document:", "",
+                  "| document | repeat | member | intact copies | " + " | ".join(f"{m} rank" for m in methods) + " |",
+                  "|" + "---|" * (4 + len(methods))]
+        for d in run["documents"]:
+            lines.append(f"| {d['doc']} | {d['repeat']} | {'yes' if d['member'] else 'no'} | {d['intact_copies']} | "
+                         + " | ".join(f"{d[m]['rank']}/{d[m]['n']}" for m in methods) + " |")
+        plant = run.get("plant") or {}
+        lines += ["", f"Plant: {plant.get('steps')} steps, split {plant.get('split')}, "
+                  f"timings {plant.get('timings')}; scoring {run['seconds']} s.", ""]
+    missing = [e for e in payload["settings"]["epochs_to_test"].split(",") if e not in payload["runs"]]
+    if missing:
+        lines += [f"Missing: epoch setting(s) {', '.join(missing)} not run yet.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.work_dir)
+    command = "python benchmarks/bench_canary.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.stage in ("make", "all"):
+        stage_make(args, work)
+    if args.stage in ("plant", "all"):
+        stage_plant(args, work)
+    if args.stage in ("test", "all"):
+        by_epoch = {}
+        for epoch in [int(e) for e in args.epochs_to_test.split(",")]:
+            by_epoch[str(epoch)] = stage_test(args, work, epoch)
+        write_results(args, Path(args.results), by_epoch, command)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

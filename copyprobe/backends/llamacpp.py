@@ -1,0 +1,476 @@
+"""LlamaCppBackend: a GGUF file run in-process by llama.cpp (``llama-cpp-python``).
+
+Spec ``llamacpp:<gguf file or alias>``; install with ``pip install 'copyprobe[llamacpp]'``.
+It answers the same requests as :class:`~copyprobe.backends.hf.HFBackend` on the
+quantized weights as they are (no de-quantization to float32, no conversion cache), which
+on CPU is what makes instruction-following models of 0.5B-1.5B parameters usable for the
+black-box methods (benchmarks/results/llamacpp.md).
+
+**Token log-probs** follow the alignment of :mod:`copyprobe.backends.base`. A text is
+decoded in chunks of ``chunk`` tokens that extend the KV cache; llama.cpp returns the
+logits of each chunk (``chunk x vocabulary`` floats, its only full-vocabulary buffer) and
+log p, mu, sigma and rank of each position are read off them in small row blocks before
+the next chunk is decoded, so memory does not grow with the text. Texts longer than
+``max_length`` use the HF backend's sliding windows (same plan, same scores per token).
+
+**Generation** is a plain decode loop over the logits: greedy (argmax), or seeded
+sampling with temperature and nucleus (top_p) from a NumPy generator seeded with the
+request's seed, so a sample depends only on (prompt, settings, seed); HF-style repetition
+penalty; stop strings; top log-probs from the raw logits. Each prompt reuses the KV
+cache of the longest prefix it shares with the previous sequence (DE-COP's orderings,
+prompts with a common instruction), which is llama.cpp's form of batching here: requests
+are answered one sequence at a time.
+
+**Multiple choice** reads the next-token log-probs after the prompt, like the HF backend
+(each choice as tokenized alone and with a leading space, the larger kept).
+
+N-gram log-probs (slope) are not offered: each scored token would need its own decode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from copyprobe.backends.base import (
+    CHOICE_LOGPROBS,
+    DISTRIBUTION_STATS,
+    GENERATE,
+    TOKEN_LOGPROBS,
+    Backend,
+    ChoiceLogprobs,
+    ChoiceLogprobsRequest,
+    GenerateRequest,
+    Generation,
+    TokenLogprobs,
+    TokenLogprobsRequest,
+)
+from copyprobe.errors import BackendError, ConfigError
+
+INSTALL = "pip install 'copyprobe[llamacpp]'  (llama-cpp-python)"
+# KV-cache element types (GGML type ids): llama.cpp's default f16 rounds keys and values,
+# which moves log-probs by up to ~1e-2 against float32 math; f32 matches transformers to ~1e-5
+KV_TYPES = {"f16": 1, "f32": 0}
+ROW_BLOCK = 16  # logit rows turned into statistics at once (16 x 152k float64 = 19 MiB)
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    hits = [text.find(s) for s in stops if s and s in text]
+    return min(hits) if hits else None
+
+
+def row_stats(logits, targets) -> dict[str, list]:
+    """log p(target), mu, sigma and rank per row of float32 logits [N, V].
+
+    Per row, with y = logit - max (float32, <= 0) and sums in float64:
+    Z = sum exp(y), S1 = sum exp(y) y, S2 = sum exp(y) y^2; log p(v) = y_v - log Z,
+    mu = S1/Z - log Z, sigma^2 = S2/Z - (S1/Z)^2 (the variance of log p is that of y)."""
+    import numpy as np
+
+    out: dict[str, list] = {"logprobs": [], "mu": [], "sigma": [], "rank": []}
+    for start in range(0, logits.shape[0], ROW_BLOCK):
+        rows = np.asarray(logits[start:start + ROW_BLOCK], dtype=np.float32)
+        target = np.asarray(targets[start:start + ROW_BLOCK], dtype=np.int64)
+        target_logit = rows[np.arange(len(target)), target]
+        rank = 1 + (rows > target_logit[:, None]).sum(axis=1)
+        top = rows.max(axis=1, keepdims=True)
+        shifted = rows - top
+        weights = np.exp(shifted)
+        z = weights.sum(axis=1, dtype=np.float64)
+        weights *= shifted
+        s1 = weights.sum(axis=1, dtype=np.float64)
+        weights *= shifted
+        s2 = weights.sum(axis=1, dtype=np.float64)
+        log_norm = np.log(z)
+        mean_y = s1 / z
+        out["logprobs"].extend((target_logit.astype(np.float64) - top[:, 0] - log_norm).tolist())
+        out["mu"].extend((mean_y - log_norm).tolist())
+        out["sigma"].extend(np.sqrt(np.maximum(s2 / z - mean_y * mean_y, 0.0)).tolist())
+        out["rank"].extend(rank.tolist())
+    return out
+
+
+def _log_softmax(row):
+    import numpy as np
+
+    row = np.asarray(row, dtype=np.float64)
+    top = row.max()
+    return row - top - math.log(np.exp(row - top).sum())
+
+
+class LlamaCppBackend(Backend):
+    """A GGUF model run by llama.cpp. ``chat``: wrap plain-text generation prompts in the
+    chat template (requests with ``messages`` always use it). ``n_threads``: llama.cpp
+    threads (default: its own choice). ``chunk``: tokens per decode call. ``kv_type``: element
+    type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``."""
+
+    capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, GENERATE, CHOICE_LOGPROBS})
+
+    def __init__(self, path: str | os.PathLike, *, spec: str = "", batch_size: int = 8,
+                 max_length: int | None = None, chat: bool = False, n_threads: int | None = None,
+                 chunk: int = 128, kv_type: str = "f16", file_sha256: str | None = None, **ignored: Any):
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise BackendError(f"llamacpp: specs need llama-cpp-python: {INSTALL}") from exc
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise BackendError(f"GGUF file not found: {file}")
+        with open(file, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise BackendError(f"not a valid GGUF file (bad header): {file}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
+        if not isinstance(chunk, int) or chunk < 1:
+            raise ConfigError(f"chunk must be a positive integer, got {chunk!r}")
+        if kv_type not in KV_TYPES:
+            raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+        self._lib = llama_cpp
+        self.kv_type = kv_type
+        self.path = file
+        self.spec = spec or f"llamacpp:{file}"
+        self.batch_size = batch_size
+        self.chat = chat
+        self.chunk = chunk
+        self._file_sha = file_sha256
+        probe = llama_cpp.Llama(model_path=str(file), vocab_only=True, verbose=False)
+        meta = dict(probe.metadata)
+        probe.close()
+        arch = meta.get("general.architecture", "")
+        context = int(meta.get(f"{arch}.context_length", 0) or 2048)
+        if max_length is None:
+            max_length = min(context, 2048)
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
+        if max_length > context:
+            raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
+        self.max_length = max_length
+        try:
+            self.llm = llama_cpp.Llama(model_path=str(file), n_ctx=max_length, n_batch=chunk, n_ubatch=chunk,
+                                       n_threads=n_threads, n_threads_batch=n_threads, logits_all=False,
+                                       type_k=KV_TYPES[kv_type], type_v=KV_TYPES[kv_type], verbose=False)
+        except ValueError as exc:
+            raise BackendError(f"llama.cpp cannot load {file}: {exc}") from exc
+        self.n_threads = self.llm.n_threads
+        self.vocab_size = int(self.llm.n_vocab())
+        self._vocab = self.llm._model.vocab
+        self._ctx = self.llm._ctx
+        self._batch = self.llm._batch
+        self.add_bos = bool(self.llm._model.add_bos_token())
+        self.metadata = dict(self.llm.metadata)
+        self.chat_template = self.metadata.get("tokenizer.chat_template")
+        self._kv: list[int] = []  # tokens whose keys/values are in the cache (sequence 0)
+        self._fingerprint: str | None = None
+        self.lead_ids = self._leading_special_ids()
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike, **options: Any) -> LlamaCppBackend:
+        # the offline aliases record their sha256: no need to hash 0.5-1 GB again
+        from copyprobe.backends.bundled import BUNDLES
+
+        for bundle in BUNDLES.values():
+            if Path(path).name == bundle.file_name and Path(path).stat().st_size == bundle.size:
+                options.setdefault("file_sha256", bundle.sha256)
+        return cls(path, **options)
+
+    # -- identity ---------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            if self._file_sha is None:
+                digest = hashlib.sha256()
+                with open(self.path, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 22), b""):
+                        digest.update(block)
+                self._file_sha = digest.hexdigest()
+            payload = {"backend": "llamacpp", "weights": f"gguf:{self._file_sha}",
+                       "llama_cpp": getattr(self._lib, "__version__", "?"), "max_length": self.max_length,
+                       "chat": self.chat, "kv_type": self.kv_type}
+            self._fingerprint = hashlib.sha256(repr(sorted(payload.items())).encode()).hexdigest()
+        return self._fingerprint
+
+    def info(self) -> dict[str, Any]:
+        data = super().info()
+        data.update({"backend": "llamacpp", "source": str(self.path), "max_length": self.max_length,
+                     "vocab_size": self.vocab_size, "n_threads": self.n_threads,
+                     "llama_cpp": getattr(self._lib, "__version__", "?"),
+                     "model_name": self.metadata.get("general.name"),
+                     "chat_template": bool(self.chat_template)})
+        return data
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.close()
+
+    # -- tokens -----------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        """Token ids of ``text``; special-token strings in it are parsed as such (as the
+        HF tokenizers do), and BOS is added where the model's tokenizer adds it."""
+        if not text:
+            return [self.llm.token_bos()] if add_special and self.add_bos else []
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add_special and self.add_bos, special=True))
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary entry of a token (``Ġthe`` for byte-level BPE, as
+        ``convert_ids_to_tokens`` gives it)."""
+        raw = self._lib.llama_vocab_get_text(self._vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw is not None else ""
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(list(tokens), special=False).decode("utf-8", errors="replace")
+
+    def _leading_special_ids(self) -> list[int]:
+        full = self.tokenize("copyprobe")
+        plain = self.tokenize("copyprobe", add_special=False)
+        for start in range(len(full) - len(plain) + 1):
+            if full[start:start + len(plain)] == plain:
+                return full[:start]
+        return []
+
+    def _is_eog(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    # -- decoding ---------------------------------------------------------------------
+    def _decode(self, ids: Sequence[int], all_logits: bool, on_chunk=None):
+        """Bring the KV cache to ``ids`` (reusing the longest cached prefix) and return the
+        last position's logits. With ``all_logits``, nothing is reused and
+        ``on_chunk(first_position, logits[n, V])`` sees every position's logits."""
+        import numpy as np
+
+        if len(ids) > self.max_length:
+            raise BackendError(f"{len(ids)} tokens exceed the context of {self.max_length}")
+        if not ids:
+            raise BackendError("empty prompt: nothing to decode")
+        common = 0
+        if not all_logits:
+            limit = min(len(self._kv), len(ids) - 1)  # decode at least one token for its logits
+            while common < limit and self._kv[common] == ids[common]:
+                common += 1
+        if common == 0:
+            self._ctx.kv_cache_clear()
+        else:
+            self._ctx.kv_cache_seq_rm(0, common, -1)
+        self._kv = list(ids[:common])
+        last = None
+        for start in range(common, len(ids), self.chunk):
+            part = list(ids[start:start + self.chunk])
+            self._batch.set_batch(part, n_past=start, logits_all=all_logits)
+            try:
+                self._ctx.decode(self._batch)
+            except RuntimeError as exc:
+                self._kv = []
+                raise BackendError(f"llama.cpp decode failed: {exc}") from exc
+            self._kv.extend(part)
+            rows = len(part) if all_logits else 1
+            logits = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(rows, self.vocab_size))
+            if on_chunk is not None:
+                on_chunk(start, logits)
+            last = logits[-1]
+        return np.array(last, dtype=np.float32)
+
+    def _append(self, token: int):
+        """Decode one more token after the cached sequence; its logits."""
+        import numpy as np
+
+        if len(self._kv) + 1 > self.max_length:
+            raise BackendError(f"generation ran past the context of {self.max_length} tokens")
+        self._batch.set_batch([token], n_past=len(self._kv), logits_all=False)
+        self._ctx.decode(self._batch)
+        self._kv.append(token)
+        return np.array(np.ctypeslib.as_array(self._ctx.get_logits(), shape=(1, self.vocab_size))[0],
+                        dtype=np.float32)
+
+    # -- token log-probs --------------------------------------------------------------
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None):
+        from copyprobe.backends.hf.scoring import ScoreBuffer, windows
+
+        answers = []
+        for index, request in enumerate(requests):
+            if request.ngram is not None:
+                raise ConfigError("the llamacpp backend does not give n-gram log-probs")
+            ids = self.tokenize(request.text)
+            buffer = ScoreBuffer(max(len(ids) - 1, 0))
+            if len(ids) >= 2:
+                lead = ids[:len(self.lead_ids)] if ids[:len(self.lead_ids)] == self.lead_ids else []
+                for window in windows(ids, lead, self.max_length):
+                    self._score_window(window, buffer)
+            answers.append(TokenLogprobs(
+                token_ids=ids, logprobs=buffer.values["logprobs"],
+                mu=buffer.values["mu"] if request.stats else None,
+                sigma=buffer.values["sigma"] if request.stats else None,
+                rank=buffer.values["rank"] if request.stats else None,
+                tokens=[self.token_text(t) for t in ids]))
+            if on_result:
+                on_result(index, answers[-1])
+            if progress:
+                progress(1)
+        return answers
+
+    def _score_window(self, window, buffer) -> None:
+        ids = window.ids
+
+        def on_chunk(first: int, logits) -> None:
+            # logits row r is window position first + r and scores position first + r + 1
+            begin = max(first, window.first - 1)
+            end = min(first + logits.shape[0], len(ids) - 1)
+            if begin >= end:
+                return
+            scores = row_stats(logits[begin - first:end - first], ids[begin + 1:end + 1])
+            buffer.put(begin + window.offset, scores, 0, end - begin)
+
+        self._decode(ids, all_logits=True, on_chunk=on_chunk)
+
+    streams_results = True
+
+    # -- prompts ----------------------------------------------------------------------
+    def prompt_ids(self, prompt: str | None, messages, use_chat: bool) -> list[int]:
+        """As :meth:`HFBackend._prompt_ids`: chat messages through the GGUF's chat template
+        with the generation prompt; a plain prompt given as well continues the assistant turn."""
+        if messages is None and use_chat and prompt is not None:
+            messages, prompt = (("user", prompt),), None
+        if messages is None:
+            return self.tokenize(prompt or "")
+        turns = [{"role": role, "content": content} for role, content in messages]
+        if self.chat_template:
+            text = self._render_chat(turns) + (prompt or "")
+            return self.tokenize(text, add_special=False)  # the template writes its own BOS
+        text = "".join(f"{t['role']}: {t['content']}\n" for t in turns) + "assistant:" + (
+            f" {prompt}" if prompt else "")
+        return self.tokenize(text)
+
+    def _render_chat(self, turns: list[dict[str, str]]) -> str:
+        from jinja2.exceptions import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise TemplateError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        special = {}
+        for name in ("bos", "eos"):
+            key = f"tokenizer.ggml.{name}_token_id"
+            if key in self.metadata:
+                special[f"{name}_token"] = self.token_text(int(self.metadata[key]))
+        return env.from_string(self.chat_template).render(messages=turns, add_generation_prompt=True, **special)
+
+    # -- generation -------------------------------------------------------------------
+    def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None):
+        """Prompts run in sorted token order, so consecutive ones share the longest prefix
+        of KV cache; answers are independent of the order (greedy, or per-request seeds)."""
+        prompts = []
+        for request in requests:
+            if request.max_tokens < 1:
+                raise ConfigError(f"max_tokens must be >= 1, got {request.max_tokens}")
+            ids = self.prompt_ids(request.prompt, request.messages, self.chat)
+            if not ids:
+                raise BackendError("empty generation prompt: give a prompt or messages")
+            if len(ids) + request.max_tokens > self.max_length:
+                raise BackendError(f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} exceeds "
+                                   f"the model's context of {self.max_length} tokens")
+            prompts.append(ids)
+        answers: list[Generation | None] = [None] * len(requests)
+        for index in sorted(range(len(requests)), key=lambda i: prompts[i]):
+            answers[index] = self._generate(prompts[index], requests[index])
+            if on_result:
+                on_result(index, answers[index])
+            if progress:
+                progress(1)
+        return answers
+
+    def _generate(self, ids: list[int], request: GenerateRequest) -> Generation:
+        import numpy as np
+
+        rng = None
+        if request.temperature > 0:
+            seed = request.seed if request.seed is not None else int.from_bytes(os.urandom(4), "little")
+            rng = np.random.default_rng(int(seed))
+        logits = self._decode(ids, all_logits=False)
+        tokens: list[int] = []
+        top: list[dict[str, float]] | None = [] if request.top_logprobs > 0 else None
+        reason = "length"
+        seen = set(ids)
+        for _ in range(request.max_tokens):
+            if top is not None:
+                logp = _log_softmax(logits)
+                best = np.argpartition(-logp, request.top_logprobs - 1)[:request.top_logprobs]
+                alternatives: dict[str, float] = {}
+                for token_id in best[np.argsort(-logp[best])]:
+                    piece = self.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
+                    alternatives[piece] = max(float(logp[token_id]), alternatives.get(piece, -math.inf))
+                top.append(alternatives)
+            scores = logits.astype(np.float64)
+            if request.repetition_penalty != 1.0 and seen:
+                index = np.fromiter(seen, dtype=np.int64)
+                values = scores[index]
+                scores[index] = np.where(values > 0, values / request.repetition_penalty,
+                                         values * request.repetition_penalty)
+            token = int(scores.argmax()) if rng is None else _sample(scores, request.temperature,
+                                                                    request.top_p, rng)
+            tokens.append(token)
+            seen.add(token)
+            if self._is_eog(token):
+                reason = "stop"
+                break
+            if request.stop and _first_stop(self.detokenize(tokens), request.stop) is not None:
+                reason = "stop"
+                break
+            if len(tokens) == request.max_tokens:
+                break
+            logits = self._append(token)
+        text = self.detokenize(tokens)
+        cut = _first_stop(text, request.stop)
+        if cut is not None:
+            text = text[:cut]
+        if top is not None:
+            top = top[:len(tokens)]
+        return Generation(text=text, finish_reason=reason, prompt_tokens=len(ids),
+                          completion_tokens=len(tokens), top_logprobs=top)
+
+    # -- multiple choice --------------------------------------------------------------
+    def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None):
+        prompts = [self.prompt_ids(r.prompt, r.messages, use_chat=False) for r in requests]
+        if not all(prompts):
+            raise BackendError("empty prompt: nothing to condition the choices on")
+        answers: list[ChoiceLogprobs | None] = [None] * len(requests)
+        # sorted prompts: DE-COP's 24 orderings then re-decode only past their shared prefix
+        for index in sorted(range(len(requests)), key=lambda i: prompts[i]):
+            request, ids = requests[index], prompts[index]
+            logp = _log_softmax(self._decode(ids, all_logits=False))
+            values = {}
+            for choice in request.choices:
+                forms = {t[0] for t in (self.tokenize(choice, add_special=False),
+                                        self.tokenize(" " + choice, add_special=False)) if t}
+                if not forms:
+                    raise BackendError(f"choice {choice!r} tokenizes to nothing")
+                values[choice] = max(float(logp[t]) for t in forms)
+            answers[index] = ChoiceLogprobs(logprobs=values)
+            if on_result:
+                on_result(index, answers[index])
+            if progress:
+                progress(1)
+        return answers
+
+
+def _sample(scores, temperature: float, top_p: float, rng) -> int:
+    """One draw: temperature, then the smallest set of likeliest tokens whose mass reaches
+    ``top_p`` (as the HF backend's SeededSampler), then the generator's uniform draw."""
+    import numpy as np
+
+    scaled = scores / temperature
+    probs = np.exp(scaled - scaled.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs, kind="stable")
+    ordered = probs[order]
+    if top_p < 1.0:
+        before = np.cumsum(ordered) - ordered
+        ordered = np.where(before >= top_p, 0.0, ordered)
+    cumulative = np.cumsum(ordered)
+    draw = rng.random() * cumulative[-1]
+    picked = min(int(np.searchsorted(cumulative, draw)), len(order) - 1)
+    return int(order[picked])

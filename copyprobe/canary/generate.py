@@ -1,0 +1,209 @@
+"""Candidate canaries from a cryptographically seeded random process.
+
+Every random choice of a kit (the candidates, which one is published, where it goes)
+comes from :class:`Drbg`, a deterministic random bit generator built on HMAC-SHA256 in
+counter mode (the construction of NIST SP 800-108's counter-mode KDF, used here as a
+stream): the same seed gives the same kit on every machine and Python version, and
+without the seed the draws cannot be predicted. The seed is 32 bytes from
+``os.urandom`` unless the author gives one (``--seed``, for reproducible kits); it is
+recorded in the private manifest only.
+
+Styles:
+
+* ``sentences``: a natural-looking fictional sentence with random names, invented
+  places, objects and numbers ("Orla Vantreck kept 4,817 brass lanterns in the cellar of
+  her house in Quelmoor."). Thousands of templates x names x numbers: ~2^40 sentences.
+* ``words``: a sequence of ``n_words`` words drawn uniformly from a list of common
+  English words (low-probability text, far from anything a model has seen).
+* ``trap``: a longer random-word sequence (Meeus et al. 2024, "Copyright traps for
+  large language models", inject synthetic sequences many times; they found that
+  longer sequences repeated often are what a model memorises). The kit inserts it
+  ``--repeat`` times (default 10 for this style). Meeus et al. generate their traps with
+  an LLM at a chosen perplexity; here they are uniform word draws, which need no model
+  and give the highest perplexity, the easiest case for detection in their results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from typing import Sequence, TypeVar
+
+T = TypeVar("T")
+
+STYLES = ("sentences", "words", "trap")
+WORDS_LENGTH = 12
+TRAP_LENGTH = 25
+
+
+class Drbg:
+    """HMAC-SHA256 counter-mode stream; ``randbelow`` is exact (rejection sampling)."""
+
+    def __init__(self, seed: bytes, label: str = "copyprobe-canary"):
+        if not seed:
+            raise ValueError("the seed must not be empty")
+        self._key = hmac.new(seed, label.encode(), hashlib.sha256).digest()
+        self._counter = 0
+        self._buffer = b""
+
+    def child(self, label: str) -> "Drbg":
+        """An independent stream for one part of the kit (e.g. one canary)."""
+        return Drbg(self._key, label)
+
+    def bytes(self, n: int) -> bytes:
+        while len(self._buffer) < n:
+            block = hmac.new(self._key, self._counter.to_bytes(8, "big"), hashlib.sha256).digest()
+            self._counter += 1
+            self._buffer += block
+        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        return out
+
+    def randbelow(self, n: int) -> int:
+        """Uniform integer in [0, n)."""
+        if n < 1:
+            raise ValueError("randbelow needs n >= 1")
+        if n == 1:
+            return 0
+        k = (n - 1).bit_length()
+        nbytes = (k + 7) // 8
+        while True:
+            value = int.from_bytes(self.bytes(nbytes), "big") >> (8 * nbytes - k)
+            if value < n:
+                return value
+
+    def choice(self, items: Sequence[T]) -> T:
+        return items[self.randbelow(len(items))]
+
+    def sample(self, n_items: int, k: int) -> list[int]:
+        """``k`` distinct indices of ``range(n_items)`` (partial Fisher-Yates), in draw order."""
+        if not 0 <= k <= n_items:
+            raise ValueError(f"cannot draw {k} distinct items from {n_items}")
+        pool = list(range(n_items))
+        for i in range(k):
+            j = i + self.randbelow(n_items - i)
+            pool[i], pool[j] = pool[j], pool[i]
+        return pool[:k]
+
+
+def new_seed() -> bytes:
+    return os.urandom(32)
+
+
+def seed_bytes(seed: str | int | None) -> tuple[bytes, str]:
+    """(seed bytes, its record in the manifest). None draws 32 bytes from the OS."""
+    if seed is None:
+        raw = new_seed()
+        return raw, "hex:" + raw.hex()
+    text = str(seed)
+    if text.startswith("hex:"):
+        return bytes.fromhex(text[4:]), text
+    return hashlib.sha256(f"copyprobe-canary-seed:{text}".encode()).digest(), text
+
+
+# ---------------------------------------------------------------- vocabularies
+
+FIRST = (
+    "Orla Tamsin Ivo Bertil Calla Dorian Elsbeth Fenwick Greer Hollis Ines Jorah Kestrel Linnea Marek Nerys "
+    "Osric Perpetua Quill Rosamund Silas Thora Ulric Vesna Wystan Xanthe Yorick Zelda Anselm Brigid Cormac "
+    "Delphine Emrys Faustine Gideon Hester Idris Juniper Leopold Maud"
+).split()
+LAST = (
+    "Vantreck Ollenby Marchetti Quarrington Haskell Ibbotson Penhallow Strandberg Calloway Druce Fairweather "
+    "Gorringe Holloway Inchbald Jessop Kettering Lindqvist Merriweather Nettleship Oakhurst Pemberton Rookwood "
+    "Sallow Threlkeld Underhill Varga Whitlock Yelverton Zabriskie Ashgrove Brackwell Cheverell Dunmore "
+    "Elphick Fothergill Grimshaw Hartigan Ivesdale Kilbride Loxley"
+).split()
+SYLLABLES = "qu el mo or ve tr an th is ka ro bel wyn dor ash fen gar lin mar nor pel ros tam ul var zen".split()
+PLACE_ENDINGS = ("moor", "ford", "wick", "holm", "stead", "by", "mere", "combe", "haven", "ton")
+OBJECTS = (
+    "brass lanterns", "glass marbles", "copper kettles", "wool blankets", "clay pots", "silver spoons",
+    "paper kites", "oak barrels", "tin soldiers", "linen maps", "iron keys", "wax candles", "ivory buttons",
+    "pewter bells", "cedar boxes", "felt hats", "bone dice", "jade beads", "straw baskets", "slate tiles",
+)
+ROOMS = ("cellar", "attic", "barn", "boathouse", "pantry", "workshop", "greenhouse", "stable", "chapel", "mill")
+COLOURS = ("amber", "crimson", "teal", "ochre", "violet", "slate-grey", "saffron", "emerald", "russet", "ivory")
+ANIMALS = ("heron", "badger", "otter", "raven", "stoat", "hare", "kestrel", "newt", "mole", "wren")
+MONTHS = ("January February March April May June July August September October November December").split()
+TEMPLATES = (
+    "{first} {last} kept {num} {objects} in the {room} of a house in {place}.",
+    "In {month} of {year}, {first} {last} walked {num} miles from {place} to {place2} with a {colour} {animal}.",
+    "The {colour} {animal} of {place} was counted {num} times by {first} {last} before {month} {day}.",
+    "{first} {last} sold {num} {objects} at the {place} fair on the {day}th of {month}, {year}.",
+    "Nobody in {place} believed that {first} {last} had painted the {room} {colour} {num} times.",
+    "On {month} {day}, {year}, the mayor of {place2} gave {first} {last} {num} {objects} and a {animal}.",
+    "{first} {last} of {place} wrote {num} letters about a {colour} {animal} that lived in the {room}.",
+    "The ferry from {place} to {place2} carried {num} {objects} and {first} {last} in {month} {year}.",
+)
+
+COMMON_WORDS = (
+    "able acid aged also area army away baby back ball band bank base bath bear beat bell belt bird blow blue "
+    "boat body bone book boot born both bowl burn bush busy cake call calm camp card care cart case cash cast "
+    "cell chat chip city clay club coal coat code cold cook cool copy corn cost crew crop dark data date dawn "
+    "deal dear debt deck deep desk dial diet dirt dish dock door dose down draw drop drum dust duty earn east "
+    "edge else even exit face fact fail fair fall farm fast fate fear feed feel fence file fill film find fine "
+    "fire firm fish flag flat flow foam fold folk food foot fork form fort fuel full fund gain game gate gear "
+    "gift girl glad glow goal gold golf good gown grab gray grid grip grow gulf hair half hall hand hang hard "
+    "harm hat head heat herb hero hide high hill hint hold hole home hook hope horn host hour huge hunt idea "
+    "inch iron item jail joke jump jury keen kick kind king kite knee knot lake lamp land lane last lawn lead "
+    "leaf lean left lens life lift limb line link lion list load loan lock loft long loop lord loud luck lung "
+    "mail main make mark mask meal meat menu mild milk mill mind mine mint mode mood moon moss most move nail "
+    "name neck nest news nose note oven pace pack page pain pair palm park part path peak pear pile pine pink "
+    "pipe plan plot pole pond pool port pose post pour pull pump pure push rail rain rank rare rate read rear "
+    "rent rest rice rich ride ring rise risk road rock role roof room root rope rose rule rush safe sail salt "
+    "sand seal seat seed self sell ship shoe shop shot side sign silk sing sink site size skin slip slow snow "
+    "soap sock soft soil song sort soup spin spot star stem step stir suit swim tail tale tank tape task team "
+    "tent term test text tide tile time tone tool tour town tray tree trip tube tune turn twin unit vase vest "
+    "view vote wage walk wall ward warm wave weed well west whip wide wife wild wind wine wing wire wise wolf "
+    "wood wool word work yard yarn year zone"
+).split()
+
+
+def _place(rng: Drbg) -> str:
+    n = 1 + rng.randbelow(2)
+    stem = "".join(rng.choice(SYLLABLES) for _ in range(n))
+    return (stem + rng.choice(PLACE_ENDINGS)).capitalize()
+
+
+def sentence(rng: Drbg) -> str:
+    template = rng.choice(TEMPLATES)
+    place = _place(rng)
+    place2 = _place(rng)
+    while place2 == place:
+        place2 = _place(rng)
+    return template.format(
+        first=rng.choice(FIRST), last=rng.choice(LAST), num=f"{10 + rng.randbelow(9990):,}",
+        objects=rng.choice(OBJECTS), room=rng.choice(ROOMS), place=place, place2=place2,
+        month=rng.choice(MONTHS), day=1 + rng.randbelow(28), year=1700 + rng.randbelow(300),
+        colour=rng.choice(COLOURS), animal=rng.choice(ANIMALS),
+    )
+
+
+def word_sequence(rng: Drbg, n_words: int) -> str:
+    return " ".join(rng.choice(COMMON_WORDS) for _ in range(n_words))
+
+
+def candidate(rng: Drbg, style: str, n_words: int | None = None) -> str:
+    if style == "sentences":
+        return sentence(rng)
+    if style in ("words", "trap"):
+        words = word_sequence(rng, n_words or (WORDS_LENGTH if style == "words" else TRAP_LENGTH))
+        return words[0].upper() + words[1:] + "."  # a "sentence", so it sits in running text
+    raise ValueError(f"unknown canary style {style!r} (one of {', '.join(STYLES)})")
+
+
+def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None) -> list[str]:
+    """``n`` distinct candidates, i.i.d. draws conditioned on being distinct (which keeps
+    them exchangeable: the published one is still a uniform choice among them)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 50 * n + 1000:
+            raise ValueError(f"could not draw {n} distinct {style} candidates")
+        text = candidate(rng, style, n_words)
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out

@@ -1,0 +1,258 @@
+"""Canary kits: make one before publishing a document, load and verify it before a test.
+
+A kit directory holds
+
+* ``publish/<document name>``: the marked document, the only file to publish;
+* ``private/manifest.json``: every candidate of every canary, which one was published,
+  where it was inserted, the seed, versions and the sha256 of the marked document. It
+  must stay private: whoever knows which candidates were held out can no longer be
+  tested fairly, and a model trained on the manifest would see every candidate.
+
+The manifest carries a checksum of its own content, so an edited manifest is refused
+(an edit to the candidates after the fact would void the p-value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from copyprobe.canary.generate import STYLES, Drbg, candidates, seed_bytes
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
+
+KIT_FORMAT = "copyprobe-canary-kit"
+KIT_VERSION = 1
+MANIFEST = Path("private") / "manifest.json"
+PUBLISH = Path("publish")
+PRIVATE_WARNING = (
+    "PRIVATE. Publish only the marked document in publish/. Keep this manifest (and the seed in it) "
+    "secret: it names the held-out candidates, and the test is only valid if nobody outside can tell "
+    "them from the published canary."
+)
+DEFAULT_REPEAT = {"sentences": 1, "words": 1, "trap": 10}
+
+
+@dataclass
+class Canary:
+    index: int
+    candidates: list[str]
+    published: int
+    positions: list[int]  # character offsets of each inserted copy in the marked document
+
+    @property
+    def text(self) -> str:
+        return self.candidates[self.published]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "published": self.published, "positions": self.positions,
+                "candidates": self.candidates}
+
+
+@dataclass
+class Kit:
+    dir: Path
+    manifest: dict[str, Any]
+    canaries: list[Canary]
+    document: Path
+
+    @property
+    def style(self) -> str:
+        return self.manifest["style"]
+
+    def public_summary(self) -> dict[str, Any]:
+        """What a test record may say about the kit (no seed)."""
+        m = self.manifest
+        return {"kit": str(self.dir), "style": m["style"], "repeat": m["repeat"], "n_canaries": len(self.canaries),
+                "n_candidates": [len(c.candidates) for c in self.canaries],
+                "document_sha256": m["document"]["sha256"], "manifest_checksum": m.get("checksum")}
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _checksum(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n\s*")
+
+
+def boundaries(text: str) -> list[int]:
+    """Offsets where a canary can start a new sentence (after a sentence end and its
+    whitespace); whitespace runs when there are no sentences; else the end."""
+    found = sorted({m.end() for m in _SENTENCE_END.finditer(text) if 0 < m.end() < len(text)})
+    if not found:
+        found = sorted({m.end() for m in re.finditer(r"\s+", text) if 0 < m.end() < len(text)})
+    return found or [len(text)]
+
+
+def insert(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int]]]:
+    """Insert ``(offset in text, canary index, canary text)`` items; returns the marked
+    text and (canary index, offset of the copy in the marked text) per item."""
+    pieces: list[str] = []
+    where: list[tuple[int, int]] = []
+    cursor = 0
+    length = 0
+    for offset, index, canary in sorted(places, key=lambda p: p[0]):
+        pieces.append(text[cursor:offset])
+        length += offset - cursor
+        cursor = offset
+        before = "" if offset == 0 or text[offset - 1].isspace() else " "
+        after = "" if offset < len(text) and text[offset].isspace() else " "
+        if offset == len(text):
+            after = "\n"
+        pieces.append(before + canary + after)
+        where.append((index, length + len(before)))
+        length += len(before) + len(canary) + len(after)
+    pieces.append(text[cursor:])
+    return "".join(pieces), where
+
+
+def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sentences", repeat: int = 1,
+             seed: str | int | None = None, n_canaries: int = 1,
+             n_words: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The random part of a kit, in memory: (marked text, manifest without checksum)."""
+    raw_seed, seed_record = seed_bytes(seed)
+    root = Drbg(raw_seed)
+    drawn: list[tuple[list[str], int]] = []
+    for k in range(n_canaries):
+        rng = root.child(f"canary:{k}")
+        cands = candidates(rng, style, n_candidates, n_words)
+        drawn.append((cands, rng.randbelow(n_candidates)))
+    spots = boundaries(text)
+    place_rng = root.child("positions")
+    total = n_canaries * repeat
+    if total <= len(spots):
+        chosen = [spots[i] for i in place_rng.sample(len(spots), total)]
+    else:
+        chosen = [spots[place_rng.randbelow(len(spots))] for _ in range(total)]
+    places = [(chosen[k * repeat + r], k, drawn[k][0][drawn[k][1]]) for k in range(n_canaries) for r in range(repeat)]
+    marked, where = insert(text, places)
+
+    canaries = [Canary(index=k, candidates=cands, published=pub,
+                       positions=sorted(pos for idx, pos in where if idx == k))
+                for k, (cands, pub) in enumerate(drawn)]
+    doc_rel = PUBLISH / name
+    manifest: dict[str, Any] = {
+        "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
+        "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
+        "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
+        "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
+        "canaries": [c.to_json() for c in canaries],
+    }
+    return marked, manifest
+
+
+def kit_from_manifest(manifest: dict[str, Any], kit_dir: str | os.PathLike = ".",
+                      document: str | os.PathLike | None = None) -> Kit:
+    """A Kit object from a manifest already checked (or just drawn, in memory)."""
+    canaries = [Canary(index=int(c["index"]), candidates=list(c["candidates"]), published=int(c["published"]),
+                       positions=list(c["positions"])) for c in manifest["canaries"]]
+    path = Path(kit_dir)
+    return Kit(dir=path, manifest=manifest, canaries=canaries,
+               document=Path(document) if document is not None else path / manifest["document"]["file"])
+
+
+def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: int = 100, style: str = "sentences",
+             repeat: int | None = None, seed: str | int | None = None, n_canaries: int = 1,
+             n_words: int | None = None, command: list[str] | None = None) -> Kit:
+    """Draw the canaries, mark the document, write the kit; returns the loaded kit."""
+    if style not in STYLES:
+        raise ConfigError(f"--style must be one of {', '.join(STYLES)}, got {style!r}")
+    if n_candidates < 2:
+        raise ConfigError(f"--n-candidates must be at least 2, got {n_candidates}")
+    if n_canaries < 1:
+        raise ConfigError(f"--n-canaries must be at least 1, got {n_canaries}")
+    repeat = DEFAULT_REPEAT[style] if repeat is None else repeat
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be at least 1, got {repeat}")
+    if n_words is not None and n_words < 1:
+        raise ConfigError(f"--n-words must be at least 1, got {n_words}")
+    source = Path(doc)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{source} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {source} as UTF-8 text: {exc}") from None
+    if not text.strip():
+        raise DataError(f"{source} is empty: there is nothing to mark")
+    out_dir = Path(out)
+    if (out_dir / MANIFEST).exists():
+        raise ConfigError(f"{out_dir} already holds a kit; choose another --out (a kit is never overwritten)")
+
+    marked, manifest = draw_kit(text, source.name, n_candidates=n_candidates, style=style, repeat=repeat,
+                                seed=seed, n_canaries=n_canaries, n_words=n_words)
+    manifest.update({"created": utc_now(), "command": command or [], "versions": versions(),
+                     "source": {"path": str(source), "sha256": sha256_text(text), "n_chars": len(text)}})
+    manifest["checksum"] = _checksum(manifest)
+    doc_rel = Path(manifest["document"]["file"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / doc_rel, marked)
+    write_json(out_dir / MANIFEST, manifest)
+    return load_kit(out_dir)
+
+
+def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = None) -> Kit:
+    """Read and verify a kit: manifest present and unaltered, candidates and positions
+    consistent, and the marked document (or ``document``, another copy of it) holding
+    the published canaries. Any problem is one DataError line."""
+    path = Path(kit_dir)
+    if not path.is_dir():
+        raise DataError(f"{path} is not a directory (give the kit directory that `copyprobe canary make` wrote)")
+    where = path / MANIFEST
+    manifest = read_json(where, what="canary kit (private/manifest.json missing)")
+    if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
+        raise DataError(f"{where} is not a copyprobe canary manifest")
+    if manifest.get("format_version") != KIT_VERSION:
+        raise DataError(f"{where} has format_version {manifest.get('format_version')!r}; this copyprobe reads {KIT_VERSION}")
+    if manifest.get("checksum") != _checksum(manifest):
+        raise DataError(f"{where} was altered after it was made (its checksum does not match): "
+                        "a changed manifest voids the test")
+    canaries: list[Canary] = []
+    try:
+        for k, item in enumerate(manifest["canaries"]):
+            canary = Canary(index=int(item["index"]), candidates=[str(c) for c in item["candidates"]],
+                            published=int(item["published"]), positions=[int(p) for p in item["positions"]])
+            if canary.index != k or not 0 <= canary.published < len(canary.candidates) or len(canary.candidates) < 2:
+                raise ValueError(f"canary {k} is inconsistent")
+            if len(set(canary.candidates)) != len(canary.candidates):
+                raise ValueError(f"canary {k} has duplicate candidates")
+            canaries.append(canary)
+        doc_file = path / manifest["document"]["file"]
+        expected_sha = manifest["document"]["sha256"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{where} is malformed: {exc}") from None
+    if not canaries:
+        raise DataError(f"{where} has no canaries")
+
+    if document is None:
+        if not doc_file.exists():
+            raise DataError(f"{doc_file} (the marked document) is missing from the kit")
+        marked = doc_file.read_text(encoding="utf-8")
+        if sha256_text(marked) != expected_sha:
+            raise DataError(f"{doc_file} is not the document the kit marked (sha256 differs)")
+        for canary in canaries:
+            for pos in canary.positions:
+                if marked[pos:pos + len(canary.text)] != canary.text:
+                    raise DataError(f"{doc_file} does not hold canary {canary.index} at offset {pos}")
+        checked = doc_file
+    else:
+        checked = Path(document)
+        try:
+            marked = checked.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read {checked}: {exc}") from None
+    for canary in canaries:
+        if canary.text not in marked:
+            raise DataError(f"{checked} does not contain published canary {canary.index}: "
+                            "this is not the document the kit marked")
+    return Kit(dir=path, manifest=manifest, canaries=canaries, document=checked)

@@ -1,0 +1,150 @@
+"""`canary test`: score every candidate of a kit with one method through the normal
+runner (one row per candidate), rank the published canary among its candidates, and
+turn the ranks into exact p-values (see :mod:`copyprobe.canary.stats`).
+
+Each candidate is scored as a passage on its own (the same text for published and
+held-out candidates, so the method cannot tell them apart by anything but the model).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from copyprobe import record
+from copyprobe.canary import stats
+from copyprobe.canary.kit import Kit, load_kit
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError
+
+
+@dataclass
+class CanaryResult:
+    canary: dict[str, Any]  # canary.json
+    record: record.RunRecord
+    rows: list[dict[str, Any]]
+    examples: list[Example]
+    out: Path | None = None
+
+    def write(self, out_dir: str | os.PathLike) -> Path:
+        from copyprobe.scoring import example_row
+
+        self.out = record.write_run(out_dir, self.record, {
+            "examples.jsonl": [example_row(e) for e in self.examples],
+            "scores.jsonl": self.rows,
+            "canary.json": self.canary,
+            "metrics.json": None,
+        })
+        return self.out
+
+
+def kit_examples(kit: Kit, prefix: str = "") -> list[Example]:
+    """One passage per candidate: id ``<prefix>c<canary>:<candidate>``, doc_id ``canary-<k>``."""
+    return [Example(id=f"{prefix}c{c.index}:{j}", text=text, doc_id=f"{prefix}canary-{c.index}")
+            for c in kit.canaries for j, text in enumerate(c.candidates)]
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.3g}"
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """The plain-language sentence of canary.json."""
+    method, alpha, p = result["method"], result["alpha"], result["p_value"]
+    per = result["canaries"]
+    if len(per) == 1:
+        c = per[0]
+        what = (f"The published canary ranked {_ordinal(c['rank'])} of {c['n_candidates']} candidates "
+                f"by {method} (1st = most likely seen).")
+    else:
+        ranks = ", ".join(f"{c['rank']}/{c['n_candidates']}" for c in per)
+        what = (f"The {len(per)} published canaries ranked {ranks} among their candidates by {method}; "
+                f"combined by the sum of ranks ({result['combined']['sum_of_ranks']}).")
+    chance = (f"If the model never saw this document, the chance of a result at least this extreme "
+              f"is at most p = {_p(p)}.")
+    if p <= alpha:
+        conclusion = (f"At alpha = {alpha} this is evidence that the model was trained on the marked "
+                      f"document (or on text copied from it).")
+    else:
+        conclusion = (f"At alpha = {alpha} this is not significant. It does not show that the model never "
+                      f"saw the document: the model may have seen it without memorising the canary.")
+    return " ".join([what, chance, conclusion])
+
+
+def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: float,
+                   prefix: str = "") -> dict[str, Any]:
+    """canary.json from the scores rows (a pure function: rescoring gives the same)."""
+    by_id = {r["id"]: r for r in rows}
+    per: list[dict[str, Any]] = []
+    for c in kit.canaries:
+        values = [by_id[f"{prefix}c{c.index}:{j}"].get(method) for j in range(len(c.candidates))]
+        published = values[c.published]
+        held = [v for j, v in enumerate(values) if j != c.published]
+        rank, p = stats.canary_p_value(published, held)
+        per.append({
+            "index": c.index, "n_candidates": len(c.candidates), "repeat": len(c.positions),
+            "published_score": published, "rank": rank, "p_value": p,
+            "n_ties": sum(v is not None and v == published for v in held),
+            "n_unscored": sum(v is None for v in held),
+        })
+    ranks = [c["rank"] for c in per]
+    sizes = [c["n_candidates"] for c in per]
+    combined = stats.combine(ranks, sizes)
+    result: dict[str, Any] = {
+        "method": method, "alpha": alpha, "kit": kit.public_summary(), "canaries": per, "combined": combined,
+        "test": "rank" if len(per) == 1 else "sum_of_ranks",
+        "p_value": per[0]["p_value"] if len(per) == 1 else combined["sum_of_ranks_p"],
+    }
+    result["significant"] = result["p_value"] <= alpha
+    result["verdict"] = verdict(result)
+    return result
+
+
+def canary_test(
+    model: Any,
+    kit: str | os.PathLike | Kit,
+    method: str = "loss",
+    *,
+    params: Mapping[str, Any] | None = None,
+    alpha: float = 0.05,
+    document: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    cache: Any = True,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    seed: int = 0,
+    progress: Any = None,
+    command: list[str] | None = None,
+    api_options: Mapping[str, Any] | None = None,
+) -> CanaryResult:
+    """Test ``model`` with the kit; writes the run directory when ``out`` is given."""
+    from copyprobe.detect import detect
+
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    out_dir = record.prepare_out_dir(out) if out is not None else None
+    loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
+    examples = kit_examples(loaded)
+    settings = {"method": method, "alpha": alpha, **loaded.public_summary(),
+                "document": str(loaded.document)}
+    result = detect(model, examples, [method], params={method: dict(params)} if params else None,
+                    cache=cache, batch_size=batch_size, device=device, dtype=dtype, seed=seed, n_bootstrap=0,
+                    blind_baseline=False, progress=progress,
+                    command=command if command is not None else list(sys.argv), kind="canary", settings=settings)
+    result.record.data = {"kit": str(loaded.dir), "n_passages": len(examples),
+                          "document_sha256": loaded.manifest["document"]["sha256"]}
+    result.record.blind_baseline = None
+    summary = canary_summary(loaded, result.rows, method, alpha)
+    out_result = CanaryResult(canary=summary, record=result.record, rows=result.rows, examples=examples)
+    if out_dir is not None:
+        out_result.write(out_dir)
+    return out_result

@@ -1,0 +1,129 @@
+"""copyprobe canary make / canary test: canaries drawn before publication, tested with an
+exact p-value (docs/canary.md). Thin: the work is in :mod:`copyprobe.canary`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from copyprobe.cli._common import (
+    add_model_options,
+    add_run_options,
+    api_options,
+    cache_setting,
+    check_batch_size,
+    parse_params,
+    progress_bars,
+)
+from copyprobe.params import SEED, Real, option_type
+
+HELP = "canary audits: mark a document before publishing it, later test a model with an exact p-value"
+DESCRIPTION = (
+    "`canary make` draws candidate canaries at random, inserts one chosen at random into a document "
+    "and writes the marked document (publish it) and a private manifest (keep it secret). "
+    "`canary test` later ranks the published canary among the held-out ones with any method; "
+    "the rank gives an exact p-value that needs no clean baseline."
+)
+MAKE_HELP = "draw canaries and write the marked document (to publish) and the private manifest"
+TEST_HELP = "test a model with a kit: rank of the published canary, exact p-value, canary.json"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("canary", help=HELP, description=DESCRIPTION)
+    actions = parser.add_subparsers(dest="canary_action", metavar="ACTION")
+    make = actions.add_parser("make", help=MAKE_HELP, description=MAKE_HELP)
+    add_make_arguments(make)
+    make.set_defaults(func=run_make)
+    test = actions.add_parser("test", help=TEST_HELP, description=TEST_HELP)
+    add_test_arguments(test)
+    test.set_defaults(func=run_test)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _at_least(low: int, name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{name} must be at least {low}, got {value}")
+        return value
+    return parse
+
+
+def add_make_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--doc", required=True, help="the document to mark (UTF-8 text)")
+    parser.add_argument("--out", required=True, help="kit directory to write (must not hold a kit yet)")
+    parser.add_argument("--n-candidates", type=_at_least(2, "--n-candidates"), default=100,
+                        help="candidates per canary, published one included (default 100: smallest p = 0.01)")
+    parser.add_argument("--n-canaries", type=_at_least(1, "--n-canaries"), default=1,
+                        help="independent canaries in the document (default 1)")
+    parser.add_argument("--style", choices=("sentences", "words", "trap"), default="sentences",
+                        help="fictional sentences (default), random words, or trap sequences (Meeus et al. 2024)")
+    parser.add_argument("--repeat", type=_at_least(1, "--repeat"), default=None,
+                        help="copies of each published canary in the document (default 1; 10 for trap)")
+    parser.add_argument("--n-words", type=_at_least(1, "--n-words"), default=None,
+                        help="words per words/trap candidate (default 12 / 25)")
+    parser.add_argument("--seed", default=None,
+                        help="seed of the random draws, for a reproducible kit (default: 32 bytes from the OS); "
+                        "recorded only in the private manifest")
+
+
+def add_test_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="model spec (e.g. smollm2-135m-instruct, hf:DIR, openai:M@URL)")
+    parser.add_argument("--kit", required=True, help="kit directory written by `copyprobe canary make`")
+    parser.add_argument("--method", default="loss", help="any registered method (default loss)")
+    parser.add_argument("--doc", help="check this copy of the published document instead of the kit's")
+    parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"),
+                        default=0.05, help="significance level of the verdict (default 0.05)")
+    parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
+    parser.add_argument("--seed", type=option_type(SEED, "--seed"), default=0, help="seed for methods (default 0)")
+    add_run_options(parser)
+    add_model_options(parser)
+
+
+def run_make(args: argparse.Namespace) -> int:
+    from copyprobe.canary.kit import MANIFEST, make_kit
+
+    kit = make_kit(args.doc, args.out, n_candidates=args.n_candidates, style=args.style, repeat=args.repeat,
+                   seed=args.seed, n_canaries=args.n_canaries, n_words=args.n_words,
+                   command=["copyprobe", *sys.argv[1:]])
+    copies = sum(len(c.positions) for c in kit.canaries)
+    print(f"{len(kit.canaries)} canar{'y' if len(kit.canaries) == 1 else 'ies'} of {args.n_candidates} candidates "
+          f"({kit.style}), {copies} cop{'y' if copies == 1 else 'ies'} inserted")
+    print(f"PUBLISH this file (and only this one): {kit.document}")
+    print(f"KEEP PRIVATE: {kit.dir / MANIFEST} — it names the held-out candidates and the seed; "
+          "if it leaks, or the model is trained on it, the test is void")
+    print(f"later: copyprobe canary test --model MODEL --kit {kit.dir} --out RUN_DIR")
+    return 0
+
+
+def run_test(args: argparse.Namespace) -> int:
+    from copyprobe.canary.scoring import canary_test
+
+    check_batch_size(args.batch_size)
+    params = parse_params(args.param, [args.method])
+    with progress_bars(not args.no_progress) as progress:
+        result = canary_test(
+            args.model, args.kit, args.method, params=params.get(args.method), alpha=args.alpha,
+            document=args.doc, out=args.out, cache=cache_setting(args), batch_size=args.batch_size,
+            device=args.device, dtype=args.dtype, seed=args.seed, progress=progress,
+            command=["copyprobe", *sys.argv[1:]], api_options=api_options(args),
+        )
+    summary = result.canary
+    for c in summary["canaries"]:
+        print(f"canary {c['index']}: rank {c['rank']} of {c['n_candidates']}, p = {c['p_value']:.4g}"
+              + (f" ({c['n_ties']} ties, counted against)" if c["n_ties"] else "")
+              + (f" ({c['n_unscored']} unscored candidates, counted against)" if c["n_unscored"] else ""))
+    if len(summary["canaries"]) > 1:
+        comb = summary["combined"]
+        print(f"combined: sum of ranks {comb['sum_of_ranks']}, exact p = {comb['sum_of_ranks_p']:.4g} "
+              f"(min-p test: {comb['min_p_p']:.4g})")
+    print(summary["verdict"])
+    if args.report:
+        from copyprobe.reports.html import write_report
+
+        print(f"report written to {write_report(result.out)}")
+    print(f"run written to {result.out}")
+    return 0

@@ -1,0 +1,44 @@
+"""The canary benchmark's split and table helpers (the benchmark itself is too slow for tests)."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("bench_canary", ROOT / "benchmarks" / "bench_canary.py")
+bench_canary = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench_canary)
+
+
+def test_balanced_seed_puts_half_of_every_level_in_training():
+    from copyprobe.plant.split import split_documents
+
+    args = bench_canary.parse_args(["--repeats", "1,10,100", "--docs-per-level", "4"])
+    seed = bench_canary.balanced_seed(args)
+    names = sorted(n for _, n in bench_canary.doc_names(args))
+    members, _ = split_documents(names, 0.5, seed)
+    chosen = [names[i] for i in members]
+    for r in (1, 10, 100):
+        assert sum(n.startswith(f"r{r:03d}-") for n in chosen) == 2
+    for earlier in range(seed):  # the smallest such seed
+        m, _ = split_documents(names, 0.5, earlier)
+        counts = [sum(names[i].startswith(f"r{r:03d}-") for i in m) for r in (1, 10, 100)]
+        assert counts != [2, 2, 2]
+
+
+def test_table_lists_every_level_and_says_what_is_missing():
+    args = bench_canary.parse_args(["--repeats", "1,10", "--docs-per-level", "2", "--methods", "loss"])
+    doc = lambda name, r, member, rank: {"doc": name, "repeat": r, "member": member, "intact_copies": r,  # noqa: E731
+                                          "loss": {"rank": rank, "p": rank / 100, "n": 100}}
+    run = {"model": "hf:m", "seconds": 1.0, "plant": {}, "documents": [doc("r001-0", 1, True, 40),
+                                                                      doc("r010-0", 10, True, 1)],
+           "levels": [{"repeat": 1, "member_loss_p": [0.4], "member_loss_combined_p": 0.4, "nonmember_loss_p": [0.7],
+                       "loss_passage_auc": 0.6, "n_passages": 5},
+                      {"repeat": 10, "member_loss_p": [0.01], "member_loss_combined_p": 0.01,
+                       "nonmember_loss_p": [0.33], "loss_passage_auc": 0.9, "n_passages": 8}]}
+    payload = {"created": "now", "machine": "m", "commands": ["python benchmarks/bench_canary.py --stage test"],
+               "settings": {k: v for k, v in vars(args).items() if k != "stage"}, "runs": {"1": run}}
+    text = bench_canary.render_md(payload)
+    assert "| 1 | 0.4 | 0.4 | 0.7 | 0.6 (5 passages) |" in text
+    assert "| 10 | 0.01 | 0.01 | 0.33 | 0.9 (8 passages) |" in text
+    assert "| r010-0 | 10 | yes | 10 | 1/100 |" in text
+    assert "Missing: epoch setting(s) 3" in text

@@ -1,0 +1,118 @@
+"""`copyprobe canary make` and `canary test` end to end on the fake backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.canary.kit import MANIFEST
+from copyprobe.cli.main import main
+from copyprobe.record import load_run
+
+DOC = ("It was a bright cold day in April. The clocks were striking thirteen! Winston hurried home.\n\n"
+       "A new paragraph begins here. It has two sentences. And a third one, at the end.\n")
+
+
+@pytest.fixture
+def kit(tmp_path, capsys):
+    doc = tmp_path / "book.txt"
+    doc.write_text(DOC)
+    code = main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "30",
+                 "--n-canaries", "2", "--style", "words", "--seed", "cli"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "PUBLISH" in out and "KEEP PRIVATE" in out and "manifest.json" in out
+    return tmp_path / "kit"
+
+
+def _patch(monkeypatch, backend):
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: backend)
+
+
+def test_canary_test_on_a_model_that_saw_the_document(kit, tmp_path, monkeypatch, capsys):
+    manifest = json.loads((kit / MANIFEST).read_text())
+    published = [c["candidates"][c["published"]] for c in manifest["canaries"]]
+    _patch(monkeypatch, FakeBackend(spec="saw-it", member_texts=published, boost=6.0))
+    run_dir = tmp_path / "run"
+    code = main(["canary", "test", "--model", "saw-it", "--kit", str(kit), "--out", str(run_dir), "--no-cache",
+                 "--no-progress", "--report"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "canary 0: rank" in out and "combined: sum of ranks" in out
+    assert "If the model never saw this document, the chance of a result at least this extreme" in out
+    run = load_run(run_dir)
+    assert run.record.kind == "canary" and run.record.canary["method"] == "loss"
+    assert len(run.scores) == 60 and run.canary["test"] == "sum_of_ranks"
+    # the rank in canary.json is the published one's place among its candidates' scores
+    for c, item in zip(run.canary["canaries"], manifest["canaries"]):
+        scores = [r["loss"] for r in run.scores if r["doc_id"] == f"canary-{c['index']}"]
+        pub = scores[item["published"]]
+        assert c["rank"] == 1 + sum(s >= pub for j, s in enumerate(scores) if j != item["published"])
+        assert c["p_value"] == c["rank"] / 30
+    assert run.canary["combined"]["sum_of_ranks"] == sum(c["rank"] for c in run.canary["canaries"])
+    assert "seed" not in json.dumps(run.record.canary)  # the run does not copy the private seed
+    html = (run_dir / "report.html").read_text()
+    assert 'id="canary"' in html and "at most p =" in html
+
+
+def test_canary_test_with_another_method_and_param(kit, tmp_path, monkeypatch, capsys):
+    _patch(monkeypatch, FakeBackend(spec="never"))
+    code = main(["canary", "test", "--model", "never", "--kit", str(kit), "--out", str(tmp_path / "r"), "--no-cache",
+                 "--no-progress", "--method", "min_k", "--param", "min_k.k=0.5", "--alpha", "0.01"])
+    assert code == 0
+    summary = json.loads((tmp_path / "r" / "canary.json").read_text())
+    assert summary["method"] == "min_k" and summary["alpha"] == 0.01
+    assert load_run(tmp_path / "r").record.methods["min_k"]["k"] == 0.5
+
+
+@pytest.mark.parametrize("damage", ["manifest", "document", "altered"])
+def test_bad_kits_exit_2_with_one_line(kit, tmp_path, monkeypatch, capsys, damage):
+    backend = FakeBackend(spec="never")
+    _patch(monkeypatch, backend)
+    if damage == "manifest":
+        (kit / MANIFEST).unlink()
+    elif damage == "document":
+        (kit / "publish" / "book.txt").write_text(DOC)
+    else:
+        data = json.loads((kit / MANIFEST).read_text())
+        data["canaries"][1]["candidates"][0] = "something else entirely"
+        (kit / MANIFEST).write_text(json.dumps(data))
+    code = main(["canary", "test", "--model", "never", "--kit", str(kit), "--out", str(tmp_path / "r"),
+                 "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("copyprobe: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert not backend.calls  # refused before any model work
+
+
+def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
+    assert main(["canary", "make", "--doc", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "k")]) == 2
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k")]) == 2
+    assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k"), "--n-candidates", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_make_and_test_on_smollm2_offline(tmp_path, capsys):
+    """The two commands on the bundled smollm2, loaded by the CLI itself (no network)."""
+    from copyprobe.backends.specs import alias_path
+    from copyprobe.errors import BackendError
+
+    try:
+        alias_path("smollm2-135m-instruct")
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    doc = tmp_path / "book.txt"
+    doc.write_text(DOC)
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "8",
+                 "--seed", "smol"]) == 0
+    code = main(["canary", "test", "--model", "smollm2-135m-instruct", "--kit", str(tmp_path / "kit"),
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--device", "cpu", "--dtype", "float32"])
+    assert code == 0
+    summary = json.loads((tmp_path / "run" / "canary.json").read_text())
+    assert 1 <= summary["canaries"][0]["rank"] <= 8 and summary["p_value"] == summary["canaries"][0]["rank"] / 8
+    assert all(r["loss"] is not None for r in load_run(tmp_path / "run").scores)
