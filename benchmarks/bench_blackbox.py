@@ -54,12 +54,15 @@ def demo_examples(per_doc: int, docs: int | None) -> list[Example]:
     return out
 
 
-def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
-    params: dict[str, dict[str, str]] = {}
+def parse_params(items: list[str]) -> dict[str, dict]:
+    """`method.key=value` -> {method: {key: value typed by the parameter's declaration}}."""
+    from copyprobe.registry import convert_param, method_class
+
+    params: dict[str, dict] = {}
     for item in items:
         key, _, value = item.partition("=")
         method, _, name = key.partition(".")
-        params.setdefault(method, {})[name] = value
+        params.setdefault(method, {})[name] = convert_param(method_class(method), name, value)
     return params
 
 
@@ -86,7 +89,6 @@ def main() -> int:
     args = parser.parse_args()
 
     from copyprobe.backends.specs import load_backend
-    from copyprobe.evaluation.metrics import bootstrap_ci, roc_auc
     from copyprobe.session import Session
 
     examples = demo_examples(args.per_doc, args.docs)
@@ -112,54 +114,72 @@ def main() -> int:
         else:
             note = ""
         method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
+        method = method.resolve(session.target_spec)  # 'auto' reference models
         stats = DriveStats()
         t0 = time.perf_counter()
         rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
         trained_on = set(train_ids.get(name, ()))  # a trained method is evaluated on the other rows
         seconds = time.perf_counter() - t0
-        labels, values, groups = [], [], []
-        failures: Counter[str] = Counter()
-        for row in rows:
-            if row["id"] in trained_on:
-                continue
-            if row.get(name) is None:
-                failures[row.get("errors", {}).get(name, "no score")[:160]] += 1
-                continue
-            labels.append(row["label"])
-            values.append(row[name])
-            groups.append(row["doc_id"])
-        auc = ci = gci = None
-        if len(set(labels)) == 2:
-            auc = roc_auc(labels, values)
-            ci = bootstrap_ci(labels, values, roc_auc, n_resamples=2000, seed=0)
-            gci = bootstrap_ci(labels, values, roc_auc, groups=groups, n_resamples=2000, seed=0)
-        member = [v for v, y in zip(values, labels) if y == 1]
-        fresh = [v for v, y in zip(values, labels) if y == 0]
-        result = {
-            "model": args.model, "method": name, "params": method_params, "label": " ".join(x for x in (args.label, note) if x),
-            "passages": len(examples) - len(trained_on), "trained_on": len(trained_on), "scored": len(values),
-            "auc": auc,
-            "ci_passages": None if ci is None else [ci.low, ci.high],
-            "ci_documents": None if gci is None else [gci.low, gci.high],
-            "mean_member": sum(member) / len(member) if member else None,
-            "mean_fresh": sum(fresh) / len(fresh) if fresh else None,
-            "failures": dict(failures),
-            "model_calls": stats.by_model_kind, "requests_unique": stats.requests_unique,
-            "seconds": round(seconds, 1), "seconds_per_passage": round(seconds / len(examples), 2),
-            "load_s": round(load_s, 1), "threads": getattr(backend, "n_threads", None),
-            "command": command, "machine": f"{platform.machine()}, {os.cpu_count()} cpus (shared)",
-        }
-        results.append(result)
+        variants = [(name, method_params, lambda row: row.get(name))]
+        if name == "prefix_probe":
+            # every similarity is in the details: report all three from the same generations
+            chosen = method.similarity
+            for other in ("token_sort", "rouge_l", "lcs"):
+                if other != chosen:
+                    variants.append((name, {**method_params, "similarity": other},
+                                     lambda row, key=other: None if row.get(name) is None
+                                     else row["details"][name][key]))
+        for _, variant_params, value_of in variants:
+            result = summarize_rows(rows, name, value_of, trained_on)
+            result.update({"model": args.model, "method": name, "params": variant_params,
+                           "label": " ".join(x for x in (args.label, note) if x),
+                           "model_calls": stats.by_model_kind, "requests_unique": stats.requests_unique,
+                           "seconds": round(seconds, 1), "seconds_per_passage": round(seconds / len(examples), 2),
+                           "load_s": round(load_s, 1), "threads": getattr(backend, "n_threads", None),
+                           "command": command, "machine": f"{platform.machine()}, {os.cpu_count()} cpus (shared)"})
+            results.append(result)
+            print(json.dumps({k: result[k] for k in ("method", "params", "auc", "ci_passages", "ci_documents",
+                                                      "failures", "model_calls", "seconds_per_passage")}), flush=True)
+        write_results(Path(args.out), results)
         if args.dump:
             with open(args.dump, "a", encoding="utf-8") as handle:
                 for row in rows:
                     handle.write(json.dumps({"method": name, **row}, default=str) + "\n")
-        print(json.dumps({k: result[k] for k in ("method", "auc", "ci_passages", "ci_documents", "failures",
-                                                  "model_calls", "seconds_per_passage")}), flush=True)
-        write_results(Path(args.out), results)
     session.close()
     backend.close()
     return 0
+
+
+def summarize_rows(rows, name, value_of, trained_on) -> dict:
+    from copyprobe.evaluation.metrics import bootstrap_ci, roc_auc
+
+    labels, values, groups = [], [], []
+    failures: Counter[str] = Counter()
+    for row in rows:
+        if row["id"] in trained_on:
+            continue
+        if value_of(row) is None:
+            failures[row.get("errors", {}).get(name, "no score")[:160]] += 1
+            continue
+        labels.append(row["label"])
+        values.append(value_of(row))
+        groups.append(row["doc_id"])
+    auc = ci = gci = None
+    if len(set(labels)) == 2:
+        auc = roc_auc(labels, values)
+        ci = bootstrap_ci(labels, values, roc_auc, n_resamples=2000, seed=0)
+        gci = bootstrap_ci(labels, values, roc_auc, groups=groups, n_resamples=2000, seed=0)
+    member = [v for v, y in zip(values, labels) if y == 1]
+    fresh = [v for v, y in zip(values, labels) if y == 0]
+    return {
+        "passages": len(rows) - len(trained_on), "trained_on": len(trained_on), "scored": len(values),
+        "auc": auc,
+        "ci_passages": None if ci is None else [ci.low, ci.high],
+        "ci_documents": None if gci is None else [gci.low, gci.high],
+        "mean_member": sum(member) / len(member) if member else None,
+        "mean_fresh": sum(fresh) / len(fresh) if fresh else None,
+        "failures": dict(failures),
+    }
 
 
 def calibrate_decop(examples, method_params, session, args):
@@ -174,7 +194,7 @@ def calibrate_decop(examples, method_params, session, args):
     clean.sort(key=lambda e: (int(e.id.rsplit("-", 1)[-1]) if e.id.rsplit("-", 1)[-1].isdigit() else 0, e.id))
     clean = clean[:args.calibrate]
     plain = {k: v for k, v in method_params.items() if k != "calibration"}
-    method = build_methods(["decop"], {"decop": plain})[0]
+    method = build_methods(["decop"], {"decop": plain})[0].resolve(session.target_spec)
     scored, _ = score_examples(clean, [method], session.backend_for, stats=DriveStats())
     probs, docs = [], []
     for row in scored:

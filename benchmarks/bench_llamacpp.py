@@ -117,7 +117,7 @@ def main() -> int:
             n = r["results"][name]
             lines.append(f"| {r['model']} | {r['threads']} | {name} | {n['load_s']} | {n['score_tok_per_s']} "
                          f"| {n['gen_tok_per_s']} |")
-    lines += ["", "| model | llama.cpp/HF scoring | llama.cpp/HF generation | |log p| diff max / mean "
+    lines += ["", "| model | llama.cpp/HF scoring | llama.cpp/HF generation | log p abs diff max / mean "
               "| mu diff max / mean | rank-1 agreement | same greedy text |", "|---|---|---|---|---|---|---|"]
     for r in runs:
         a = r["agreement"]

@@ -64,26 +64,33 @@ def _first_stop(text: str, stops: Sequence[str]) -> int | None:
 
 
 def row_stats(logits, targets) -> dict[str, list]:
-    """log p(target), mu, sigma and rank per row of float32 logits [N, V] (float64 math)."""
+    """log p(target), mu, sigma and rank per row of float32 logits [N, V].
+
+    Per row, with y = logit - max (float32, <= 0) and sums in float64:
+    Z = sum exp(y), S1 = sum exp(y) y, S2 = sum exp(y) y^2; log p(v) = y_v - log Z,
+    mu = S1/Z - log Z, sigma^2 = S2/Z - (S1/Z)^2 (the variance of log p is that of y)."""
     import numpy as np
 
     out: dict[str, list] = {"logprobs": [], "mu": [], "sigma": [], "rank": []}
     for start in range(0, logits.shape[0], ROW_BLOCK):
-        rows = np.asarray(logits[start:start + ROW_BLOCK], dtype=np.float64)
+        rows = np.asarray(logits[start:start + ROW_BLOCK], dtype=np.float32)
         target = np.asarray(targets[start:start + ROW_BLOCK], dtype=np.int64)
         target_logit = rows[np.arange(len(target)), target]
+        rank = 1 + (rows > target_logit[:, None]).sum(axis=1)
         top = rows.max(axis=1, keepdims=True)
         shifted = rows - top
         weights = np.exp(shifted)
-        z = weights.sum(axis=1)
+        z = weights.sum(axis=1, dtype=np.float64)
+        weights *= shifted
+        s1 = weights.sum(axis=1, dtype=np.float64)
+        weights *= shifted
+        s2 = weights.sum(axis=1, dtype=np.float64)
         log_norm = np.log(z)
-        logp = shifted - log_norm[:, None]  # log p of every token
-        mu = (weights * logp).sum(axis=1) / z
-        second = (weights * logp * logp).sum(axis=1) / z
-        out["logprobs"].extend((target_logit - top[:, 0] - log_norm).tolist())
-        out["mu"].extend(mu.tolist())
-        out["sigma"].extend(np.sqrt(np.maximum(second - mu * mu, 0.0)).tolist())
-        out["rank"].extend((1 + (rows > target_logit[:, None]).sum(axis=1)).tolist())
+        mean_y = s1 / z
+        out["logprobs"].extend((target_logit.astype(np.float64) - top[:, 0] - log_norm).tolist())
+        out["mu"].extend((mean_y - log_norm).tolist())
+        out["sigma"].extend(np.sqrt(np.maximum(s2 / z - mean_y * mean_y, 0.0)).tolist())
+        out["rank"].extend(rank.tolist())
     return out
 
 

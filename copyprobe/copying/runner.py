@@ -181,53 +181,56 @@ def _fluency_block(rows: list[dict]) -> dict[str, Any]:
             "n_unparseable": sum(1 for r in judged if r["fluency"] is None)}
 
 
+def _literal_block(ok: list[dict], config: CopyConfig) -> dict[str, Any]:
+    return {
+        "rate": _mean([float(r["rouge_l"] >= config.literal_threshold) for r in ok]),
+        "threshold": config.literal_threshold,
+        "mean_rouge_l": _mean([r["rouge_l"] for r in ok]),
+        "mean_lcs": _mean([r["lcs"] for r in ok]),
+    }
+
+
+def _nonliteral_block(ok: list[dict], config: CopyConfig) -> dict[str, Any]:
+    ev = [r for r in ok if r.get("event_copied") is not None]
+    ch = [r for r in ok if r.get("character_overlap") is not None]
+    return {
+        "event_rate": _mean([float(r["event_copied"]) for r in ev]),
+        "event_threshold": config.event_threshold,
+        "character_rate": _mean([float(r["character_overlap"] >= config.character_threshold) for r in ch]),
+        "character_threshold": config.character_threshold,
+        "mean_event_overlap": _mean([r["event_overlap"] for r in ev if r.get("event_overlap") is not None]),
+        "mean_character_overlap": _mean([r["character_overlap"] for r in ch]),
+        "n_events_scored": len(ev), "n_characters_scored": len(ch),
+        "n_event_undetermined": sum(1 for r in ok if r.get("event_copied") is None),
+    }
+
+
+def _qa_block(ok: list[dict], _config: CopyConfig) -> dict[str, Any]:
+    return {
+        "exact_match": _mean([r["exact_match"] for r in ok]),
+        "f1": _mean([r["f1"] for r in ok]),
+        "format_ok_rate": _mean([float(r["format_ok"]) for r in ok]),
+    }
+
+
+_TASK_BLOCKS = {"literal": _literal_block, "nonliteral": _nonliteral_block, "qa": _qa_block}
+_FLUENCY_TASKS = ("literal", "nonliteral")  # QA answers are too short to judge for fluency
+
+
 def compute_metrics(rows: list[dict], config: CopyConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     by_task: dict[str, list[dict]] = {}
     for r in rows:
         by_task.setdefault(r["task"], []).append(r)
-    fluency = "fluency" in config.tasks
-    if "literal" in config.tasks:
-        rs = by_task.get("literal", [])
+    for task, block_of in _TASK_BLOCKS.items():
+        if task not in config.tasks:
+            continue
+        rs = by_task.get(task, [])
         ok = [r for r in rs if r.get("error") is None]
-        block = {
-            "rate": _mean([float(r["rouge_l"] >= config.literal_threshold) for r in ok]),
-            "threshold": config.literal_threshold,
-            "mean_rouge_l": _mean([r["rouge_l"] for r in ok]),
-            "mean_lcs": _mean([r["lcs"] for r in ok]),
-            "n": len(ok), "n_errors": len(rs) - len(ok),
-        }
-        if fluency:
+        block = {**block_of(ok, config), "n": len(ok), "n_errors": len(rs) - len(ok)}
+        if task in _FLUENCY_TASKS and "fluency" in config.tasks:
             block["fluency"] = _fluency_block(rs)
-        out["literal"] = block
-    if "nonliteral" in config.tasks:
-        rs = by_task.get("nonliteral", [])
-        ok = [r for r in rs if r.get("error") is None]
-        ev = [r for r in ok if r.get("event_copied") is not None]
-        ch = [r for r in ok if r.get("character_overlap") is not None]
-        block = {
-            "event_rate": _mean([float(r["event_copied"]) for r in ev]),
-            "event_threshold": config.event_threshold,
-            "character_rate": _mean([float(r["character_overlap"] >= config.character_threshold) for r in ch]),
-            "character_threshold": config.character_threshold,
-            "mean_event_overlap": _mean([r["event_overlap"] for r in ev if r.get("event_overlap") is not None]),
-            "mean_character_overlap": _mean([r["character_overlap"] for r in ch]),
-            "n_events_scored": len(ev), "n_characters_scored": len(ch),
-            "n_event_undetermined": sum(1 for r in ok if r.get("event_copied") is None),
-            "n": len(ok), "n_errors": len(rs) - len(ok),
-        }
-        if fluency:
-            block["fluency"] = _fluency_block(rs)
-        out["nonliteral"] = block
-    if "qa" in config.tasks:
-        rs = by_task.get("qa", [])
-        ok = [r for r in rs if r.get("error") is None]
-        out["qa"] = {
-            "exact_match": _mean([r["exact_match"] for r in ok]),
-            "f1": _mean([r["f1"] for r in ok]),
-            "format_ok_rate": _mean([float(r["format_ok"]) for r in ok]),
-            "n": len(ok), "n_errors": len(rs) - len(ok),
-        }
+        out[task] = block
     return out
 
 

@@ -188,13 +188,30 @@ def mask_word(text: str, word: str) -> tuple[str, int]:
     return pattern.subn(MASK, text)
 
 
-_TAGGED = re.compile(r"<name>\s*(.*?)\s*</name>", re.IGNORECASE | re.DOTALL)
+_TAGGED = re.compile(r"<name>\s*(.*?)\s*(?:</name>|$)", re.IGNORECASE | re.DOTALL)
+# Instruction models often answer in a sentence instead of the tags (Qwen2.5-Coder-0.5B:
+# 'The word that fills in the [MASK] token in the given passage is "light".'): the word
+# after "is", quoted or bold, or a lone quoted word.
+_SENTENCE = re.compile(
+    r"\b(?:is|was|be|would be)\s*:?\s*[\"\u201c'*`]+\s*([A-Za-z][\w'\u2019-]*)", re.IGNORECASE)
+_QUOTED = re.compile(r"[\"\u201c*`]+([A-Za-z][\w'\u2019-]*)[\"\u201d*`]+")
 
 
 def parse_guess(output: str) -> str:
-    """The guessed word: inside <name>...</name> when present, else the first word."""
+    """The guessed word: inside <name>...</name> when present (an answer cut off after the
+    opening tag counts), else the quoted or bold word after "is" in a sentence answer, else
+    a lone quoted word, else the first word."""
     match = _TAGGED.search(output)
-    text = match.group(1) if match else output
+    if match and match.group(1).strip():
+        text = match.group(1)
+    else:
+        sentence = _SENTENCE.findall(output)
+        quoted = _QUOTED.findall(output)
+        if sentence:
+            return sentence[-1].strip("'\u2019-")
+        if len(set(quoted)) == 1:
+            return quoted[0].strip("'\u2019-")
+        text = output
     text = re.sub(r"^\s*(?:output|answer)\s*:\s*", "", text, flags=re.IGNORECASE)
     text = text.replace("<name>", " ").replace("</name>", " ")
     words = text.split()
@@ -219,7 +236,11 @@ class NameCloze(Method):
         "auto (spaCy en_core_web_sm when installed, else the capitalisation rule), spacy, or rule",
     )
     chat: bool = param(True, Boolean(), "ask with a chat message (true) or as a plain completion prompt (false)")
-    max_tokens: int = param(16, COUNT, "tokens generated for the answer")
+    max_tokens: int = param(
+        32, COUNT,
+        "tokens generated for the answer (instruction models often answer in a sentence: 16 cut "
+        "Qwen2.5-Coder-0.5B's answers before the word)",
+    )
 
     def validate(self) -> None:
         super().validate()

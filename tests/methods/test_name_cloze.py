@@ -63,7 +63,15 @@ def test_mask_word_is_whole_word_and_keeps_possessives():
 @pytest.mark.parametrize(
     "output, guess",
     [("<name>Harry</name>", "Harry"), ("Output: <name> Harry </name> is it", "Harry"),
-     ("Harry.", "Harry"), ("  ", ""), ("<name>Harry Potter</name>", "Harry")],
+     ("Harry.", "Harry"), ("  ", ""), ("<name>Harry Potter</name>", "Harry"),
+     # sentence answers of Qwen2.5-Coder-0.5B-Instruct (benchmarks/results/blackbox.md)
+     ('The word that fills in the [MASK] token in the given passage is "light".', "light"),
+     ("The proper name that fills in the [MASK] token is **Elizabeth**.", "Elizabeth"),
+     ("The answer would be 'Ahab' here.", "Ahab"),
+     ('I think it is "God\'s".', "God's"),
+     ('<name>Harry', "Harry"),  # cut off before the closing tag
+     ('He said "yes" and then "no".', "He"),  # two quoted words: no single guess, first word
+     ("The proper name that fills in the [MASK] token in the given passage is", "The")],
 )
 def test_parse_guess(output, guess):
     assert parse_guess(output) == guess
