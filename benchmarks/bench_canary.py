@@ -197,6 +197,8 @@ def write_results(args, results_dir: Path, by_epoch: dict[str, Any], command: st
     runs = previous.get("runs", {})
     runs.update(by_epoch)
     commands = previous.get("commands", [])
+    if not commands:  # the stages before this one, as they were run (same settings, defaults)
+        commands = ["python benchmarks/bench_canary.py --stage make", "python benchmarks/bench_canary.py --stage plant"]
     if command not in commands:
         commands.append(command)
     payload = {"created": utc_now(), "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
@@ -229,8 +231,11 @@ def render_md(payload: dict[str, Any]) -> str:
         "(canary never seen). `canary test` ranks each published canary among its candidates; p = rank / n "
         f"(smallest possible p with {s['n_candidates']} candidates: {1 / s['n_candidates']:.3g}); the "
         "combined p is the exact sum-of-ranks test over the level's documents. `reference` = loss minus the "
-        "un-tuned base model's loss. *intact copies*: copies of the published canary that the plant's passage "
-        "cutting left whole (a copy cut across two passages is seen in two pieces).",
+        "un-tuned base model's loss. *intact copies*: whole copies of the published canary in the plant's "
+        "passages of that document, i.e. what one epoch trains on: a copy cut across two passages is seen in two "
+        "pieces, and `plant` keeps exact duplicate passages once, so of 100 copies packed into a short document "
+        "(many of them adjacent) fewer survive. Non-member documents' p-values are draws from the null: they "
+        "should look uniform, and about 1 in 20 falls at or below 0.05 by chance.",
         "",
         "The plain membership score beside it: `loss` on the plant's passages of the same documents, as the "
         "passage ROC AUC of members vs non-members of that level. It ranks, but gives no p-value without a "

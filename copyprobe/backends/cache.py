@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import time
 from pathlib import Path
@@ -20,6 +21,12 @@ from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFai
 from copyprobe.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 1
+BUSY_WAIT_S = 60.0  # how long opening a cache waits for other processes creating it
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def default_cache_dir() -> Path:
@@ -46,36 +53,72 @@ class ResponseCache:
             raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc.strerror}") from None
         if self.path.is_dir():
             raise ConfigError(f"cache path {self.path} is a directory; give a file path, e.g. {self.path / 'responses.sqlite'}")
-        try:
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout = 60000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " fingerprint TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,"
-                " response TEXT NOT NULL, created REAL NOT NULL,"
-                " PRIMARY KEY (fingerprint, kind, key))"
-            )
-            columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
-            if columns != ["fingerprint", "kind", "key", "response", "created"]:
+        deadline = time.monotonic() + BUSY_WAIT_S
+        attempt = 0
+        while True:
+            try:
+                self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            except sqlite3.DatabaseError as exc:
+                raise ConfigError(f"cannot open cache file {self.path}: {exc}") from None
+            try:
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                self._db.close()
+                # Another process is creating the same new file (switching it to WAL,
+                # creating the tables): SQLite answers "locked"/"busy" at once for some of
+                # these steps instead of waiting, so wait here and start again.
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    attempt += 1
+                    time.sleep(min(1.0, 0.005 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                    continue
+                if _is_busy(exc):
+                    raise BackendError(f"cache file {self.path} stayed locked by another process for "
+                                       f"{BUSY_WAIT_S:g} s; retry, or give another --cache file") from None
+                raise ConfigError(f"cache file {self.path} is unreadable or corrupt ({exc}); "
+                                  "delete it or run with --no-cache") from None
+            except sqlite3.DatabaseError as exc:
+                self._db.close()
                 raise ConfigError(
-                    f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
-                    f"table has columns {', '.join(columns)}); give another --cache file or use --no-cache"
-                )
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-            row = self._db.execute("PRAGMA quick_check").fetchone()
-            if not row or row[0] != "ok":
-                raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
-        except sqlite3.DatabaseError as exc:
+                    f"cache file {self.path} is unreadable or corrupt ({exc}); "
+                    "delete it or run with --no-cache"
+                ) from None
+            except ConfigError:
+                self._db.close()
+                raise
+            except OSError as exc:
+                self._db.close()
+                raise ConfigError(f"cannot open cache file {self.path}: {exc}") from None
+
+    def _open(self) -> None:
+        """WAL mode, the tables, and the checks that this is a copyprobe cache of this schema."""
+        self._db.execute("PRAGMA busy_timeout = 60000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS responses ("
+            " fingerprint TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,"
+            " response TEXT NOT NULL, created REAL NOT NULL,"
+            " PRIMARY KEY (fingerprint, kind, key))"
+        )
+        columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
+        if columns != ["fingerprint", "kind", "key", "response", "created"]:
             raise ConfigError(
-                f"cache file {self.path} is unreadable or corrupt ({exc}); "
-                "delete it or run with --no-cache"
-            ) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot open cache file {self.path}: {exc}") from None
+                f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
+                f"table has columns {', '.join(columns)}); give another --cache file or use --no-cache"
+            )
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            found = row[0] if row else "none"
+            raise ConfigError(
+                f"cache file {self.path} has cache schema {found!s:.20}, and this copyprobe reads schema "
+                f"{SCHEMA_VERSION}; give another --cache file (or --no-cache); entries of another schema are "
+                "never mixed in"
+            )
+        row = self._db.execute("PRAGMA quick_check").fetchone()
+        if not row or row[0] != "ok":
+            raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
 
     def get_many(self, fingerprint: str, kind: str, keys: Sequence[str]) -> dict[str, dict]:
         found: dict[str, dict] = {}
@@ -117,6 +160,46 @@ class ResponseCache:
         self._db.close()
 
 
+def _decode(response_type: type, data: Any) -> Any:
+    """The stored entry as a response, or None when it has another shape than this
+    copyprobe's (fields added, removed or of another JSON type: an entry written by
+    another version); such an entry is answered again and overwritten, never trusted
+    or fatal."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(response_type)}
+    if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    if not all(_json_type_fits(str(fields[name].type), value) for name, value in data.items()):
+        return None
+    try:
+        return response_type.from_json(data)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+_JSON_TYPES: dict[str, Any] = {
+    "None": lambda v: v is None,
+    "list": lambda v: isinstance(v, list),
+    "tuple": lambda v: isinstance(v, list),
+    "dict": lambda v: isinstance(v, dict),
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+def _json_type_fits(annotation: str, value: Any) -> bool:
+    """Whether a JSON value has the outer type an annotation (``list[int] | None``) names."""
+    for part in annotation.split("|"):
+        base = part.strip().split("[", 1)[0].strip()
+        test = _JSON_TYPES.get(base)
+        if test is None or test(value):  # an annotation not understood here: let it through
+            return True
+    return False
+
+
 # Batches of a non-streaming backend answered (and committed) per call.
 CHUNK_BATCHES = 32
 
@@ -136,6 +219,7 @@ class CachedBackend(Backend):
         self.chunk_size = chunk_size or max(1, int(backend.batch_size or 1)) * CHUNK_BATCHES
         self.hits = 0
         self.misses = 0
+        self.stale = 0  # entries found in another shape, recomputed (counted in misses too)
         self.spec = backend.spec
         self.capabilities = backend.capabilities
 
@@ -163,10 +247,13 @@ class CachedBackend(Backend):
         results: list[Any] = [None] * len(requests)
         missing: list[int] = []
         for i, (key, can) in enumerate(zip(keys, cacheable)):
-            if can and key in stored:
-                results[i] = response_type.from_json(stored[key])
+            response = _decode(response_type, stored[key]) if can and key in stored else None
+            if response is not None:
+                results[i] = response
                 self.hits += 1
             else:
+                if can and key in stored:
+                    self.stale += 1  # written in another shape (another version): recomputed, overwritten
                 missing.append(i)
         if progress and len(requests) - len(missing):
             progress(len(requests) - len(missing))

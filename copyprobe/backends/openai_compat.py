@@ -123,6 +123,57 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return model, url.rstrip("/")
 
 
+# -- the API key: refused when an HTTP header cannot carry it, scrubbed from every text --
+
+def _checked_key(key: str | None, env_name: str) -> str | None:
+    """The key as it will be sent, or one ConfigError that says what is wrong with it
+    without repeating it. A key read from a file often ends with a newline: sending it
+    would fail (or be stripped by one library and not another), and the library's error
+    would quote the key -- so whitespace anywhere, control characters and anything
+    outside printable ASCII (what an HTTP header value can carry) are refused."""
+    if key is None:
+        return None
+    for position, char in enumerate(key):
+        if char.isspace():
+            what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}.get(
+                char, f"whitespace U+{ord(char):04X}")
+            where = ("at its end" if position == len(key) - 1 else "at its start" if position == 0
+                     else f"at character {position + 1} of {len(key)}")
+            raise ConfigError(f"the API key in ${env_name} contains {what} {where}; remove it "
+                              f"(a key read from a file: export {env_name}=\"$(tr -d '[:space:]' < FILE)\")")
+        if not 0x21 <= ord(char) <= 0x7E:
+            raise ConfigError(f"the API key in ${env_name} contains U+{ord(char):04X} at character {position + 1} "
+                              f"of {len(key)}, which an HTTP header cannot carry (keys are printable ASCII)")
+    return key
+
+
+def _key_forms(key: str | None) -> tuple[str, ...]:
+    """The key as it could appear in a text: itself, URL-quoted, JSON-escaped."""
+    if not key:
+        return ()
+    forms = {key, urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key), json.dumps(key)[1:-1]}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def scrub_key(text: str, key: str | None, forms: Sequence[str] = (), min_run: int = 8) -> str:
+    """``text`` without the key in any form, and without any run of ``min_run`` or more of
+    its characters (a server that echoes a truncated or partly masked key, ``sk-abc...xyz``)."""
+    if not key or not text:
+        return text
+    for form in forms or _key_forms(key):
+        text = text.replace(form, "***")
+    windows = [key[i:i + min_run] for i in range(max(0, len(key) - min_run + 1))]
+    while True:
+        hit = next(((text.find(w), i) for i, w in enumerate(windows) if w in text), None)
+        if hit is None:
+            return text
+        at, start = hit
+        length = min_run
+        while start + length < len(key) and at + length < len(text) and text[at + length] == key[start + length]:
+            length += 1
+        text = text[:at] + "***" + text[at + length:]
+
+
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
@@ -169,7 +220,8 @@ class OpenAIBackend(Backend):
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
-        self.__key = os.environ.get(api_key_env) or None  # never stored elsewhere
+        self.__key = _checked_key(os.environ.get(api_key_env) or None, api_key_env)  # never stored elsewhere
+        self.__forms = _key_forms(self.__key)  # what a server or a library could echo of it
         self.concurrency = concurrency
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -239,9 +291,7 @@ class OpenAIBackend(Backend):
 
     # -- HTTP ------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
-        if self.__key and self.__key in text:
-            text = text.replace(self.__key, "***")
-        return " ".join(text.split())[:300]
+        return " ".join(scrub_key(text, self.__key, self.__forms).split())[:300]
 
     def _send(self, method: str, path: str, body: dict | None) -> dict:
         """One HTTP exchange; raises _Retryable / _Fatal / _RunWide."""
@@ -287,6 +337,8 @@ class OpenAIBackend(Backend):
             raise _Retryable(f"cannot reach {self.base_url}: {self._scrub(str(reason))}") from None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             raise _Retryable(f"connection to {self.base_url} failed: {self._scrub(type(exc).__name__ + ' ' + str(exc))}") from None
+        except ValueError as exc:  # a request urllib refuses to build (its text may quote a header)
+            raise _RunWide(f"cannot send a request to {self.base_url}: {self._scrub(str(exc))}") from None
         try:
             payload = json.loads(raw.decode("utf-8"))
             if not isinstance(payload, dict):

@@ -281,9 +281,8 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
             from copyprobe.data import datasets
 
             if datasets.is_dataset_name(str(path)):
-                named_file = datasets.load_named(str(path), command="copying")
-                task_of_file = {fname: name for name, fname in TASK_FILES.items()}
-                return load_copyset(named_file, task=task_of_file[named_file.name])
+                file, named_task = datasets.load_named(str(path), command="copying")
+                return load_copyset(file, task=named_task)
             raise DataError(f"data file {path} does not exist (built-in sets: kjv, kjv_incontext; "
                             f"datasets: copybench:literal|nonliteral|qa)")
         p = builtin

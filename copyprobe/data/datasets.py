@@ -40,6 +40,7 @@ WIKIMIA_DIR = Path(__file__).parent / "wikimia"
 MIMIR_SUBSETS = ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central",
                  "wikipedia_(en)", "full_pile")
 MIMIR_DEFAULT_SPLIT = "ngram_13_0.8"
+COPYBENCH_FILES = {"literal": "data.literal.json", "nonliteral": "data.nonliteral.json", "qa": "data.qa.json"}
 
 
 @dataclass(frozen=True)
@@ -136,14 +137,14 @@ def _decop_loader(name: str, hub_id: str):
     return load
 
 
-def _load_copybench(split: str | None, _extra: str | None):
-    # The file's path only: copying (a higher layer) parses it, so data never imports copying.
-    fname = f"data.{split}.json"
+def _load_copybench(split: str | None, _extra: str | None) -> tuple[Path, str]:
+    """(file, task): copyprobe.copying reads it (the data layer does not import copying)."""
+    fname = COPYBENCH_FILES[split]
     path = data_dir() / "copybench" / fname
     if not path.is_file():
         raise DataError(f"copybench:{split} is not on this machine: put {fname} (from the data/ folder "
                         f"of github.com/chentong0/copy-bench) at {_where('copybench/' + fname)}")
-    return path
+    return path, split
 
 
 def _load_mimir(subset: str | None, split: str | None):
@@ -282,8 +283,9 @@ def is_dataset_name(spec: Any) -> bool:
 
 
 def load_named(spec: str, *, command: str = "detect", split: str | None = None):
-    """The dataset ``spec`` names (a :class:`~copyprobe.data.readers.Dataset`, or for
-    copybench the path of its file, which ``copying.data.load_copyset`` reads). ``split`` is another way to give the SPLIT part."""
+    """The dataset ``spec`` names: a :class:`~copyprobe.data.readers.Dataset`, or for
+    copybench the (file, task) that ``copyprobe.copying.data.load_copyset`` reads.
+    ``split`` is another way to give the SPLIT part."""
     if split is not None and ":" not in spec:
         spec = f"{spec}:{split}"
     elif split is not None:

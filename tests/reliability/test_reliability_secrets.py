@@ -87,3 +87,112 @@ def test_rejected_key_is_not_echoed(tmp_path, fake_openai):
         assert not any(f in stream for f in fragments(WRONG) + fragments(SECRET))
     assert list((tmp_path / "cachedir").glob("responses.sqlite*"))
     assert files_holding(tmp_path, fragments(WRONG), min_files=2) == []
+
+
+# -- a property over generated keys ----------------------------------------------------------
+
+import os  # noqa: E402
+import string  # noqa: E402
+
+import pytest  # noqa: E402
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# (no NUL: an environment variable cannot hold one; test_key_refusals covers it directly)
+DECORATIONS = st.sampled_from(["", "", "\n", "\r\n", " ", "\t", "\u00a0", "\u2028", "\u3000", "\x01", "\x7f", "é",
+                               "\U0001f511", "\ufeff", "\x0b"])
+CORE = st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=20, max_size=40).map(lambda t: "sk-" + t)
+
+
+@st.composite
+def api_keys(draw) -> str:
+    core = draw(CORE)
+    cut = draw(st.integers(4, len(core) - 4))
+    return draw(DECORATIONS) + core[:cut] + draw(DECORATIONS) + core[cut:] + draw(DECORATIONS)
+
+
+def key_forms(key: str) -> list[str]:
+    """The key and every stripped form of it a client could send or a file could hold:
+    itself, stripped, without any whitespace, its whitespace-separated parts (10+ chars),
+    each also JSON-escaped (how run.json / scores.jsonl would spell it)."""
+    forms = {key, key.strip(), "".join(key.split()), *(p for p in key.split() if len(p) >= 10)}
+    forms |= {json.dumps(f)[1:-1] for f in forms}
+    forms |= {json.dumps(f, ensure_ascii=False)[1:-1] for f in forms}
+    return sorted(f for f in forms if len(f) >= 10)
+
+
+def _sendable(key: str) -> bool:
+    return all(0x21 <= ord(c) <= 0x7E for c in key)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(key=api_keys())
+def test_no_output_file_holds_any_form_of_a_generated_key(tmp_path_factory, capsys, key):
+    """Keys with whitespace, newlines, control or non-ASCII characters are refused with one
+    line that does not repeat them; usable keys are sent and reach no file: run.json,
+    scores.jsonl, the cache (and its WAL), the report, the process output."""
+    from fake_openai import FakeOpenAIServer
+
+    from copyprobe.cli.main import main
+
+    root = tmp_path_factory.mktemp("key")
+    rows = make_passages(4, seed=23, words=40)
+    data = write_jsonl(root / "data.jsonl", rows)
+    server = FakeOpenAIServer(api_key=key)
+    saved = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = key
+    try:
+        code = main(["detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data),
+                     "--methods", "prefix_probe", "--out", str(root / "run"), "--cache", str(root / "cache.sqlite"),
+                     "--bootstrap", "5", "--no-progress", "--report"])
+    finally:
+        server.close()
+        if saved is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = saved
+    out, err = capsys.readouterr()
+    forms = key_forms(key)
+    if _sendable(key):
+        assert code == 0, err
+        assert server.log and (root / "run" / "report.html").is_file()
+        assert files_holding(root, forms, min_files=5) == []
+    else:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and "the API key in $OPENAI_API_KEY contains" in lines[0], err
+        assert not server.log  # refused before anything was sent
+        assert files_holding(root, forms, min_files=1) == []
+    for stream in (out, err):
+        assert not any(f in stream for f in forms)
+
+
+@pytest.mark.parametrize("key, words", [
+    ("sk-abcdefghijklmnop\n", "a newline at its end"), ("\tsk-abcdefghijklmnop", "a tab at its start"),
+    ("sk-abcdefgh ijklmnop", "a space at character 12 of 20"), ("sk-abcdefgh\x00ijkl", "U+0000 at character 12"),
+    ("sk-abcdéfgh", "U+00E9"), ("sk-abcdefgh\u2028", "whitespace U+2028"),
+])
+def test_key_refusals(key, words):
+    from copyprobe.backends.openai_compat import _checked_key
+    from copyprobe.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        _checked_key(key, "MY_KEY")
+    message = str(info.value)
+    assert words in message and "$MY_KEY" in message and "\n" not in message
+    assert not any(f in message for f in key_forms(key)) and "abcdefgh" not in message
+
+
+def test_scrub_removes_every_form_and_long_fragments():
+    from copyprobe.backends.openai_compat import scrub_key
+
+    key = "sk-proj-Zq8/x+Y2=abcDEF1234567890"
+    text = (f"a {key} b {key.replace('/', chr(92) + '/')} c "
+            f"{__import__('urllib.parse').parse.quote(key, safe='')} d sk-proj-Zq8...7890 e DEF12345 f DEF1234")
+    scrubbed = scrub_key(text, key)
+    assert scrubbed.count("***") >= 5 and "DEF1234 " not in scrubbed.replace("DEF1234567890", "")
+    for piece in (key, "abcDEF12", "DEF12345", "x+Y2=abc"):
+        assert piece not in scrubbed
+    assert scrubbed.endswith("f DEF1234")  # 7 characters: too short to be told from other text
