@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from copyprobe.errors import ConfigError
+from copyprobe.params import Device, option_type
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None = None, report: bool = True) -> None:
@@ -34,15 +35,16 @@ def add_scoring_options(parser: argparse.ArgumentParser, *, bootstrap: int = 100
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
-    from copyprobe.params import Device, option_type
+    from copyprobe.params import COUNT
 
+    parser.add_argument("--batch-size", type=option_type(COUNT, "--batch-size"), default=8,
+                        help="texts per forward pass (default 8)")
     parser.add_argument("--device", type=option_type(Device(), "--device"), default="auto",
                         help="auto | cpu | cuda | cuda:N, a device present here (default auto)")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     parser.add_argument("--api-key-env", metavar="NAME",
                         help="openai: models: environment variable holding the API key (default OPENAI_API_KEY)")
-    parser.add_argument("--concurrency", type=int, default=None,
+    parser.add_argument("--concurrency", type=option_type(COUNT, "--concurrency"), default=None,
                         help="openai: models: requests in flight at once (default 8)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")

@@ -42,19 +42,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """copyprobe's own warnings (DataWarning) as one line; others as Python shows them."""
-    if issubclass(category, DataWarning):
-        print(f"copyprobe: warning: {message}", file=file or sys.stderr)
-    else:
-        _python_showwarning(message, category, filename, lineno, file, line)
-
-
-_python_showwarning = warnings.showwarning
-
-
 def main(argv: list[str] | None = None) -> int:
-    warnings.showwarning = _show_warning
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        """copyprobe's own warnings (DataWarning) as one line; others as Python shows them."""
+        if issubclass(category, DataWarning):
+            print(f"copyprobe: warning: {message}", file=file or sys.stderr)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        return _main(argv)
+    finally:
+        warnings.showwarning = previous
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # a usage error: argparse prints it and exits 2

