@@ -21,7 +21,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Sequence
 
-from copyprobe.errors import CapabilityError
+from copyprobe.errors import CapabilityError, ConfigError
 
 # Capabilities a backend may declare.
 TOKEN_LOGPROBS = "token_logprobs"  # log-prob of each actual token given its full prefix
@@ -135,6 +135,18 @@ class TokenLogprobs(Response):
     sigma: list[float] | None = None
     rank: list[int] | None = None
     tokens: list[str] | None = None
+
+
+def checked_max_length(max_length: int | None, context: int) -> int:
+    """The window a backend scores in: ``max_length`` (default the model's context, at most
+    2048 tokens), refused with one line when it is not an integer >= 2 or exceeds the context."""
+    if max_length is None:
+        max_length = min(context, 2048)
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
+    if max_length > context:
+        raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
+    return max_length
 
 
 def entropies(response: TokenLogprobs) -> list[float]:

@@ -48,6 +48,7 @@ from copyprobe.backends.base import (
     Generation,
     TokenLogprobs,
     TokenLogprobsRequest,
+    checked_max_length,
 )
 from copyprobe.errors import BackendError, ConfigError
 
@@ -142,15 +143,9 @@ class LlamaCppBackend(Backend):
         probe.close()
         arch = meta.get("general.architecture", "")
         context = int(meta.get(f"{arch}.context_length", 0) or 2048)
-        if max_length is None:
-            max_length = min(context, 2048)
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
-        if max_length > context:
-            raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
-        self.max_length = max_length
+        self.max_length = checked_max_length(max_length, context)
         try:
-            self.llm = llama_cpp.Llama(model_path=str(file), n_ctx=max_length, n_batch=chunk, n_ubatch=chunk,
+            self.llm = llama_cpp.Llama(model_path=str(file), n_ctx=self.max_length, n_batch=chunk, n_ubatch=chunk,
                                        n_threads=n_threads, n_threads_batch=n_threads, logits_all=False,
                                        type_k=KV_TYPES[kv_type], type_v=KV_TYPES[kv_type], verbose=False)
         except ValueError as exc:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest
+from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest, checked_max_length
 from copyprobe.backends.hf.choices import ChoiceLogprobsMixin
 from copyprobe.backends.hf.generation import GenerationMixin
 from copyprobe.backends.hf.loading import (
@@ -74,13 +74,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         self.batch_size = batch_size
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         context = context_length(config) or 2048
-        if max_length is None:
-            max_length = min(context, 2048)
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ConfigError(f"max length must be an integer >= 2, got {max_length!r}")
-        if max_length > context:
-            raise ConfigError(f"max length {max_length} exceeds the model's context of {context} tokens")
-        self.max_length = max_length
+        self.max_length = checked_max_length(max_length, context)
         self.chat = chat
         self.logits_processors = list(logits_processors or [])
         self.fingerprint_extra = fingerprint_extra
@@ -93,8 +87,8 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         self.vocab_size = int(self._head.weight.shape[0])
         self.pad_id = self._pad_token_id()
         self.lead_ids = self._leading_special_ids()
-        if len(self.lead_ids) >= max_length // 2:
-            raise ConfigError(f"max length {max_length} is too small for this tokenizer")
+        if len(self.lead_ids) >= self.max_length // 2:
+            raise ConfigError(f"max length {self.max_length} is too small for this tokenizer")
 
     # -- construction helpers ---------------------------------------------------------
     @classmethod
