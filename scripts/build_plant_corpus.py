@@ -46,6 +46,9 @@ DEFAULT_BOOKS = [
     ("Joh", "John", range(1, 4)),
     ("Ac", "Acts", range(1, 4)),
 ]
+# KJV books that share no chapter with DEFAULT_BOOKS: text for the token frequency tables
+# of dc_pdd and tag_tab, which must come from text that holds none of the passages.
+DISJOINT_BOOKS = [("Le", 27), ("Nu", 36), ("De", 34), ("Ps", 150), ("Ro", 16), ("Re", 22), ("Jos", 24), ("Jg", 21)]
 FORTUNES_LITERATURE = Path("/usr/share/games/fortunes/literature")
 VERSE_PREFIX = re.compile(r"^\S+?\d+:\d+\s+")
 
@@ -100,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fortunes-file", default=str(FORTUNES_LITERATURE), help="fortune file to read")
     parser.add_argument("--max-passages", type=int, default=None, help="keep this many passages, picked at random")
     parser.add_argument("--seed", type=int, default=0, help="seed for --max-passages (default 0)")
+    parser.add_argument("--disjoint-text", metavar="FILE",
+                        help="also write the plain text of KJV books outside the corpus (Le, Nu, De, Ps, Ro, Re, "
+                             "Jos, Jg) for `copyprobe freq build`")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -138,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_passages is not None and args.max_passages < len(unique):
         keep = set(random.Random(args.seed).sample(range(len(unique)), args.max_passages))
         unique = [r for i, r in enumerate(unique) if i in keep]
+    if args.disjoint_text:
+        chapters = (bible_chapter(abbrev, c) for abbrev, last in DISJOINT_BOOKS for c in range(1, last + 1))
+        Path(args.disjoint_text).write_text("\n".join(chapters) + "\n", encoding="utf-8")
+        print(f"wrote the disjoint KJV books to {args.disjoint_text}")
     n = write_jsonl(args.out, unique)
     docs = sorted({r["doc_id"] for r in unique})
     print(f"wrote {n} passages from {len(docs)} documents to {args.out}")

@@ -163,7 +163,9 @@ class GenerateRequest(Request):
     """Generate a continuation of ``prompt`` (plain text) or of chat ``messages``.
 
     ``temperature`` 0 means greedy. Sampled generations are cached only when a ``seed``
-    is given, so that a cached answer is one the model would give again.
+    is given, so that a cached answer is one the model would give again. ``top_k`` > 0
+    samples from the k likeliest tokens only (applied before ``top_p``, as transformers
+    does); 0 means no limit.
     """
 
     prompt: str | None = None
@@ -171,6 +173,7 @@ class GenerateRequest(Request):
     max_tokens: int = 64
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0
     stop: tuple[str, ...] = ()
     seed: int | None = None
     repetition_penalty: float = 1.0
@@ -187,6 +190,8 @@ class GenerateRequest(Request):
         data = super().payload()
         data["stop"] = list(self.stop)
         data["messages"] = [list(m) for m in self.messages] if self.messages is not None else None
+        if not self.top_k:  # requests without a top-k keep their old cache keys
+            del data["top_k"]
         return data
 
 

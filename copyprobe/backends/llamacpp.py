@@ -14,7 +14,7 @@ the next chunk is decoded, so memory does not grow with the text. Texts longer t
 ``max_length`` use the HF backend's sliding windows (same plan, same scores per token).
 
 **Generation** is a plain decode loop over the logits: greedy (argmax), or seeded
-sampling with temperature and nucleus (top_p) from a NumPy generator seeded with the
+sampling with temperature, top-k and nucleus (top_p) from a NumPy generator seeded with the
 request's seed, so a sample depends only on (prompt, settings, seed); HF-style repetition
 penalty; stop strings; top log-probs from the raw logits. Each prompt reuses the KV
 cache of the longest prefix it shares with the previous sequence (DE-COP's orderings,
@@ -406,7 +406,7 @@ class LlamaCppBackend(Backend):
                 scores[index] = np.where(values > 0, values / request.repetition_penalty,
                                          values * request.repetition_penalty)
             token = int(scores.argmax()) if rng is None else _sample(scores, request.temperature,
-                                                                    request.top_p, rng)
+                                                                    request.top_p, rng, request.top_k)
             tokens.append(token)
             seen.add(token)
             if self._is_eog(token):
@@ -452,9 +452,10 @@ class LlamaCppBackend(Backend):
         return answers
 
 
-def _sample(scores, temperature: float, top_p: float, rng) -> int:
-    """One draw: temperature, then the smallest set of likeliest tokens whose mass reaches
-    ``top_p`` (as the HF backend's SeededSampler), then the generator's uniform draw."""
+def _sample(scores, temperature: float, top_p: float, rng, top_k: int = 0) -> int:
+    """One draw: temperature, then the ``top_k`` likeliest tokens (0: all), then the
+    smallest set of likeliest tokens whose mass reaches ``top_p`` (as the HF backend's
+    SeededSampler), then the generator's uniform draw."""
     import numpy as np
 
     scaled = scores / temperature
@@ -462,6 +463,9 @@ def _sample(scores, temperature: float, top_p: float, rng) -> int:
     probs /= probs.sum()
     order = np.argsort(-probs, kind="stable")
     ordered = probs[order]
+    if 0 < top_k < len(ordered):
+        ordered = np.where(np.arange(len(ordered)) < top_k, ordered, 0.0)
+        ordered = ordered / ordered.sum()
     if top_p < 1.0:
         before = np.cumsum(ordered) - ordered
         ordered = np.where(before >= top_p, 0.0, ordered)

@@ -457,6 +457,9 @@ class OpenAIBackend(Backend):
             "temperature": request.temperature,
             "top_p": request.top_p,
         }
+        if request.top_k:
+            # not part of OpenAI's API: vLLM and llama.cpp's server read it
+            body["top_k"] = request.top_k
         if request.stop:
             body["stop"] = list(request.stop)
         if request.seed is not None:

@@ -11,10 +11,11 @@ and each continuation is compared with the true remainder by ROUGE-N recall::
     samia(x)   = mean over samples of rouge_n          (zlib = true: rouge_n * zlib bytes of the candidate)
 
 A model that saw the text tends to continue it with the true words. Higher = member.
-Defaults follow the paper's main setting: ROUGE-1 (n = 1), temperature 1.0, and 10
-samples (§4.1; fast-mia uses 5). The paper also samples with top-k 50, which the
-copyprobe generation request does not expose: sampling is over the full distribution
-(top_p = 1). Words are whitespace-separated; ``max_tokens`` bounds each continuation.
+Defaults follow the paper's main setting: ROUGE-1 (n = 1), temperature 1.0, top-k 50
+and 10 samples (§4.1; fast-mia uses 5). ``top_k`` = 0 samples from the full
+distribution, for an API that refuses a ``top_k`` field (OpenAI's own; vLLM and
+llama.cpp's server read it). Words are whitespace-separated; ``max_tokens`` bounds each
+continuation.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from copyprobe.backends.base import GenerateRequest, Generation
 from copyprobe.data.example import Example
 from copyprobe.errors import RowError
 from copyprobe.methods.base import BLACK_BOX, Method, Score
-from copyprobe.params import COUNT, POSITIVE, SEED, Boolean, Real, param
+from copyprobe.params import COUNT, NON_NEGATIVE_INT, POSITIVE, SEED, Boolean, Real, param
 from copyprobe.registry import register
 
 
@@ -65,13 +66,14 @@ class SaMIA(Method):
                                 "share of the text's words given as the prompt, in (0, 1)")
     n: int = param(1, COUNT, "n of ROUGE-N")
     temperature: float = param(1.0, POSITIVE, "sampling temperature")
+    top_k: int = param(50, NON_NEGATIVE_INT, "sample from the k likeliest tokens (0: the full distribution)")
     max_tokens: int = param(128, COUNT, "maximum tokens per continuation")
     zlib: bool = param(False, Boolean(), "multiply each ROUGE-N by the zlib-compressed size of the candidate (SaMIA*zlib)")
     seed: int = param(0, SEED, "base seed of the samples (sample j uses seed + j)")
 
     def requests(self, example: Example) -> list[GenerateRequest]:
         prompt, _ = split_text(example.text, self.prefix_ratio)
-        return [GenerateRequest(prompt=prompt, max_tokens=self.max_tokens, temperature=self.temperature,
+        return [GenerateRequest(prompt=prompt, max_tokens=self.max_tokens, temperature=self.temperature, top_k=self.top_k,
                                 seed=(self.seed + j) % 2**32) for j in range(self.n_samples)]
 
     def score(self, example: Example, responses: Sequence[Generation]) -> Score:

@@ -41,6 +41,19 @@ def test_request_fields_change_the_key():
     assert TokenLogprobsRequest("t").key() == TokenLogprobsRequest("t").key()
 
 
+def test_generation_without_top_k_keeps_the_old_cache_key():
+    # the key every cached generation was stored under before top_k existed
+    import hashlib
+    import json
+
+    old_payload = {"kind": "generate", "prompt": "p", "messages": None, "max_tokens": 64, "temperature": 1.0,
+                   "top_p": 1.0, "stop": [], "seed": 3, "repetition_penalty": 1.0, "top_logprobs": 0}
+    old_key = hashlib.sha256(json.dumps(old_payload, sort_keys=True, ensure_ascii=False,
+                                        separators=(",", ":")).encode()).hexdigest()
+    assert GenerateRequest(prompt="p", temperature=1.0, seed=3).key() == old_key
+    assert GenerateRequest(prompt="p", temperature=1.0, seed=3, top_k=50).key() != old_key
+
+
 def test_unseeded_sampling_is_not_cached(tmp_path):
     fake = FakeBackend()
     cached = CachedBackend(fake, ResponseCache(tmp_path / "c.sqlite"))

@@ -369,6 +369,13 @@ def test_seeded_sampler_follows_temperature_and_nucleus():
     for seed in range(2000):
         kept[int(_SeededSampler([seed], 1.0, 0.7, "cpu")(None, logits).argmax())] += 1
     assert kept[2] == kept[3] == 0 and abs(kept[0] / kept.sum() - 0.625) < 0.04
+    # top_k = 2 keeps {0, 1} renormalised to 5/8, 3/8; with top_k = 3 and top_p = 0.8 the
+    # top-3 masses (0.526, 0.316, 0.158) leave token 2 outside the nucleus (0.842 >= 0.8)
+    for top_k, top_p in ((2, 1.0), (3, 0.8)):
+        kept = torch.zeros(4)
+        for seed in range(2000):
+            kept[int(_SeededSampler([seed], 1.0, top_p, "cpu", top_k=top_k)(None, logits).argmax())] += 1
+        assert kept[2] == kept[3] == 0 and abs(kept[0] / kept.sum() - 0.625) < 0.04
     # a low temperature concentrates on the likeliest token
     cold = sum(int(_SeededSampler([s], 0.05, 1.0, "cpu")(None, logits).argmax()) == 0 for s in range(200))
     assert cold == 200

@@ -159,3 +159,22 @@ def test_prompts_sharing_prefixes_answer_as_they_do_alone(llamacpp_tiny):
         assert answer.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
         llamacpp_tiny._kv = []
         assert llamacpp_tiny.answer([gen])[0].text == generated.text
+
+
+def test_sampler_applies_temperature_top_k_and_nucleus():
+    import numpy as np
+
+    from copyprobe.backends.llamacpp import _sample
+
+    scores = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+
+    def frequencies(**settings):
+        rng = np.random.default_rng(0)
+        counts = np.bincount([_sample(scores, rng=rng, **settings) for _ in range(4000)], minlength=4)
+        return counts / counts.sum()
+
+    assert np.allclose(frequencies(temperature=1.0, top_p=1.0), [0.5, 0.3, 0.15, 0.05], atol=0.03)
+    # top-k 2 and (top-k 3, nucleus 0.8) both leave {0, 1} at 5/8, 3/8 (see the HF sampler's test)
+    for top_k, top_p in ((2, 1.0), (3, 0.8)):
+        assert np.allclose(frequencies(temperature=1.0, top_p=top_p, top_k=top_k), [0.625, 0.375, 0, 0], atol=0.03)
+    assert np.allclose(frequencies(temperature=1.0, top_p=1.0, top_k=10), [0.5, 0.3, 0.15, 0.05], atol=0.03)

@@ -207,6 +207,14 @@ def test_chat_generate_body_and_usage(api, monkeypatch):
     assert backend.usage["prompt_tokens"] == 10 and backend.usage["completion_tokens"] == 3
 
 
+def test_top_k_is_sent_only_when_set(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    backend.answer([GenerateRequest(prompt="one", temperature=1.0, seed=1, top_k=50)])
+    assert api.requests[-1]["body"]["top_k"] == 50
+    backend.answer([GenerateRequest(prompt="two", temperature=1.0, seed=1)])
+    assert "top_k" not in api.requests[-1]["body"]  # OpenAI's own API refuses unknown fields
+
+
 def test_completion_generate_without_seed(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     gens = backend.answer([GenerateRequest(prompt="one"), GenerateRequest(prompt="two")])

@@ -149,6 +149,8 @@ def test_samia_asks_seeded_samples_of_the_first_half():
     requests = method.requests(Example(id="x", text="one two three four five six seven"))
     assert [r.prompt for r in requests] == ["one two three"] * 3
     assert [r.seed for r in requests] == [5, 6, 7] and all(r.temperature == 1.0 for r in requests)
+    assert all(r.top_k == 50 for r in requests)  # the paper's top-k sampling
+    assert make_method("samia", top_k=0).requests(Example(id="x", text="one two"))[0].top_k == 0
     assert all(r.cacheable() for r in requests)
     with pytest.raises(RowError):
         method.requests(Example(id="y", text="single"))

@@ -33,7 +33,7 @@ class GenerationMixin:
         groups: dict[tuple, list[int]] = {}
         for index, request in enumerate(requests):
             key = (request.max_tokens, request.stop, request.repetition_penalty, request.top_logprobs,
-                   request.temperature, request.top_p if request.temperature > 0 else None)
+                   request.temperature, (request.top_p, request.top_k) if request.temperature > 0 else None)
             groups.setdefault(key, []).append(index)
         with self._guard():
             for key, indices in groups.items():
@@ -85,7 +85,7 @@ class GenerationMixin:
             seeds = list(seeds or [None] * len(prompts))
             processors.append(SeededSampler(
                 [s if s is not None else int.from_bytes(os.urandom(4), "little") for s in seeds],
-                request.temperature, request.top_p, self.device))
+                request.temperature, request.top_p, self.device, top_k=request.top_k))
         config = GenerationConfig(
             max_new_tokens=request.max_tokens,
             do_sample=False,
@@ -195,24 +195,28 @@ class GenerationMixin:
 
 class SeededSampler:
     """Logits processor that samples every row from its own ``torch.Generator``:
-    temperature, then nucleus (top_p) filtering, then one uniform draw per row and step
+    temperature, then top-k and nucleus (top_p) filtering, then one uniform draw per row and step
     through the row's cumulative distribution. It returns scores that are 0 at the chosen
     token and -inf elsewhere, so generate() in greedy mode emits exactly that token. A row's
     tokens depend only on its seed and its own logits, which lets sampled requests share a
     batch (one draw per row per step, whatever the other rows do)."""
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: str):
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: str, top_k: int = 0):
         import torch
 
         self.generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
         self.temperature = float(temperature)
         self.top_p = float(top_p)
+        self.top_k = int(top_k)
 
     def __call__(self, input_ids, scores):
         import torch
 
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)
         ordered, order = probs.sort(dim=-1, descending=True)
+        if 0 < self.top_k < ordered.shape[-1]:
+            ordered[:, self.top_k:] = 0.0
+            ordered = ordered / ordered.sum(dim=-1, keepdim=True)
         if self.top_p < 1.0:
             # keep the smallest set of likeliest tokens whose mass reaches top_p
             before = ordered.cumsum(dim=-1) - ordered
