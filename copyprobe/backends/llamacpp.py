@@ -12,6 +12,10 @@ logits of each chunk (``chunk x vocabulary`` floats, its only full-vocabulary bu
 log p, mu, sigma and rank of each position are read off them in small row blocks before
 the next chunk is decoded, so memory does not grow with the text. Texts longer than
 ``max_length`` use the HF backend's sliding windows (same plan, same scores per token).
+A request with a ``context`` (ReCaLL's prefix) scores its text's tokens after the
+context's tokens, as the HF backend does; requests are taken context by context, so a
+shared context stays in the KV cache and each text decodes only its own tokens (plus the
+context's last token, whose logits score the text's first).
 
 **Generation** is a plain decode loop over the logits: greedy (argmax), or seeded
 sampling with temperature, top-k and nucleus (top_p) from a NumPy generator seeded with the
@@ -38,6 +42,7 @@ from typing import Any
 
 from copyprobe.backends.base import (
     CHOICE_LOGPROBS,
+    CONTEXT_LOGPROBS,
     DISTRIBUTION_STATS,
     GENERATE,
     TOKEN_LOGPROBS,
@@ -109,7 +114,7 @@ class LlamaCppBackend(Backend):
     threads (default: its own choice). ``chunk``: tokens per decode call. ``kv_type``: element
     type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``."""
 
-    capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, GENERATE, CHOICE_LOGPROBS})
+    capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, CONTEXT_LOGPROBS, GENERATE, CHOICE_LOGPROBS})
 
     def __init__(self, path: str | os.PathLike, *, spec: str = "", batch_size: int = 8,
                  max_length: int | None = None, chat: bool = False, n_threads: int | None = None,
@@ -231,10 +236,11 @@ class LlamaCppBackend(Backend):
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
 
     # -- decoding ---------------------------------------------------------------------
-    def _decode(self, ids: Sequence[int], all_logits: bool, on_chunk=None):
+    def _decode(self, ids: Sequence[int], all_logits: bool, on_chunk=None, reuse: int = 0):
         """Bring the KV cache to ``ids`` (reusing the longest cached prefix) and return the
-        last position's logits. With ``all_logits``, nothing is reused and
-        ``on_chunk(first_position, logits[n, V])`` sees every position's logits."""
+        last position's logits. With ``all_logits``, ``on_chunk(first_position, logits[n, V])``
+        sees the logits of every decoded position, and at most the first ``reuse`` tokens
+        are taken from the cache (0: nothing is reused)."""
         import numpy as np
 
         if len(ids) > self.max_length:
@@ -242,8 +248,10 @@ class LlamaCppBackend(Backend):
         if not ids:
             raise BackendError("empty prompt: nothing to decode")
         common = 0
-        if not all_logits:
+        if not all_logits or reuse:
             limit = min(len(self._kv), len(ids) - 1)  # decode at least one token for its logits
+            if all_logits:
+                limit = min(limit, reuse)
             while common < limit and self._kv[common] == ids[common]:
                 common += 1
         if common == 0:
@@ -284,29 +292,64 @@ class LlamaCppBackend(Backend):
     def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None):
         from copyprobe.backends.hf.scoring import ScoreBuffer, windows
 
-        answers = []
-        for index, request in enumerate(requests):
-            if request.ngram is not None:
-                raise ConfigError("the llamacpp backend does not give n-gram log-probs")
+        if any(r.ngram is not None for r in requests):
+            raise ConfigError("the llamacpp backend does not give n-gram log-probs")
+        answers: list[TokenLogprobs | None] = [None] * len(requests)
+        # requests of one context run one after another: the context stays in the KV cache
+        for index in sorted(range(len(requests)), key=lambda i: (requests[i].context, i)):
+            request = requests[index]
+            if request.context:
+                answers[index] = self._context_logprobs(request)
+                if on_result:
+                    on_result(index, answers[index])
+                if progress:
+                    progress(1)
+                continue
             ids = self.tokenize(request.text)
             buffer = ScoreBuffer(max(len(ids) - 1, 0))
             if len(ids) >= 2:
                 lead = ids[:len(self.lead_ids)] if ids[:len(self.lead_ids)] == self.lead_ids else []
                 for window in windows(ids, lead, self.max_length):
                     self._score_window(window, buffer)
-            answers.append(TokenLogprobs(
-                token_ids=ids, logprobs=buffer.values["logprobs"],
-                mu=buffer.values["mu"] if request.stats else None,
-                sigma=buffer.values["sigma"] if request.stats else None,
-                rank=buffer.values["rank"] if request.stats else None,
-                tokens=[self.token_text(t) for t in ids]))
+            answers[index] = self._answer(request, ids, buffer)
             if on_result:
-                on_result(index, answers[-1])
+                on_result(index, answers[index])
             if progress:
                 progress(1)
         return answers
 
-    def _score_window(self, window, buffer) -> None:
+    def _answer(self, request: TokenLogprobsRequest, ids: list[int], buffer) -> TokenLogprobs:
+        return TokenLogprobs(
+            token_ids=ids, logprobs=buffer.values["logprobs"],
+            mu=buffer.values["mu"] if request.stats else None,
+            sigma=buffer.values["sigma"] if request.stats else None,
+            rank=buffer.values["rank"] if request.stats else None,
+            tokens=[self.token_text(t) for t in ids])
+
+    def _context_logprobs(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+        """Every token of the text (tokenized without BOS) scored after the context's
+        tokens (with BOS): the HF backend's ``_plan_context``, window by window."""
+        from copyprobe.backends.hf.scoring import ScoreBuffer, Window, windows
+
+        context_ids = self.tokenize(request.context)
+        if len(context_ids) >= self.max_length - 1:
+            raise ConfigError(f"the context has {len(context_ids)} tokens: it must be shorter than max length "
+                              f"{self.max_length} - 1 to leave room for the text")
+        ids = self.tokenize(request.text, add_special=False)
+        buffer = ScoreBuffer(len(ids))
+        if ids:
+            n_context = len(context_ids)
+            full = context_ids + ids
+            lead = full[:len(self.lead_ids)] if full[:len(self.lead_ids)] == self.lead_ids else []
+            for number, window in enumerate(windows(full, lead, self.max_length)):
+                # full position p is text slot p - n_context (see HFBackend._plan_context)
+                shifted = Window(window.ids, max(window.first, n_context - window.offset),
+                                 window.offset - n_context + 1)
+                # the first window starts with the context: keep it cached up to its last token
+                self._score_window(shifted, buffer, reuse=n_context - 1 if number == 0 else 0)
+        return self._answer(request, ids, buffer)
+
+    def _score_window(self, window, buffer, reuse: int = 0) -> None:
         ids = window.ids
 
         def on_chunk(first: int, logits) -> None:
@@ -318,7 +361,7 @@ class LlamaCppBackend(Backend):
             scores = row_stats(logits[begin - first:end - first], ids[begin + 1:end + 1])
             buffer.put(begin + window.offset, scores, 0, end - begin)
 
-        self._decode(ids, all_logits=True, on_chunk=on_chunk)
+        self._decode(ids, all_logits=True, on_chunk=on_chunk, reuse=reuse)
 
     streams_results = True
 

@@ -178,3 +178,41 @@ def test_sampler_applies_temperature_top_k_and_nucleus():
     for top_k, top_p in ((2, 1.0), (3, 0.8)):
         assert np.allclose(frequencies(temperature=1.0, top_p=top_p, top_k=top_k), [0.625, 0.375, 0, 0], atol=0.03)
     assert np.allclose(frequencies(temperature=1.0, top_p=1.0, top_k=10), [0.5, 0.3, 0.15, 0.05], atol=0.03)
+
+
+def test_context_requests_score_the_text_after_the_context(tiny_gguf, hf_tiny_gguf):
+    from copyprobe.backends.specs import load_backend
+
+    # token j is character j here (see above), so context + text tokenizes as the two
+    # side by side and the plain scores of context + text are an independent route
+    contexts = ["a cat sat on a mat. ", "by a pub; "]
+    texts = ["a big dog ran by", "a pub and a cat", "ran by a dog"]
+    requests = [TokenLogprobsRequest(texts[0], stats=True)] + [
+        TokenLogprobsRequest(text, stats=True, context=context) for text in texts for context in contexts]
+    full = load_backend(f"llamacpp:{tiny_gguf}", chunk=5, kv_type="f32")
+    short = load_backend(f"llamacpp:{tiny_gguf}", max_length=24, chunk=5, kv_type="f32")  # windows
+    try:
+        decoded = []
+        set_batch = full._batch.set_batch
+        full._batch.set_batch = lambda part, **kw: decoded.append(len(part)) or set_batch(part, **kw)
+        answers = full.answer(requests)
+        full._batch.set_batch = set_batch
+        # each context is decoded once, then each of its texts with the context's last token
+        bound = len(texts[0]) + sum(map(len, contexts)) + sum(len(r.text) + 1 for r in requests[1:])
+        assert sum(decoded) <= bound
+        for backend, got in ((full, answers), (short, short.answer(requests))):
+            for request, answer in zip(requests[1:], got[1:]):
+                plain = backend.answer([TokenLogprobsRequest(request.context + request.text, stats=True)])[0]
+                n = len(request.text)
+                assert answer.token_ids == plain.token_ids[-n:]
+                for name in ("logprobs", "mu", "sigma"):
+                    assert getattr(answer, name) == pytest.approx(getattr(plain, name)[-n:], abs=1e-4), name
+                assert answer.rank == plain.rank[-n:]
+        for ours, theirs in zip(answers, hf_tiny_gguf.answer(requests)):
+            assert ours.token_ids == theirs.token_ids
+            assert ours.logprobs == pytest.approx(theirs.logprobs, abs=1e-3)
+        with pytest.raises(ConfigError, match="the context has"):
+            short.answer([TokenLogprobsRequest("a dog", context="a cat sat on a mat by a pub")])
+    finally:
+        full.close()
+        short.close()
