@@ -93,6 +93,7 @@ def run_methods(spec: str, data: Path, methods: list[str], params: dict[str, dic
         blind = metrics.get("blind_baseline") or {}
         if blind.get("auc") is not None:
             entry["blind_baseline_auc"] = blind["auc"]
+            entry["blind_baseline_signal"] = blind.get("signal")
         doc = (metrics.get("document") or {}).get(name)
         if doc:
             entry["document"] = doc
@@ -131,6 +132,19 @@ def fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def blind_cell(plant: dict[str, Any]) -> str:
+    entry = next((m for m in plant["methods"].values() if m.get("blind_baseline_auc") is not None), None)
+    if entry is None:
+        return ""
+    if entry.get("blind_baseline_signal") is False:
+        # the plant's pseudo-documents are label-pure (a book's members, its non-members),
+        # so folds that hold whole documents teach a style classifier the opposite label
+        return (f"; blind baseline (model-free text classifier): no signal (within-fold AUC "
+                f"{fmt(entry['blind_baseline_auc'])}, below 0.5 because each book's members and non-members "
+                "are separate pseudo-documents and the folds hold whole ones)")
+    return f"; blind baseline (model-free text classifier) AUC {fmt(entry['blind_baseline_auc'])}"
+
+
 def write_markdown(path: Path, report: dict[str, Any]) -> None:
     lines = ["# Planted-membership benchmark", "",
              *([] if report.get("complete") else ["**Partial results: the run had not finished when this was written.**", ""]),
@@ -163,9 +177,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
                   f"{plant['n_nonmembers']} non-members", "",
                   f"Model `{plant['model']}`; passages of ~{report['corpus']['passage_tokens']} tokens "
                   f"({report['corpus']['description']}); training: {plant['training']}"
-                  + (f"; blind baseline (model-free text classifier) AUC {fmt(blind)}" if (blind := next(
-                      (m.get('blind_baseline_auc') for m in plant['methods'].values() if m.get('blind_baseline_auc') is not None),
-                      None)) is not None else "") + ".", "",
+                  + blind_cell(plant) + ".", "",
                   "| method | passages | passage AUC [95% CI] | TPR@1%FPR | TPR@5%FPR | document AUC [95% CI] | seconds | model calls (new) |",
                   "|---|---|---|---|---|---|---|---|"]
         for name, m in plant["methods"].items():
