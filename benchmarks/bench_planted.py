@@ -93,6 +93,7 @@ def run_methods(spec: str, data: Path, methods: list[str], params: dict[str, dic
         blind = metrics.get("blind_baseline") or {}
         if blind.get("auc") is not None:
             entry["blind_baseline_auc"] = blind["auc"]
+            entry["blind_baseline_ci"] = [blind.get("auc_low"), blind.get("auc_high")]
             entry["blind_baseline_signal"] = blind.get("signal")
         doc = (metrics.get("document") or {}).get(name)
         if doc:
@@ -136,13 +137,10 @@ def blind_cell(plant: dict[str, Any]) -> str:
     entry = next((m for m in plant["methods"].values() if m.get("blind_baseline_auc") is not None), None)
     if entry is None:
         return ""
-    if entry.get("blind_baseline_signal") is False:
-        # the plant's pseudo-documents are label-pure (a book's members, its non-members),
-        # so folds that hold whole documents teach a style classifier the opposite label
-        return (f"; blind baseline (model-free text classifier): no signal (within-fold AUC "
-                f"{fmt(entry['blind_baseline_auc'])}, below 0.5 because each book's members and non-members "
-                "are separate pseudo-documents and the folds hold whole ones)")
-    return f"; blind baseline (model-free text classifier) AUC {fmt(entry['blind_baseline_auc'])}"
+    low, high = entry.get("blind_baseline_ci") or (None, None)
+    ci = f" [{fmt(low)}, {fmt(high)}]" if low is not None else ""
+    verdict = ": no signal" if entry.get("blind_baseline_signal") is False else ""
+    return f"; blind baseline (model-free text classifier, folds by book){verdict}, AUC {fmt(entry['blind_baseline_auc'])}{ci}"
 
 
 def write_markdown(path: Path, report: dict[str, Any]) -> None:

@@ -101,8 +101,10 @@ def detect(
     notes: list[str] = []
     if data_info.get("n_skipped"):
         notes.append(f"{data_info['n_skipped']} empty rows were skipped")
+    sources = {e.id: e.meta["source"] for e in examples if isinstance(e.meta.get("source"), str)}
     metrics, metric_notes = summarize(rows, {e.id: e.text for e in examples}, names, train_ids,
-                                      n_bootstrap=n_bootstrap, seed=seed, blind_baseline=blind_baseline)
+                                      n_bootstrap=n_bootstrap, seed=seed, blind_baseline=blind_baseline,
+                                      sources=sources)
     notes.extend(metric_notes)
 
     run = record.RunRecord(

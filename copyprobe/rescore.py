@@ -33,6 +33,7 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None) -> re
             n_bootstrap=int(boot.get("n", 1000) if n_bootstrap is None else n_bootstrap),
             seed=int(boot.get("seed", rec.seed or 0)),
             blind_baseline=rec.blind_baseline is not False,
+            sources={str(e.get("id")): e["source"] for e in run.examples if isinstance(e.get("source"), str)},
         )
         files["metrics.json"] = metrics
         if rec.kind == "audit":

@@ -109,3 +109,26 @@ def test_unwritable_output_directory_fails_before_work(tmp_path):
     with pytest.raises(ConfigError, match="cannot write"):
         copyprobe.detect(fake, ["a b"], ["loss"], out=blocker / "run", cache=False)
     assert not fake.calls
+
+
+def test_blind_baseline_folds_group_by_source_when_the_data_has_one(tmp_path, demo):
+    from copyprobe.evaluation.blind import blind_baseline
+    from copyprobe.rescore import rescore
+
+    # plant-style data: each source document split into a member and a non-member
+    # pseudo-document; the folds must hold whole sources, not whole pseudo-documents
+    examples = [Example(id=e.id, text=e.text, label=i % 2, doc_id=f"{e.doc_id}#{i % 2}", meta={"source": e.doc_id})
+                for i, e in enumerate(demo.examples)]
+    copyprobe.detect(fake_for(demo), examples, ["loss"], out=tmp_path / "run", cache=tmp_path / "c.sqlite",
+                     n_bootstrap=50)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    by_source = blind_baseline([e.text for e in examples], [e.label for e in examples],
+                               groups=[e.meta["source"] for e in examples], seed=0, n_bootstrap=50)
+    by_doc = blind_baseline([e.text for e in examples], [e.label for e in examples],
+                            groups=[e.doc_id for e in examples], seed=0, n_bootstrap=50)
+    assert by_source["auc"] != by_doc["auc"]
+    assert metrics["blind_baseline"]["auc"] == pytest.approx(by_source["auc"])
+    written = [json.loads(line) for line in (tmp_path / "run" / "examples.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in written] == [e.meta["source"] for e in examples]
+    # rescore reads the sources back from the record
+    assert rescore(tmp_path / "run").metrics["blind_baseline"]["auc"] == pytest.approx(by_source["auc"])
