@@ -144,6 +144,28 @@ def test_quantized_smollm2_agrees_with_its_dequantized_transformers_copy(llamacp
     assert rank_changes < 0.25  # measured 0.29 over all ranks, see benchmarks/results/llamacpp.md
 
 
+@pytest.mark.model
+def test_recall_runs_on_quantized_smollm2_like_on_transformers(llamacpp_smollm2, smollm2):
+    import copyprobe
+    from copyprobe.data.example import Example
+
+    # context requests agree with HF's within the quantization's noise, and recall (the
+    # ratio of the two log-likelihoods) moves little
+    prefix = TEXTS[1] + "\n\n"  # a boundary both tokenizations split alike (the scores of a text
+    # after a context tokenized apart from it can differ by ~1 nat from one tokenized with it)
+    requests = [TokenLogprobsRequest(t, context=prefix) for t in (TEXTS[0], TEXTS[2])]
+    for ours, theirs in zip(llamacpp_smollm2.answer(requests), smollm2.answer(requests)):
+        assert ours.token_ids == theirs.token_ids
+        mean = sum(abs(a - b) for a, b in zip(ours.logprobs, theirs.logprobs)) / len(ours.logprobs)
+        assert mean < 0.15  # measured 0.099 and 0.043; plain texts 0.06-0.08
+    examples = [Example(id=str(i), text=t, label=int(i < 2)) for i, t in enumerate(TEXTS * 2)]
+    scores = [copyprobe.detect(backend, examples, ["recall"], params={"recall": {"n_prefix": 1}}, cache=False,
+                               n_bootstrap=0, blind_baseline=False).scores["recall"] for backend in
+              (llamacpp_smollm2, smollm2)]
+    assert scores[0].notna().all()  # the prefix row is scored too, and left out of the metrics
+    assert (scores[0] - scores[1]).abs().max() < 0.05
+
+
 def test_prompts_sharing_prefixes_answer_as_they_do_alone(llamacpp_tiny):
     from copyprobe.backends.base import ChoiceLogprobsRequest
 
