@@ -18,7 +18,9 @@ space-separated words, with a generator seeded by (``seed``, j, text)::
 Swapping words disturbs a memorised text more than an unseen one, so a member's
 augmented copies move further from it. Higher = member: the orientation of the authors'
 code (yyy01/PAC ``attack.py``, which reports -(PD(x) - mean PD(x~)), as fast-mia notes);
-the paper's full text was not at hand to check the sign against it. PD is taken over
+the paper's full text was not at hand to check the sign against it, but ground truth
+agrees: on the planted benchmark (benchmarks/results/planted.md) this orientation gives
+AUC 0.675 after one epoch and 0.938 after three. PD is taken over
 token log-probabilities, as in that code. Defaults: k_min = 0.3, k_max = 0.05,
 alpha = 0.3, n_augment = 5 (the authors' settings). Every copy is one more
 TokenLogprobsRequest, batched and cached with all the others.
