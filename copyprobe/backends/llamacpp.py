@@ -332,6 +332,8 @@ class LlamaCppBackend(Backend):
         from copyprobe.backends.hf.scoring import ScoreBuffer, Window, windows
 
         context_ids = self.tokenize(request.context)
+        if not context_ids:
+            raise ConfigError(f"context {request.context[:40]!r} has no tokens")
         if len(context_ids) >= self.max_length - 1:
             raise ConfigError(f"the context has {len(context_ids)} tokens: it must be shorter than max length "
                               f"{self.max_length} - 1 to leave room for the text")
