@@ -140,8 +140,9 @@ def main() -> None:
         for length in lengths:
             if length not in LENGTHS:
                 raise SystemExit(f"unknown length {length}; lengths: {', '.join(LENGTHS)}")
-        data["commands"].append("OMP_NUM_THREADS=1 flock /work/heavy.lock python benchmarks/bench_wikimia.py "
-                                + " ".join(sys.argv[1:]))
+        threads = os.environ.get("OMP_NUM_THREADS")
+        data["commands"].append((f"OMP_NUM_THREADS={threads} " if threads else "")
+                                + "python benchmarks/bench_wikimia.py " + " ".join(sys.argv[1:]))
         data["machine"] = f"{platform.machine()}, {os.cpu_count()} CPU cores"
         data["methods"] = list(METHODS)
         data["note"] = NOTE
