@@ -329,26 +329,16 @@ class LlamaCppBackend(Backend):
     def _context_logprobs(self, request: TokenLogprobsRequest) -> TokenLogprobs:
         """Every token of the text (tokenized without BOS) scored after the context's
         tokens (with BOS): the HF backend's ``_plan_context``, window by window."""
-        from copyprobe.backends.hf.scoring import ScoreBuffer, Window, windows
+        from copyprobe.backends.hf.scoring import ScoreBuffer, check_context, context_windows
 
         context_ids = self.tokenize(request.context)
-        if not context_ids:
-            raise ConfigError(f"context {request.context[:40]!r} has no tokens")
-        if len(context_ids) >= self.max_length - 1:
-            raise ConfigError(f"the context has {len(context_ids)} tokens: it must be shorter than max length "
-                              f"{self.max_length} - 1 to leave room for the text")
         ids = self.tokenize(request.text, add_special=False)
+        check_context(context_ids, request.context, self.max_length, len(ids))
         buffer = ScoreBuffer(len(ids))
         if ids:
-            n_context = len(context_ids)
-            full = context_ids + ids
-            lead = full[:len(self.lead_ids)] if full[:len(self.lead_ids)] == self.lead_ids else []
-            for number, window in enumerate(windows(full, lead, self.max_length)):
-                # full position p is text slot p - n_context (see HFBackend._plan_context)
-                shifted = Window(window.ids, max(window.first, n_context - window.offset),
-                                 window.offset - n_context + 1)
+            for number, window in enumerate(context_windows(context_ids, ids, self.lead_ids, self.max_length)):
                 # the first window starts with the context: keep it cached up to its last token
-                self._score_window(shifted, buffer, reuse=n_context - 1 if number == 0 else 0)
+                self._score_window(window, buffer, reuse=len(context_ids) - 1 if number == 0 else 0)
         return self._answer(request, ids, buffer)
 
     def _score_window(self, window, buffer, reuse: int = 0) -> None:

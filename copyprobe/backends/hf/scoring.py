@@ -174,6 +174,27 @@ def windows(ids: list[int], lead: list[int], length: int) -> list[Window]:
     return out
 
 
+def check_context(context_ids: list[int], context: str, max_length: int, n_text: int) -> None:
+    """Refuse a context without tokens, or one too long to leave room for a text of
+    ``n_text`` > 0 tokens (a text without tokens has nothing to score)."""
+    if not context_ids:
+        raise ConfigError(f"context {context[:40]!r} has no tokens")
+    if n_text and len(context_ids) >= max_length - 1:
+        raise ConfigError(f"the context has {len(context_ids)} tokens: it must be shorter than max length "
+                          f"{max_length} - 1 to leave room for the text")
+
+
+def context_windows(context_ids: list[int], ids: list[int], lead_ids: list[int], length: int) -> list[Window]:
+    """Sliding windows over context + text that score only the text's tokens: full
+    position p is text slot p - len(context_ids) (:meth:`ScoreBuffer.put` places window
+    position first + offset at slot first + offset - 1)."""
+    n_context = len(context_ids)
+    full = context_ids + ids
+    lead = full[:len(lead_ids)] if full[:len(lead_ids)] == lead_ids else []
+    return [Window(w.ids, max(w.first, n_context - w.offset), w.offset - n_context + 1)
+            for w in windows(full, lead, length)]
+
+
 class Completion:
     """Counts outstanding work units per request; reports finished requests to progress."""
 
@@ -293,35 +314,20 @@ class TokenLogprobsMixin:
         positions are not scored. Returns the text's ids, or None when it has none."""
         if request.ngram is not None:
             raise ConfigError("a token log-probs request cannot have both a context and ngram")
-        context_ids = self._context_ids(request.context)
+        context_ids = list(self.tokenizer(request.context).input_ids)
         ids = list(self.tokenizer(request.text, add_special_tokens=False).input_ids)
         token_ids[index] = ids
         results[index] = ScoreBuffer(len(ids))
+        check_context(context_ids, request.context, self.max_length, len(ids))
         if not ids:
             return None
-        n_context = len(context_ids)
-        if n_context >= self.max_length - 1:
-            raise ConfigError(f"the context has {n_context} tokens: it must be shorter than max length "
-                              f"{self.max_length} - 1 to leave room for the text")
         tracker.add(index)
-        if n_context + len(ids) <= self.max_length:
+        if len(context_ids) + len(ids) <= self.max_length:
             prefixed.setdefault(tuple(context_ids), []).append(index)
             return ids
-        full = context_ids + ids
-        lead = full[:len(self.lead_ids)] if full[:len(self.lead_ids)] == self.lead_ids else []
-        planned = windows(full, lead, self.max_length)
+        planned = context_windows(context_ids, ids, self.lead_ids, self.max_length)
         tracker.add(index, len(planned) - 1)
-        for window in planned:
-            # full position p is text slot p - n_context; _run_windows puts position
-            # first + offset at slot first + offset - 1
-            first = max(window.first, n_context - window.offset)
-            jobs.append((index, Window(window.ids, first, window.offset - n_context + 1)))
-        return ids
-
-    def _context_ids(self, context: str) -> list[int]:
-        ids = list(self.tokenizer(context).input_ids)
-        if not ids:
-            raise ConfigError(f"context {context[:40]!r} has no tokens")
+        jobs.extend((index, window) for window in planned)
         return ids
 
     def _run_prefixed(self, prefixed: dict[tuple[int, ...], list[int]], token_ids: list[list[int]],
