@@ -1,13 +1,21 @@
-"""`audit`: per suspect document, is its score above a clean baseline? (DE-COP section 5.1)
+"""`audit`: was the model trained on these suspect documents? (docs/audit.md)
 
-Every passage of the suspect and the clean set is scored with one method (the clean
+Every passage of the suspect and the clean documents is scored with one method (the clean
 passages get label 0 and the suspect ones label 1, so the run record also holds AUCs);
-the verdicts come from :mod:`copyprobe.evaluation.verdicts`. Rows without a document
-form one document per set (named after the file).
+the verdicts, one per suspect *document*, come from :mod:`copyprobe.evaluation.verdicts`
+(document-level test + model-free shift guard). Rows without a document form one
+document per input (named after the file).
+
+The method defaults to ``auto``: with a model that gives token log-probabilities, the
+score chosen by ``benchmarks/bench_audit_validity.py`` (no false claim on its battery of
+texts no model has seen, the most power on planted documents); DE-COP for a model that
+only generates, and only with paraphrases supplied in the data or a paraphrasing model.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,6 +26,12 @@ from copyprobe.detect import DetectResult, detect
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.params import Real
 
+AUTO = "auto"
+# chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
+DEFAULT_LOGIT_METHOD = "reference"
+# bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
+UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
+
 
 @dataclass
 class AuditResult:
@@ -27,6 +41,10 @@ class AuditResult:
     @property
     def out(self) -> Path | None:
         return self.detect.out
+
+    @property
+    def summary(self) -> str:
+        return str(self.verdicts.get("summary", ""))
 
 
 def audit_examples(data: Any, role: str, label: int, **read_options: Any) -> list[Example]:
@@ -49,14 +67,100 @@ def audit_examples(data: Any, role: str, label: int, **read_options: Any) -> lis
     return out
 
 
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
+    """A suspect document identical to, or contained in, the clean set is an error: the
+    comparison would test the text against itself."""
+    clean_texts = {_norm(e.text) for e in clean}
+    clean_docs: dict[str, list[str]] = {}
+    for e in clean:
+        clean_docs.setdefault(str(e.doc_id), []).append(_norm(e.text))
+    clean_joined = {" ".join(v) for v in clean_docs.values()}
+    by_doc: dict[str, list[str]] = {}
+    for e in suspect:
+        by_doc.setdefault(str(e.doc_id), []).append(_norm(e.text))
+    for doc, passages in by_doc.items():
+        name = doc.split(":", 1)[1]
+        if " ".join(passages) in clean_joined:
+            raise DataError(f"suspect document {name} is identical to a clean document: the clean set must hold "
+                            f"other documents, ones the model cannot have seen")
+        if all(p in clean_texts for p in passages):
+            raise DataError(f"every passage of suspect document {name} is also in the clean set: the clean set "
+                            f"must hold other documents, ones the model cannot have seen")
+
+
+def input_files(data: Any) -> list[dict[str, Any]]:
+    """Size and sha256 of every file an input path names (a directory: each file in it)."""
+    if not isinstance(data, (str, Path)):
+        return []
+    p = Path(data)
+    if p.is_dir():
+        paths = sorted(f for f in p.rglob("*") if f.is_file())
+    elif p.is_file():
+        paths = [p]
+    else:
+        return []
+    out = []
+    for f in paths:
+        digest = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        out.append({"path": str(f), "bytes": f.stat().st_size, "sha256": digest.hexdigest()})
+    return out
+
+
+def choose_method(method: str, capabilities: set[str] | frozenset[str], target_spec: str,
+                  examples: list[Example], params: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """The method an audit runs, and a note when ``auto`` chose it; a one-line error
+    before any work when the choice cannot work on this model and data."""
+    from copyprobe.backends.base import TOKEN_LOGPROBS
+    from copyprobe.methods.decop import given_options
+
+    def has_paraphrases() -> bool:
+        try:
+            return all(given_options(e) is not None for e in examples)
+        except Exception:
+            return False
+
+    note = None
+    if method == AUTO:
+        if TOKEN_LOGPROBS in capabilities:
+            method = DEFAULT_LOGIT_METHOD
+            note = (f"method auto -> {method}: the model gives token log-probabilities "
+                    f"(benchmarks/results/audit_validity.md)")
+        elif has_paraphrases():
+            method = "decop"
+            note = "method auto -> decop: the model gives no token log-probabilities; paraphrases are in the data"
+        else:
+            raise ConfigError(
+                f"model {target_spec} gives no token log-probabilities, so the audit needs DE-COP with "
+                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or give "
+                f"--param decop.paraphraser=MODEL with a model able to paraphrase")
+    if method == "decop" and not has_paraphrases():
+        paraphraser = str((params or {}).get("paraphraser", "target")).strip()
+        who = target_spec if paraphraser == "target" else paraphraser
+        if any(name in who.lower() for name in UNABLE_PARAPHRASERS):
+            raise ConfigError(
+                f"DE-COP needs three paraphrases of every passage and {who} cannot write them "
+                f"(benchmarks/results/blackbox.md): supply paraphrases in the data (Example_A..Example_D + Answer, "
+                f"docs/audit.md), set --param decop.paraphraser=MODEL to a model that can, or use a log-probability "
+                f"method (--method auto)")
+    return method, note
+
+
 def audit(
     model: Any,
     suspect: Any,
     clean: Any,
-    method: str = "decop",
+    method: str = AUTO,
     *,
     params: Mapping[str, Any] | None = None,
     alpha: float = 0.01,
+    test: str = "rank",
     out: str | Path | None = None,
     read_options: Mapping[str, Any] | None = None,
     n_bootstrap: int = 200,
@@ -64,23 +168,53 @@ def audit(
 ) -> AuditResult:
     """Score ``suspect`` and ``clean`` (paths, Datasets or lists of texts/Examples) with
     ``method`` on ``model`` and give a verdict per suspect document (``verdicts.json``
-    in ``out``). ``params``: the method's parameters; other options go to :func:`detect`."""
+    in ``out``): ``evidence`` / ``no evidence`` / ``cannot tell``, each with its reason.
+    ``test``: ``rank`` (exact, distribution-free) or ``t`` (assumes normal document
+    scores). ``params``: the method's parameters; other options go to :func:`detect`."""
+    from copyprobe.evaluation.verdicts import TESTS, audit_verdicts
+    from copyprobe.session import Session
+
     Real(0, 1, low_open=True, high_open=True).validate(alpha, "alpha")
     if not isinstance(method, str):
         raise ConfigError("audit takes one method name")
-    out_dir = record.prepare_out_dir(out) if out is not None else None
-    options = dict(read_options or {})
-    examples = audit_examples(suspect, "suspect", 1, **options) + audit_examples(clean, "clean", 0, **options)
-    settings = {
-        "method": method, "alpha": alpha,
-        "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
-        "clean": str(clean) if isinstance(clean, (str, Path)) else None,
-    }
-    result = detect(model, examples, [method], params={method: dict(params)} if params else None,
-                    n_bootstrap=n_bootstrap, kind="audit", settings=settings, **detect_options)
-    from copyprobe.evaluation.verdicts import audit_verdicts
+    if test not in TESTS:
+        raise ConfigError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+    if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
+            Path(suspect).resolve() == Path(clean).resolve():
+        raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
+    if method != AUTO:
+        from copyprobe.scoring import build_methods
 
-    report = audit_verdicts(result.rows, method, result.record.train_ids, alpha)
+        build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
+    out_dir = record.prepare_out_dir(out) if out is not None else None
+    options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
+    suspect_examples = audit_examples(suspect, "suspect", 1, **options)
+    clean_examples = audit_examples(clean, "clean", 0, **options)
+    check_overlap(suspect_examples, clean_examples)
+    examples = suspect_examples + clean_examples
+
+    session_keys = ("cache", "batch_size", "device", "dtype", "api_options")
+    session_options = {k: detect_options.pop(k) for k in session_keys if k in detect_options}
+    own_session = not isinstance(model, Session)
+    session = Session(model, **session_options) if own_session else model
+    try:
+        method, note = choose_method(method, session.target.capabilities, session.target_spec, examples, params)
+        settings = {
+            "method": method, "alpha": alpha, "test": test,
+            "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
+            "clean": str(clean) if isinstance(clean, (str, Path)) else None,
+            "input_files": {"suspect": input_files(suspect), "clean": input_files(clean)},
+        }
+        result = detect(session, examples, [method], params={method: dict(params)} if params else None,
+                        n_bootstrap=n_bootstrap, kind="audit", settings=settings, **detect_options)
+    finally:
+        if own_session:
+            session.close()
+    if note:
+        result.notes.insert(0, note)
+        result.record.notes.insert(0, note)
+    texts = {e.id: e.text for e in examples}
+    report = audit_verdicts(result.rows, method, result.record.train_ids, alpha, texts, test=test)
     if out_dir is not None:
         result.write(out_dir, {"verdicts.json": report})
     return AuditResult(verdicts=report, detect=result)

@@ -43,7 +43,8 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None) -> re
             if "method" not in settings or "alpha" not in settings:
                 raise DataError(f"{run.dir / 'run.json'} has no audit method and alpha to recompute verdicts from")
             files["verdicts.json"] = audit_verdicts(run.scores or [], settings["method"], rec.train_ids,
-                                                    float(settings["alpha"]))
+                                                    float(settings["alpha"]), texts,
+                                                    test=str(settings.get("test", "rank")))
     elif rec.kind == "copying":
         from copyprobe.copying.runner import CopyConfig, compute_metrics
 

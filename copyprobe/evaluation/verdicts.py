@@ -1,25 +1,148 @@
-"""Document verdicts of an audit (DE-COP section 5.1): does each suspect document score
-above a clean baseline?
+"""Document verdicts of an audit: was the model trained on this suspect document?
 
-Each suspect document's passage scores are compared with all clean passage scores by a
-one-sided Welch t-test and a one-sided Mann-Whitney U test (suspect > clean). The
-verdict is "seen" when both p-values are below ``alpha``, "inconclusive" when one is,
-"not detected" when neither is, and "untested" when a group is too small. A pure
-function of the scores: ``copyprobe rescore`` recomputes it from a saved run.
+The document, not the passage, is what was or was not trained on, so the document is the
+unit of evidence. Passages of one document share author, topic and style; testing them as
+independent draws (as a t-test over pooled passages does) gives p-values far too small
+whenever the suspect and clean documents differ in anything.
+
+The procedure, a pure function of the scores and texts (``copyprobe rescore`` reruns it):
+
+1. Every document, suspect or clean, is represented by the same number M of passages
+   (evenly spaced through it; M = the fewest scored passages of any document), and its
+   score is their mean, so no document's score is less noisy than another's.
+2. Each suspect document's score is compared with the k clean documents' scores:
+
+   - ``rank`` (default): p = (1 + #clean documents scoring at least as high) / (k + 1).
+     Exact whenever the suspect document is exchangeable with the clean ones under
+     "never trained on"; no assumption about the scores' distribution. The smallest
+     p it can give is 1 / (k + 1), so a claim at alpha needs k >= 1/alpha - 1 clean
+     documents; with fewer the verdict is "cannot tell" and says how many to give.
+   - ``t``: the one-sided prediction t-test, (x - mean) / (sd * sqrt(1 + 1/k)) with
+     k - 1 degrees of freedom. Also assumes the clean documents' scores are normal;
+     reaches small p-values with few clean documents only by that assumption.
+
+   With several suspect documents, the p-values are Holm-adjusted, so the chance of any
+   false "evidence" among them stays at most alpha.
+3. The shift guard (:mod:`copyprobe.evaluation.guard`) asks, with no model, whether the
+   suspect stands out from the clean documents in style or passage length. When it does
+   as much as or more than in the model's score (or is farther than every clean document
+   / 90% of them), no "evidence" is given: the difference can be explained by style or
+   topic. The output says both standings, so the reader sees by how much the model's
+   evidence exceeds what the text alone explains.
+4. The verdict, in the vocabulary of :mod:`copyprobe.evaluation.vocabulary`, with its
+   reason and one plain sentence.
+
+With two or more suspect documents a collection-level test is added: are the suspect
+documents as a group above the clean ones (exact one-sided Mann-Whitney over document
+scores, with the same guard on the group)?
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from copyprobe.evaluation.stats import mann_whitney_greater, welch_t_greater
+import numpy as np
 
-RULE = "seen = Welch and Mann-Whitney one-sided p < alpha; inconclusive = one of them; not detected = neither"
+from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
+
+FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
+TESTS = ("rank", "t")
+MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
+
+ASSUMPTIONS = {
+    "rank": ("had the model never seen the suspect document, its score would be exchangeable with the clean "
+             "documents' scores (same kind of text, chosen without regard to the scores); no distributional "
+             "assumption"),
+    "t": ("had the model never seen the suspect document, its score and the clean documents' scores would be "
+          "independent draws from one normal distribution (same kind of text, chosen without regard to the scores)"),
+}
+RULE = ("evidence = the document's p-value (Holm-adjusted over suspect documents) <= alpha, and the model-free "
+        f"guard finds it no more unusual in style or passage length than in the model's score (and not farther "
+        f"from the clean documents than {100 * (1 - GUARD_LEVEL):.0f}% of them, or than all of them); cannot tell "
+        "= no valid test (too few clean documents, a style/length difference the guard explains, no scored "
+        "passage); no evidence = otherwise")
+
+
+def min_p(test: str, k: int) -> float:
+    """The smallest p-value the test can give with k clean documents (0: no lower bound)."""
+    if test == "rank":
+        return 1.0 / (k + 1)
+    return 0.0
+
+
+def clean_needed(test: str, alpha: float) -> int:
+    """The fewest clean documents with which the test can reach alpha."""
+    if test == "rank":
+        return max(1, math.ceil(1.0 / alpha - 1 - 1e-9))
+    return MIN_CLEAN_T
+
+
+def rank_p(x: float, clean: Sequence[float]) -> float:
+    return (1 + sum(c >= x for c in clean)) / (len(clean) + 1)
+
+
+def t_p(x: float, clean: Sequence[float]) -> float:
+    from scipy import stats
+
+    c = np.asarray(clean, dtype=float)
+    k = len(c)
+    sd = float(np.std(c, ddof=1))
+    if sd == 0:
+        return 0.0 if x > c[0] else 1.0
+    t = (x - float(np.mean(c))) / (sd * math.sqrt(1 + 1 / k))
+    return float(stats.t.sf(t, df=k - 1))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (NaN stays NaN)."""
+    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
+    order = sorted(idx, key=lambda i: p_values[i])
+    m = len(order)
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def evenly_spaced(n: int, m: int) -> list[int]:
+    """m distinct indices spread evenly over range(n) (first and last included)."""
+    if m >= n:
+        return list(range(n))
+    if m == 1:
+        return [(n - 1) // 2]
+    return [int(round(i * (n - 1) / (m - 1))) for i in range(m)]
+
+
+def _name(doc: str) -> str:
+    return doc.split(":", 1)[1] if doc.startswith(("suspect:", "clean:")) else doc
+
+
+def _fmt_p(p: float) -> str:
+    if math.isnan(p):
+        return "n/a"
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _guard_trips(standing: Standing | None, p_model: float) -> bool:
+    if standing is None or math.isnan(standing.p_value):
+        return True
+    k = len(standing.clean_values)
+    return standing.p_value <= max(GUARD_LEVEL, 1.0 / (k + 1), p_model)
 
 
 def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x)
 
 
 def verdicts(
@@ -27,71 +150,205 @@ def verdicts(
     docs: Mapping[str, str],
     labels: Mapping[str, int],
     alpha: float,
+    texts: Mapping[str, str],
+    *,
+    test: str = "rank",
+    method: str = "score",
+    order: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Per suspect document (label 1): score, baseline, p-values, verdict; clean passages
-    have label 0. Document ids of the form ``role:name`` are reported as ``name``."""
-    clean = [v for i, v in scores.items() if labels[i] == 0 and v is not None and math.isfinite(v)]
-    n = len(clean)
-    mean = sum(clean) / n if n else math.nan
-    sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (n - 1)) if n > 1 else math.nan
-    by_doc: dict[str, list[float]] = {}
+    """Verdicts per suspect document (label 1) against the clean documents (label 0).
+
+    ``scores``/``docs``/``labels``/``texts`` map passage ids to the score (None = failed),
+    the document, the side and the text; ``order`` is the passages' order in their
+    documents (default: the order of ``scores``). Document ids ``role:name`` are
+    reported as ``name``."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
+    ids = list(order) if order is not None else list(scores)
+    values: dict[str, list[tuple[str, float]]] = {}
     failed: dict[str, int] = {}
-    for i, v in scores.items():
-        if labels[i] != 1:
+    side: dict[str, int] = {}
+    for i in ids:
+        if i not in scores:
             continue
+        doc = docs[i]
+        side.setdefault(doc, labels[i])
+        v = scores[i]
         if v is None or not math.isfinite(v):
-            failed[docs[i]] = failed.get(docs[i], 0) + 1
+            failed[doc] = failed.get(doc, 0) + 1
+            values.setdefault(doc, [])
             continue
-        by_doc.setdefault(docs[i], []).append(v)
+        values.setdefault(doc, []).append((i, float(v)))
+    suspects = sorted(d for d in values if side[d] == 1)
+    clean_all = sorted(d for d in values if side[d] == 0)
+    clean = [d for d in clean_all if values[d]]
+    scored = [d for d in suspects + clean if values[d]]
+    m_passages = min((len(values[d]) for d in scored), default=0)
+    chosen = {d: [values[d][j] for j in evenly_spaced(len(values[d]), m_passages)] for d in scored}
+    doc_score = {d: float(np.mean([v for _, v in chosen[d]])) for d in scored}
+    doc_passages = {d: [texts.get(i, "") for i, _ in chosen[d]] for d in scored}
+    clean_scores = [doc_score[d] for d in clean]
+    k = len(clean)
+    needed = clean_needed(test, alpha)
+
+    tested = [s for s in suspects if values[s]]
+    raw_p = {}
+    for s in tested:
+        if k >= max(needed, 1) and (test == "rank" or k >= MIN_CLEAN_T):
+            raw_p[s] = rank_p(doc_score[s], clean_scores) if test == "rank" else t_p(doc_score[s], clean_scores)
+    adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
+    standings = guard(doc_passages, tested, clean) if tested and k >= 2 else {}
+
     rows = []
-    for doc in sorted(set(by_doc) | set(failed)):
-        values = by_doc.get(doc, [])
-        welch = welch_t_greater(values, clean)
-        mw = mann_whitney_greater(values, clean)
-        ps = [welch.p_value, mw.p_value]
-        if any(math.isnan(p) for p in ps):
-            verdict = "untested"
-        else:
-            below = sum(p < alpha for p in ps)
-            verdict = {2: "seen", 1: "inconclusive", 0: "not detected"}[below]
-        rows.append({
-            "doc_id": doc.split(":", 1)[1] if ":" in doc else doc,
-            "n_passages": len(values),
-            "n_failed": failed.get(doc, 0),
-            "score": sum(values) / len(values) if values else None,
-            "welch_t": _num(welch.statistic),
-            "welch_p": _num(welch.p_value),
-            "mann_whitney_u": _num(mw.statistic),
-            "mann_whitney_p": _num(mw.p_value),
-            "verdict": verdict,
-            "reason": welch.reason or mw.reason,
-        })
-    # Dataset level (Maini et al. 2024, "LLM dataset inference", with feature_agg): do the
-    # suspect passages as a whole score higher than the clean ones?
-    suspect_all = [v for values in by_doc.values() for v in values]
-    welch_all = welch_t_greater(suspect_all, clean)
-    mw_all = mann_whitney_greater(suspect_all, clean)
-    dataset = {
-        "n_suspect": len(suspect_all),
-        "n_clean": n,
-        "welch_t": _num(welch_all.statistic),
-        "welch_p": _num(welch_all.p_value),
-        "mann_whitney_p": _num(mw_all.p_value),
-        "significant": bool(welch_all.ok and welch_all.p_value < alpha),
-    }
-    return {
+    for s in suspects:
+        name = _name(s)
+        row: dict[str, Any] = {
+            "doc_id": name,
+            "n_passages": len(values[s]) + failed.get(s, 0),
+            "n_failed": failed.get(s, 0),
+            "n_used": len(chosen.get(s, [])),
+            "score": _num(doc_score.get(s)),
+            "score_all_passages": _num(float(np.mean([v for _, v in values[s]]))) if values[s] else None,
+        }
+        p = raw_p.get(s, math.nan)
+        row["p"] = _num(p)
+        row["p_adjusted"] = _num(adjusted.get(s, math.nan))
+        if s in doc_score and clean_scores:
+            row["rank"] = 1 + sum(c >= doc_score[s] for c in clean_scores)  # ties count against it
+            row["of"] = k + 1
+        st = standings.get(s, {})
+        row["style"] = st["style"].as_json() if "style" in st else None
+        row["length"] = st["length"].as_json() if "length" in st else None
+        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method)
+        row["verdict"], row["reason"] = verdict, reason
+        row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
+        rows.append(row)
+
+    report: dict[str, Any] = {
+        "format": FORMAT,
+        "method": method,
         "alpha": alpha,
-        "baseline": {"n_passages": n, "mean": _num(mean), "sd": _num(sd)},
-        "dataset": dataset,
+        "test": {"name": test, "assumptions": ASSUMPTIONS[test], "n_clean_documents": k,
+                 "min_p": min_p(test, k), "clean_needed": needed, "passages_per_document": m_passages,
+                 "multiple_testing": "Holm over suspect documents" if len(raw_p) > 1 else None},
+        "guard": {"features": FEATURES, "level": GUARD_LEVEL},
         "rule": RULE,
+        "baseline": {
+            "n_documents": k,
+            "mean": _num(float(np.mean(clean_scores))) if clean_scores else None,
+            "sd": _num(float(np.std(clean_scores, ddof=1))) if k > 1 else None,
+            "documents": [{"doc_id": _name(d), "score": doc_score[d], "n_passages": len(values[d])} for d in clean],
+            "unscored": [_name(d) for d in clean_all if not values[d]],
+        },
         "documents": rows,
     }
+    if len(tested) >= 2 and k >= 2:
+        report["collection"] = _collection(tested, clean, doc_score, doc_passages, alpha)
+    report["summary"] = summary_sentence(report)
+    return report
 
 
-def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[str, Any],
-                   alpha: float) -> dict[str, Any]:
-    """Verdicts from scores rows (as scores.jsonl holds them): rows a learning method was
-    fitted on are no evidence and are left out."""
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, str]:
+    name = row["doc_id"]
+    if row["n_used"] == 0:
+        return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
+                             f"see errors in scores.jsonl)")
+    if k == 0:
+        return CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw"
+    if math.isnan(p):
+        if test == "rank":
+            return CANNOT_TELL, (f"with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
+                                 f"one document can give is 1/{k + 1} = {1 / (k + 1):.3g}, above alpha = {alpha}: "
+                                 f"give at least {needed} documents you are sure the model never saw, in the same "
+                                 f"genre and style as {name}")
+        return CANNOT_TELL, (f"the t test needs at least {MIN_CLEAN_T} clean documents, got {k}: give documents "
+                             f"you are sure the model never saw, in the same genre and style as {name}")
+    standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
+    standing += f", Holm-adjusted {_fmt_p(p_adj)})" if p_adj != p else ")"
+    if p_adj > alpha:
+        return NO_EVIDENCE, (f"{name} scores like the clean documents: {standing}, not below alpha = {alpha}; "
+                             f"this does not show the model never saw it")
+    style, length = st.get("style"), st.get("length")
+    if style is None or length is None:
+        return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
+                             f"with each other")
+    tripped = [(what, x) for what, x in (("style", style), ("passage length", length)) if _guard_trips(x, p)]
+    if tripped:
+        what, x = tripped[0]
+        return CANNOT_TELL, (f"{name} ranks {standing}, but its {what} alone already sets it apart: it is "
+                             f"farther from the clean documents than {len(x.clean_values) + 1 - x.rank} of "
+                             f"{len(x.clean_values)} clean documents are from each other (rank {x.rank} of "
+                             f"{len(x.clean_values) + 1}, p = {_fmt_p(x.p_value)}), so the difference can be "
+                             f"explained by {what if what != 'style' else 'style or topic'}, not only by training; "
+                             f"give clean documents in the same genre and style")
+    return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {style.rank} of "
+                      f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and by passage length "
+                      f"{length.rank} (p = {_fmt_p(length.p_value)}): the model's score sets it apart more than "
+                      f"the text alone does")
+
+
+def _collection(suspects, clean, doc_score, doc_passages, alpha) -> dict[str, Any]:
+    from scipy.stats import mannwhitneyu
+
+    s_scores = [doc_score[s] for s in suspects]
+    c_scores = [doc_score[c] for c in clean]
+    p = float(mannwhitneyu(s_scores, c_scores, alternative="greater", method="exact").pvalue)
+    text = collection_standing(doc_passages, suspects, clean)
+    min_possible = 1.0 / math.comb(len(suspects) + len(clean), len(suspects))
+    blocked = [part for part in ("style", "length")
+               if math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p)]
+    if p > alpha:
+        verdict = NO_EVIDENCE
+        reason = (f"the {len(suspects)} suspect documents do not score above the {len(clean)} clean documents "
+                  f"as a group (one-sided Mann-Whitney over documents, p = {_fmt_p(p)})")
+    elif blocked:
+        verdict = CANNOT_TELL
+        reason = (f"the suspect documents score above the clean ones as a group (p = {_fmt_p(p)}), but they "
+                  f"also differ from them in {' and '.join(blocked)} by the text alone (p = "
+                  f"{', '.join(_fmt_p(text[b]) for b in blocked)}): give clean documents in the same genre and style")
+    else:
+        verdict = EVIDENCE
+        reason = (f"the suspect documents score above the clean ones as a group (one-sided Mann-Whitney over "
+                  f"documents, p = {_fmt_p(p)}), while the text alone does not set them apart (style p = "
+                  f"{_fmt_p(text['style'])}, passage length p = {_fmt_p(text['length'])}); this says the model was "
+                  f"trained on some of them, not which")
+    return {"n_suspect": len(suspects), "n_clean": len(clean), "p": p, "min_p": min_possible,
+            "style_p": _num(text["style"]), "length_p": _num(text["length"]),
+            "test": "one-sided exact Mann-Whitney U over document scores (suspect > clean)",
+            "verdict": verdict, "reason": reason}
+
+
+def _sentence(verdict: str, name: str, reason: str, p: float | None, k: int) -> str:
+    detail = f"p = {_fmt_p(p)}, " if p is not None else ""
+    detail += f"{k} clean document{'s' if k != 1 else ''}"
+    if verdict == EVIDENCE:
+        head = f"Evidence that the model was trained on {name}"
+    elif verdict == NO_EVIDENCE:
+        head = f"No evidence that the model was trained on {name}"
+    else:
+        head = f"Cannot tell whether the model was trained on {name}"
+    return f"{head}: {reason} ({detail})."
+
+
+def summary_sentence(report: Mapping[str, Any]) -> str:
+    """The first line an audit prints: one plain sentence."""
+    rows = report.get("documents") or []
+    if len(rows) == 1:
+        return str(rows[0]["sentence"])
+    counts = {w: sum(r["verdict"] == w for r in rows) for w in (EVIDENCE, NO_EVIDENCE, CANNOT_TELL)}
+    parts = [f"{counts[EVIDENCE]} with evidence", f"{counts[NO_EVIDENCE]} without", f"{counts[CANNOT_TELL]} cannot tell"]
+    line = (f"Of {len(rows)} suspect documents, {', '.join(parts)} "
+            f"({report['test']['n_clean_documents']} clean documents, {report['test']['name']} test, "
+            f"alpha {report['alpha']})")
+    if report.get("collection"):
+        line += f"; as a group: {report['collection']['verdict']} (p = {_fmt_p(report['collection']['p'])})"
+    return line + "."
+
+
+def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[str, Any], alpha: float,
+                   texts: Mapping[str, str], *, test: str = "rank") -> dict[str, Any]:
+    """Verdicts from scores rows (as scores.jsonl holds them) and the passages' texts
+    (examples.jsonl): rows a learning method was fitted on are no evidence and are left out."""
     trained = {i for ids in train_ids.values() for i in ids}
     scores: dict[str, float | None] = {}
     for row in rows:
@@ -101,6 +358,5 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
         scores[row["id"]] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
     docs = {r["id"]: r.get("doc_id") for r in rows}
     labels = {r["id"]: r.get("label") for r in rows}
-    report = verdicts(scores, docs, labels, alpha)
-    report["method"] = method
-    return report
+    return verdicts(scores, docs, labels, alpha, texts, test=test, method=method,
+                    order=[r["id"] for r in rows])

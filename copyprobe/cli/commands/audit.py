@@ -1,4 +1,5 @@
-"""copyprobe audit: document verdicts against a clean baseline (DE-COP section 5.1).
+"""copyprobe audit: was the model trained on these documents? One verdict per suspect
+document against clean documents (docs/audit.md).
 Thin: the work is :func:`copyprobe.audit.audit`, the rule :mod:`copyprobe.evaluation.verdicts`.
 Output: the ``detect`` run directory plus ``verdicts.json``."""
 
@@ -21,20 +22,30 @@ from copyprobe.cli._common import (
 from copyprobe.params import Real, option_type
 
 
-HELP = "per-document verdicts: suspect documents vs a clean baseline"
+HELP = "was the model trained on these documents? evidence / no evidence / cannot tell, per document"
 DESCRIPTION = (
-    "Score a suspect and a clean set with one method and test, per suspect "
-    "document, whether its passage scores exceed the clean baseline (one-sided Welch t-test "
-    "and Mann-Whitney U)."
+    "Score suspect and clean documents with one method and test, per suspect document, whether it "
+    "scores above the clean documents (the document is the unit: an exact rank test, or a t test), with a "
+    "model-free guard that withholds any claim a difference of style or length can explain. "
+    "See docs/audit.md."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (e.g. openai:MODEL@URL, smollm2-135m-instruct)")
-    parser.add_argument("--suspect", required=True, help="data file of the documents to audit")
-    parser.add_argument("--clean", required=True, help="data file of documents known not to be in training")
-    parser.add_argument("--method", default="decop", help="method name (default decop)")
-    parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"), default=0.01, help="significance level (default 0.01)")
+    parser.add_argument("--suspect", required=True,
+                        help="the documents to audit: a book (txt, md, epub, pdf, docx, html), a directory of "
+                             "them, or a JSONL/CSV of passages with a document column")
+    parser.add_argument("--clean", required=True,
+                        help="documents you are sure the model never saw, in the same genre and style (same forms)")
+    parser.add_argument("--method", default="auto",
+                        help="method name (default auto: the score chosen by the audit validity benchmark when "
+                             "the model gives log-probabilities; DE-COP with supplied paraphrases otherwise)")
+    parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"),
+                        default=0.01, help="significance level (default 0.01)")
+    parser.add_argument("--test", choices=("rank", "t"), default="rank",
+                        help="document-level test: rank (exact, no distributional assumption; needs at least "
+                             "1/alpha - 1 clean documents) or t (assumes normal document scores); default rank")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
     add_scoring_options(parser, bootstrap=200)
@@ -50,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bars(not args.no_progress) as progress:
         result = audit(
             args.model, args.suspect, args.clean, args.method, params=params.get(args.method),
-            alpha=args.alpha, out=args.out, n_bootstrap=args.bootstrap,
+            alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap,
             read_options={"text_column": args.text_column, "doc_column": args.doc_column},
             cache=cache_setting(args), batch_size=args.batch_size, device=args.device, dtype=args.dtype,
             seed=args.seed, progress=progress, command=["copyprobe", *sys.argv[1:]],
@@ -73,17 +84,29 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _standing(part: Any) -> str:
+    return f"{part['rank']}/{part['of']}" if isinstance(part, dict) else "-"
+
+
 def _print(report: dict[str, Any]) -> None:
+    print(report["summary"])
+    test = report["test"]
     base = report["baseline"]
-    print(f"method {report['method']}, clean baseline: mean {_fmt(base['mean'])} sd {_fmt(base['sd'])} "
-          f"over {base['n_passages']} passages; alpha {report['alpha']}")
-    header = f"{'document':<32} {'n':>4} {'score':>7} {'Welch p':>10} {'M-W p':>10}  verdict"
+    print(f"method {report['method']}, {test['name']} test over documents, alpha {report['alpha']}; "
+          f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}), "
+          f"{test['passages_per_document']} passages per document; smallest attainable p {_fmt(test['min_p'])}")
+    print(f"assumes: {test['assumptions']}")
+    header = f"{'document':<28} {'score':>8} {'rank':>7} {'p':>9} {'style':>7} {'length':>7}  verdict"
     print(header)
     print("-" * len(header))
     for row in report["documents"]:
-        print(f"{row['doc_id'][:32]:<32} {row['n_passages']:>4} {_fmt(row['score']):>7} "
-              f"{_fmt(row['welch_p']):>10} {_fmt(row['mann_whitney_p']):>10}  {row['verdict']}")
-    data = report.get("dataset")
-    if data:
-        print(f"dataset level: {data['n_suspect']} suspect vs {data['n_clean']} clean passages, "
-              f"one-sided Welch p = {_fmt(data['welch_p'])}, Mann-Whitney p = {_fmt(data['mann_whitney_p'])}")
+        rank = f"{row['rank']}/{row['of']}" if row.get("rank") else "-"
+        print(f"{row['doc_id'][:28]:<28} {_fmt(row['score']):>8} {rank:>7} {_fmt(row['p_adjusted']):>9} "
+              f"{_standing(row['style']):>7} {_standing(row['length']):>7}  {row['verdict']}")
+    if len(report["documents"]) > 1:
+        for row in report["documents"]:
+            print(f"- {row['sentence']}")
+    collection = report.get("collection")
+    if collection:
+        print(f"as a group ({collection['n_suspect']} suspect vs {collection['n_clean']} clean documents): "
+              f"{collection['verdict']}: {collection['reason']}")
