@@ -170,7 +170,9 @@ def audit(
     ``method`` on ``model`` and give a verdict per suspect document (``verdicts.json``
     in ``out``): ``evidence`` / ``no evidence`` / ``cannot tell``, each with its reason.
     ``test``: ``rank`` (exact, distribution-free) or ``t`` (assumes normal document
-    scores). ``params``: the method's parameters; other options go to :func:`detect`."""
+    scores). ``params``: the method's parameters (with ``method="auto"``: a mapping from
+    method name to its parameters, used for the method chosen); other options go to
+    :func:`detect`."""
     from copyprobe.evaluation.verdicts import TESTS, audit_verdicts
     from copyprobe.session import Session
 
@@ -182,10 +184,12 @@ def audit(
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
-    if method != AUTO:
-        from copyprobe.scoring import build_methods
+    from copyprobe.scoring import build_methods
 
+    if method != AUTO:
         build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
+    elif params:
+        build_methods(list(params), {m: dict(v) for m, v in params.items()})
     out_dir = record.prepare_out_dir(out) if out is not None else None
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
     suspect_examples = audit_examples(suspect, "suspect", 1, **options)
@@ -198,7 +202,13 @@ def audit(
     own_session = not isinstance(model, Session)
     session = Session(model, **session_options) if own_session else model
     try:
-        method, note = choose_method(method, session.target.capabilities, session.target_spec, examples, params)
+        if method == AUTO:
+            by_method = dict(params or {})
+            method, note = choose_method(method, session.target.capabilities, session.target_spec, examples,
+                                         by_method.get("decop"))
+            params = by_method.get(method)
+        else:
+            _, note = choose_method(method, session.target.capabilities, session.target_spec, examples, params)
         settings = {
             "method": method, "alpha": alpha, "test": test,
             "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,

@@ -194,7 +194,7 @@ def verdicts(
     tested = [s for s in suspects if values[s]]
     raw_p = {}
     for s in tested:
-        if k >= max(needed, 1) and (test == "rank" or k >= MIN_CLEAN_T):
+        if k >= 1 and (test == "rank" or k >= MIN_CLEAN_T):
             raw_p[s] = rank_p(doc_score[s], clean_scores) if test == "rank" else t_p(doc_score[s], clean_scores)
     adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
     standings = guard(doc_passages, tested, clean) if tested and k >= 2 else {}
@@ -255,7 +255,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
                              f"see errors in scores.jsonl)")
     if k == 0:
         return CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw"
-    if math.isnan(p):
+    if math.isnan(p) or min_p(test, k) > alpha:
         if test == "rank":
             return CANNOT_TELL, (f"with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
                                  f"one document can give is 1/{k + 1} = {1 / (k + 1):.3g}, above alpha = {alpha}: "

@@ -57,10 +57,14 @@ def run(args: argparse.Namespace) -> int:
     from copyprobe.audit import audit
 
     check_batch_size(args.batch_size)
-    params = parse_params(args.param, [args.method])
+    from copyprobe.registry import method_names
+
+    # with --method auto the parameters name the method they are for; the one chosen uses its own
+    params = parse_params(args.param, method_names() if args.method == "auto" else [args.method])
     with progress_bars(not args.no_progress) as progress:
         result = audit(
-            args.model, args.suspect, args.clean, args.method, params=params.get(args.method),
+            args.model, args.suspect, args.clean, args.method,
+            params=params if args.method == "auto" else params.get(args.method),
             alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap,
             read_options={"text_column": args.text_column, "doc_column": args.doc_column},
             cache=cache_setting(args), batch_size=args.batch_size, device=args.device, dtype=args.dtype,

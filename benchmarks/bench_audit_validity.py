@@ -1,0 +1,271 @@
+"""Does `copyprobe audit` ever claim training on text no model has seen? And how often
+does it find documents a model was trained on? (issue 25; results in
+benchmarks/results/audit_validity.md)
+
+Null battery (``battery``): 160 documents in seven styles written for copyprobe in 2026
+(benchmarks/data/audit_battery, CC0) are scored once with every candidate score; then
+scenarios in which NO suspect document was trained on (archaic vs modern prose both
+ways, verse vs prose, legal/technical vs narrative, dialogue vs description, many vs
+many in one style, one vs one, short documents, encyclopedic vs a mixed clean set) are
+audited from those scores, as `copyprobe audit` would (the same verdict function), for
+both document tests and two alphas. Every "evidence" verdict there is a false claim.
+
+Power (``power``): a plant made with ``copyprobe plant --split-by document`` on the 24
+one-voice letters (benchmarks/data/one_voice); each member document is audited against
+non-member documents, and each non-member against the other non-members.
+
+    python benchmarks/bench_audit_validity.py battery --out benchmarks/results/audit_battery.json
+    copyprobe plant --model smollm2-135m-instruct --corpus benchmarks/data/one_voice/letters \\
+        --split-by document --epochs 3 --save-epochs --seed 0 --out runs/plant_voice
+    python benchmarks/bench_audit_validity.py power --plant runs/plant_voice \\
+        --out benchmarks/results/audit_power.json
+
+Model calls go through the response cache, so a rerun recomputes the tables in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BATTERY = ROOT / "benchmarks" / "data" / "audit_battery"
+STYLES = ("archaic", "modern", "description", "legal", "verse", "dialogue", "encyclopedic")
+SCORES = ("loss", "zlib", "min_k_pp", "reference", "neighborhood")
+TESTS = ("rank", "t")
+ALPHAS = (0.01, 0.05)
+SHORT_WORDS = 48  # the "short documents" scenario: the first ~48 words of each document
+
+
+def _docs(style: str, numbers) -> list[str]:
+    return [f"{style}-{n:02d}" for n in numbers]
+
+
+def scenarios() -> list[dict[str, Any]]:
+    """(name, audits): each audit is (suspect documents, clean documents); none of the
+    suspects was trained on by anyone."""
+    six = range(1, 7)
+    out = []
+
+    def one_each(name, s_style, c_docs, what):
+        out.append({"name": name, "what": what,
+                    "audits": [([s], c_docs) for s in _docs(s_style, six)]})
+
+    one_each("archaic vs modern", "archaic", _docs("modern", range(1, 25)),
+             "King James pastiche suspects, modern narrative clean")
+    one_each("modern vs archaic", "modern", _docs("archaic", range(1, 25)),
+             "modern narrative suspects, King James pastiche clean")
+    one_each("verse vs prose", "verse", _docs("modern", range(1, 25)), "poems vs modern narrative prose")
+    one_each("prose vs verse", "modern", _docs("verse", range(1, 21)), "modern narrative prose vs poems")
+    one_each("legal vs narrative", "legal", _docs("modern", range(1, 25)),
+             "legal and technical prose vs modern narrative")
+    one_each("narrative vs legal", "modern", _docs("legal", range(1, 25)),
+             "modern narrative vs legal and technical prose")
+    one_each("dialogue vs description", "dialogue", _docs("description", range(1, 25)),
+             "scenes in dialogue vs description")
+    one_each("description vs dialogue", "description", _docs("dialogue", range(1, 21)),
+             "description vs scenes in dialogue")
+    out.append({"name": "many vs many, one style", "what": "8 description suspects vs 16 description clean; "
+                "8 modern suspects vs 16 modern clean (one audit each, all suspects together)",
+                "audits": [(_docs("description", range(1, 9)), _docs("description", range(9, 25))),
+                           (_docs("modern", range(1, 9)), _docs("modern", range(9, 25)))]})
+    out.append({"name": "one vs one", "what": "one pastiche / verse / legal document vs one modern draft",
+                "audits": [([a], [b]) for a, b in zip(_docs("archaic", six) + _docs("verse", six) + _docs("legal", six),
+                                                       _docs("modern", range(1, 19)))]})
+    out.append({"name": "short documents", "what": f"first ~{SHORT_WORDS} words: encyclopedic and archaic "
+                "suspects vs modern clean",
+                "audits": [([f"short:{s}"], [f"short:{c}" for c in _docs("modern", range(1, 25))])
+                           for s in _docs("encyclopedic", range(1, 4)) + _docs("archaic", range(1, 4))]})
+    mixed = [d for style in ("modern", "description", "dialogue", "legal", "archaic", "verse")
+             for d in _docs(style, range(21, 25) if style not in ("dialogue", "verse") else range(17, 21))]
+    one_each("encyclopedic vs mixed clean", "encyclopedic", mixed,
+             "reference-work articles vs a clean set of 24 documents from six other styles")
+    one_each("encyclopedic vs modern", "encyclopedic", _docs("modern", range(1, 25)),
+             "reference-work articles (a style models read a lot) vs modern narrative")
+    return out
+
+
+def _params(args) -> dict[str, Any]:
+    return {"neighborhood": {"n_neighbours": args.neighbours}} if "neighborhood" in args.scores else {}
+
+
+def load_battery(passage_words: int):
+    import copyprobe
+
+    examples = []
+    for style in STYLES:
+        dataset = copyprobe.load_dataset(str(BATTERY / style), passage_words=passage_words)
+        examples += dataset.examples
+    short = []
+    first: dict[str, str] = {}
+    for e in examples:
+        first.setdefault(e.doc_id, e.text)
+    for doc, text in first.items():
+        words = text.split()[:SHORT_WORDS]
+        short.append(copyprobe.Example(id=f"short:{doc}:1", text=" ".join(words), doc_id=f"short:{doc}"))
+    return examples + short
+
+
+def verdict_counts(rows, texts, method, audits, alpha, test):
+    from copyprobe.evaluation.verdicts import audit_verdicts
+
+    by_doc: dict[str, list[dict]] = {}
+    for r in rows:
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    counts = {"audits": 0, "documents": 0, "evidence": 0, "no evidence": 0, "cannot tell": 0,
+              "unguarded_claims": 0, "guard_withheld": 0, "collections": 0, "collection_claims": 0}
+    for suspects, clean in audits:
+        subset = []
+        for label, docs in ((1, suspects), (0, clean)):
+            for d in docs:
+                for r in by_doc[d]:
+                    subset.append({**r, "label": label, "doc_id": f"{'suspect' if label else 'clean'}:{d}"})
+        report = audit_verdicts(subset, method, {}, alpha, texts, test=test)
+        counts["audits"] += 1
+        for doc in report["documents"]:
+            counts["documents"] += 1
+            counts[doc["verdict"]] += 1
+            p = doc.get("p_adjusted")
+            if p is not None and p <= alpha:
+                counts["unguarded_claims"] += 1
+                if doc["verdict"] != "evidence":
+                    counts["guard_withheld"] += 1
+        if report.get("collection"):
+            counts["collections"] += 1
+            counts["collection_claims"] += report["collection"]["verdict"] == "evidence"
+    return counts
+
+
+def run_battery(args) -> dict[str, Any]:
+    import copyprobe
+
+    examples = load_battery(args.passage_words)
+    methods = list(args.scores)
+    started = time.perf_counter()
+    with copyprobe.Session(args.model, batch_size=args.batch_size) as session:
+        result = copyprobe.detect(session, examples, methods, blind_baseline=False, n_bootstrap=0,
+                                  params=_params(args))
+    score_s = time.perf_counter() - started
+    rows = result.rows
+    texts = {e.id: e.text for e in examples}
+    table = []
+    for sc in scenarios():
+        for method in methods:
+            for test in TESTS:
+                for alpha in ALPHAS:
+                    counts = verdict_counts(rows, texts, method, sc["audits"], alpha, test)
+                    table.append({"scenario": sc["name"], "method": method, "test": test, "alpha": alpha, **counts})
+    failures = sum(1 for r in rows for m in methods if r.get(m) is None)
+    return {"model": args.model, "passage_words": args.passage_words, "n_documents": len({e.doc_id for e in examples}),
+            "n_passages": len(examples), "methods": methods, "neighbours": args.neighbours, "score_s": round(score_s, 1),
+            "failed_scores": failures, "scenarios": [{k: v for k, v in sc.items() if k != "audits"} |
+                                                     {"n_audits": len(sc["audits"])} for sc in scenarios()],
+            "table": table, "command": ["python", *sys.argv]}
+
+
+def run_power(args) -> dict[str, Any]:
+    import copyprobe
+    from copyprobe.evaluation.verdicts import audit_verdicts
+    from scipy.stats import binomtest
+
+    plant = Path(args.plant)
+    data = copyprobe.load_dataset(str(plant / "data.jsonl"))
+    examples = data.examples
+    docs: dict[str, int] = {}
+    for e in examples:
+        docs[e.doc_id] = e.label
+    members = sorted(d for d, lab in docs.items() if lab == 1)
+    nonmembers = sorted(d for d, lab in docs.items() if lab == 0)
+    half = len(nonmembers) // 2
+    clean_pool, held_nonmembers = nonmembers[:half], nonmembers[half:]
+    models = {"3 epochs": plant / "model"}
+    for sub in sorted((plant / "epochs").glob("*")) if (plant / "epochs").exists() else []:
+        models[f"{sub.name} epoch{'s' if sub.name != '1' else ''}"] = sub
+    out = {"plant": str(plant), "members": members, "nonmembers": nonmembers, "clean_pool": clean_pool,
+           "methods": list(args.scores), "rows": [], "command": ["python", *sys.argv]}
+    for label, model_dir in models.items():
+        started = time.perf_counter()
+        stripped = [replace(e, label=None) for e in examples]
+        with copyprobe.Session(f"hf:{model_dir}", batch_size=args.batch_size) as session:
+            result = copyprobe.detect(session, stripped, list(args.scores), blind_baseline=False, n_bootstrap=0,
+                                      params=_params(args))
+        score_s = time.perf_counter() - started
+        texts = {e.id: e.text for e in examples}
+        by_doc: dict[str, list[dict]] = {}
+        for r in result.rows:
+            by_doc.setdefault(r["doc_id"], []).append(r)
+
+        def audit(suspects, clean, method, alpha, test):
+            subset = [{**r, "label": 1, "doc_id": f"suspect:{d}"} for d in suspects for r in by_doc[d]]
+            subset += [{**r, "label": 0, "doc_id": f"clean:{d}"} for d in clean for r in by_doc[d]]
+            return audit_verdicts(subset, method, {}, alpha, texts, test=test)
+
+        for method in args.scores:
+            for test in TESTS:
+                for alpha in ALPHAS:
+                    for setting, clean_of in (
+                        (f"{len(clean_pool)} clean", lambda d: clean_pool),
+                        (f"{len(nonmembers) - 1} clean (all other non-members)",
+                         lambda d: [n for n in nonmembers if n != d]),
+                    ):
+                        found = sum(audit([m], clean_of(m), method, alpha, test)["documents"][0]["verdict"] == "evidence"
+                                    for m in members)
+                        others = held_nonmembers if "all" not in setting else nonmembers
+                        false = 0
+                        for n in others:
+                            clean = [c for c in (clean_pool if "all" not in setting else nonmembers) if c != n]
+                            false += audit([n], clean, method, alpha, test)["documents"][0]["verdict"] == "evidence"
+                        ci = binomtest(found, len(members)).proportion_ci(method="exact")
+                        out["rows"].append({"model": label, "method": method, "test": test, "alpha": alpha,
+                                            "setting": setting, "members_found": found, "n_members": len(members),
+                                            "found_ci": [round(ci.low, 3), round(ci.high, 3)],
+                                            "nonmember_claims": false, "n_nonmembers": len(others),
+                                            "score_s": round(score_s, 1)})
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="part", required=True)
+    for name in ("battery", "power"):
+        p = sub.add_parser(name)
+        p.add_argument("--model", default="smollm2-135m-instruct")
+        p.add_argument("--scores", default=",".join(SCORES), type=lambda s: [x for x in s.split(",") if x])
+        p.add_argument("--passage-words", type=int, default=64)
+        p.add_argument("--neighbours", type=int, default=10)
+        p.add_argument("--batch-size", type=int, default=8)
+        p.add_argument("--out", required=True)
+        if name == "power":
+            p.add_argument("--plant", required=True, help="a plant directory (copyprobe plant --split-by document)")
+    args = parser.parse_args(argv)
+    result = run_battery(args) if args.part == "battery" else run_power(args)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(summarise(result), indent=1))
+    return 0
+
+
+def summarise(result: dict[str, Any]) -> Any:
+    """False claims per (method, test, alpha) over the whole battery, or power rows."""
+    if "table" not in result:
+        return result["rows"]
+    totals: dict[tuple, dict[str, int]] = {}
+    for row in result["table"]:
+        key = (row["method"], row["test"], row["alpha"])
+        t = totals.setdefault(key, {"documents": 0, "false_claims": 0, "unguarded": 0, "cannot_tell": 0,
+                                    "collection_claims": 0})
+        t["documents"] += row["documents"]
+        t["false_claims"] += row["evidence"]
+        t["unguarded"] += row["unguarded_claims"]
+        t["cannot_tell"] += row["cannot tell"]
+        t["collection_claims"] += row["collection_claims"]
+    return {f"{m} {t} alpha={a}": v for (m, t, a), v in sorted(totals.items())}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Audit verdicts: the document is the unit of evidence, the model-free guard withholds a
+claim on a difference of style, p-values are uniform when suspect and clean documents are
+exchangeable, and too few clean documents give "cannot tell"."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from copyprobe.evaluation import guard as guard_mod
+from copyprobe.evaluation.verdicts import audit_verdicts, evenly_spaced, holm, rank_p, t_p, verdicts
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, normalise_verdict
+
+BATTERY = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "audit_battery"
+WORDS = ("the a of and to in was he she it that with for as on at by from river stone house light road water "
+         "field wind boat door hill morning bread window garden evening").split()
+
+
+def random_doc(rng: random.Random, n_passages: int = 3, words: int = 40) -> list[str]:
+    return [" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(n_passages)]
+
+
+def build(docs: dict[str, tuple[int, list[str], list[float | None]]]):
+    """docs: name -> (label, passages, scores) as the maps verdicts() takes."""
+    scores, doc_of, labels, texts = {}, {}, {}, {}
+    for name, (label, passages, values) in docs.items():
+        prefix = "suspect" if label else "clean"
+        for j, (text, value) in enumerate(zip(passages, values)):
+            i = f"{prefix}:{name}:{j}"
+            scores[i], doc_of[i], labels[i], texts[i] = value, f"{prefix}:{name}", label, text
+    return scores, doc_of, labels, texts
+
+
+def test_rank_and_t_p_values_against_their_definitions():
+    clean = [0.3, 1.2, -0.4, 0.8, 0.1, 0.5]
+    assert rank_p(2.0, clean) == pytest.approx(1 / 7)
+    assert rank_p(0.5, clean) == pytest.approx(4 / 7)  # the suspect itself + the clean 0.5, 0.8, 1.2
+    x = 2.0
+    m, s, k = np.mean(clean), np.std(clean, ddof=1), len(clean)
+    expected = stats.t.sf((x - m) / (s * math.sqrt(1 + 1 / k)), df=k - 1)
+    assert t_p(x, clean) == pytest.approx(expected, rel=1e-12)
+
+
+def test_holm_matches_the_step_down_rule():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, 2*0.03, 1*0.04, running max
+    expected = {3: 0.02, 0: 0.03, 2: 0.06, 1: 0.06}
+    got = holm(p)
+    for i, v in expected.items():
+        assert got[i] == pytest.approx(v)
+
+
+def test_evenly_spaced_indices():
+    assert evenly_spaced(10, 3) == [0, 4, 9] or evenly_spaced(10, 3) == [0, 5, 9]
+    assert evenly_spaced(5, 5) == [0, 1, 2, 3, 4]
+    assert len(set(evenly_spaced(7, 6))) == 6
+
+
+def test_document_score_uses_equal_passages_and_ignores_pooled_passage_count():
+    """A suspect with 30 passages is not stronger evidence than one with 3: the test is
+    over documents, each represented by the same number of passages."""
+    rng = random.Random(0)
+    docs = {f"c{i}": (0, random_doc(rng), [0.1 * i, 0.1 * i + 0.05, 0.1 * i - 0.05]) for i in range(9)}
+    docs["book"] = (1, random_doc(rng, 30), [2.0] * 30)
+    report = verdicts(*build(docs)[:3], alpha=0.05, texts=build(docs)[3], method="loss")
+    row = report["documents"][0]
+    assert report["test"]["passages_per_document"] == 3 and row["n_used"] == 3
+    assert row["p"] == pytest.approx(1 / 10)  # the best a rank test can do with 9 clean documents
+    assert row["verdict"] == CANNOT_TELL and "at least 19 documents" in row["reason"]
+
+
+def test_one_vs_one_is_cannot_tell_with_what_to_supply():
+    rng = random.Random(1)
+    docs = {"draft": (0, random_doc(rng), [0.0, 0.1, 0.0]), "pastiche": (1, random_doc(rng), [3.0, 3.0, 3.0])}
+    scores, doc_of, labels, texts = build(docs)
+    for test in ("rank", "t"):
+        report = verdicts(scores, doc_of, labels, 0.01, texts, test=test, method="loss")
+        row = report["documents"][0]
+        assert row["verdict"] == CANNOT_TELL, test
+        assert "give at least" in row["reason"] or "needs at least" in row["reason"]
+        assert report["summary"].startswith("Cannot tell whether the model was trained on pastiche")
+
+
+def _battery(style: str, n: int) -> list[str]:
+    return [(BATTERY / style / f"{style}-{i:02d}.txt").read_text() for i in range(1, n + 1)]
+
+
+def _paragraph_passages(text: str) -> list[str]:
+    return [p.strip() for p in text.split("\n\n") if p.strip()][:2]
+
+
+def test_guard_withholds_a_claim_on_a_pure_style_difference():
+    """A King James pastiche nobody trained on, scored far above 24 modern drafts (as a
+    model's likelihood does for a familiar style): the test alone would claim it; the
+    guard sees that the style alone sets it apart and says cannot tell."""
+    docs = {f"modern{i}": (0, _paragraph_passages(t), [0.01 * i, 0.01 * i])
+            for i, t in enumerate(_battery("modern", 24))}
+    docs["pastiche"] = (1, _paragraph_passages(_battery("archaic", 1)[0]), [5.0, 5.0])
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
+    row = report["documents"][0]
+    assert row["p"] == pytest.approx(1 / 25) and row["p"] <= 0.05  # the test alone would claim
+    assert row["style"]["rank"] == 1  # farther from the drafts than any draft is from the others
+    assert row["verdict"] == CANNOT_TELL and "style" in row["reason"]
+    assert "same genre and style" in row["reason"]
+
+
+def test_guard_lets_through_a_document_of_the_clean_documents_style():
+    """The same extreme score on a modern draft among modern drafts is evidence, unless it
+    happens to be the odd one out in style; pick the draft whose style is most typical."""
+    texts_all = _battery("modern", 24)
+    passages = {f"m{i}": _paragraph_passages(t) for i, t in enumerate(texts_all)}
+    names = list(passages)
+    standing = {}
+    for name in names:
+        others = [o for o in names if o != name]
+        standing[name] = guard_mod.guard(passages, [name], others)[name]["style"].rank
+    typical = sorted(names, key=lambda n: standing[n])[len(names) // 2]
+    docs = {n: (1 if n == typical else 0, passages[n], [5.0, 5.0] if n == typical else [0.01 * k, 0.0])
+            for k, n in enumerate(names)}
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
+    row = report["documents"][0]
+    assert row["verdict"] == EVIDENCE, row["reason"]
+    assert row["style"]["rank"] > 1 and "by style alone it ranks" in row["reason"]
+    assert report["summary"].startswith("Evidence that the model was trained on")
+
+
+def test_p_values_are_uniform_when_suspect_and_clean_are_exchangeable():
+    """Documents of one kind, scores with a document effect and passage noise: the
+    suspect is any one of them. t p-values are uniform (KS); the rank p-value is at most
+    j/(k+1) with probability j/(k+1); 'evidence' comes no more often than alpha."""
+    rng = random.Random(7)
+    nrng = np.random.default_rng(7)
+    t_values, rank_hits, claims, trials = [], 0, 0, 300
+    for _ in range(trials):
+        effects = nrng.normal(0, 1, 20)
+        docs = {}
+        for d in range(20):
+            values = list(effects[d] + nrng.normal(0, 0.5, 3))
+            docs[f"d{d}"] = (1 if d == 0 else 0, random_doc(rng, 3, 20), values)
+        scores, doc_of, labels, texts = build(docs)
+        rep_t = verdicts(scores, doc_of, labels, 0.05, texts, test="t", method="s")
+        rep_r = verdicts(scores, doc_of, labels, 0.05, texts, test="rank", method="s")
+        t_values.append(rep_t["documents"][0]["p"])
+        rank_hits += rep_r["documents"][0]["p"] <= 4 / 20 + 1e-12
+        claims += rep_t["documents"][0]["verdict"] == EVIDENCE
+    assert stats.kstest(t_values, "uniform").pvalue > 0.01
+    # P(rank p <= 4/20) = 4/20 = 0.2: 300 trials, a 99.9% binomial band
+    assert stats.binom.ppf(0.0005, trials, 0.2) <= rank_hits <= stats.binom.ppf(0.9995, trials, 0.2)
+    assert claims <= stats.binom.ppf(0.999, trials, 0.05)
+
+
+def test_failed_passages_and_unscored_documents():
+    rng = random.Random(3)
+    docs = {f"c{i}": (0, random_doc(rng), [0.1 * i, 0.0, 0.1]) for i in range(5)}
+    docs["broken"] = (1, random_doc(rng), [None, None, float("nan")])
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="decop")
+    row = report["documents"][0]
+    assert row["verdict"] == CANNOT_TELL and row["n_failed"] == 3 and "could be scored" in row["reason"]
+
+
+def test_several_suspects_get_holm_and_a_collection_verdict():
+    rng = random.Random(5)
+    docs = {f"c{i}": (0, random_doc(rng), [0.1 * i] * 3) for i in range(30)}
+    for j in range(3):
+        docs[f"s{j}"] = (1, random_doc(rng), [9.0 + j] * 3)
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
+    rows = report["documents"]
+    assert all(r["p"] == pytest.approx(1 / 31) for r in rows)
+    assert sorted(r["p_adjusted"] for r in rows) == pytest.approx([3 / 31] * 3)  # Holm: 3p, 2p, p -> running max
+    assert all(r["verdict"] == NO_EVIDENCE for r in rows)  # 3/31 > 0.05 after adjustment
+    coll = report["collection"]
+    expected = stats.mannwhitneyu([docs[f"s{j}"][2][0] for j in range(3)], [docs[f"c{i}"][2][0] for i in range(30)],
+                                  alternative="greater", method="exact").pvalue
+    assert coll["p"] == pytest.approx(expected)
+    assert coll["verdict"] in (EVIDENCE, CANNOT_TELL) and coll["p"] <= 0.05
+
+
+def test_audit_verdicts_leaves_out_training_rows_and_keeps_order():
+    rows = []
+    texts = {}
+    rng = random.Random(9)
+    for d in range(6):
+        for j in range(2):
+            i = f"clean:c{d}:{j}"
+            rows.append({"id": i, "doc_id": f"clean:c{d}", "label": 0, "loss": float(d)})
+            texts[i] = " ".join(rng.choice(WORDS) for _ in range(30))
+    for j in range(3):
+        i = f"suspect:s:{j}"
+        rows.append({"id": i, "doc_id": "suspect:s", "label": 1, "loss": 100.0 if j == 0 else -1.0})
+        texts[i] = " ".join(rng.choice(WORDS) for _ in range(30))
+    report = audit_verdicts(rows, "loss", {"loss": ["suspect:s:0"]}, 0.05, texts)
+    row = report["documents"][0]
+    assert row["n_passages"] == 2 and row["score"] == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("old,new", [("seen", EVIDENCE), ("inconclusive", CANNOT_TELL), ("not detected", NO_EVIDENCE),
+                                     ("untested", CANNOT_TELL), ("member", EVIDENCE), ("evidence", EVIDENCE)])
+def test_old_verdict_words_map_to_the_vocabulary(old, new):
+    assert normalise_verdict(old) == new
