@@ -108,7 +108,7 @@ def test_split_on_plain_file_is_a_config_error(tmp_path):
 
 
 def test_directory_that_is_not_a_dataset(tmp_path):
-    (tmp_path / "x.txt").write_text("hi")
+    (tmp_path / "x.xlsx").write_text("hi")  # neither a saved dataset nor a book
     with pytest.raises(DataError, match="not a Hugging Face dataset saved with save_to_disk"):
         load_dataset(tmp_path)
 
