@@ -14,7 +14,6 @@ only generates, and only with paraphrases supplied in the data or a paraphrasing
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,12 +46,17 @@ class AuditResult:
         return str(self.verdicts.get("summary", ""))
 
 
-def audit_examples(data: Any, role: str, label: int, **read_options: Any) -> list[Example]:
-    """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the role."""
+def audit_examples(data: Any, role: str, label: int, files: list | None = None,
+                   **read_options: Any) -> list[Example]:
+    """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the
+    role; the input files read (path, bytes, sha256) are appended to ``files``."""
     from copyprobe.data.readers import load_dataset
 
     if isinstance(data, (str, Path)):
-        examples = load_dataset(data, **read_options).examples
+        dataset = load_dataset(data, **read_options)
+        examples = dataset.examples
+        if files is not None:
+            files.extend(dataset.files)
         stem = Path(data).stem
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]
@@ -90,27 +94,6 @@ def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
         if all(p in clean_texts for p in passages):
             raise DataError(f"every passage of suspect document {name} is also in the clean set: the clean set "
                             f"must hold other documents, ones the model cannot have seen")
-
-
-def input_files(data: Any) -> list[dict[str, Any]]:
-    """Size and sha256 of every file an input path names (a directory: each file in it)."""
-    if not isinstance(data, (str, Path)):
-        return []
-    p = Path(data)
-    if p.is_dir():
-        paths = sorted(f for f in p.rglob("*") if f.is_file())
-    elif p.is_file():
-        paths = [p]
-    else:
-        return []
-    out = []
-    for f in paths:
-        digest = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        out.append({"path": str(f), "bytes": f.stat().st_size, "sha256": digest.hexdigest()})
-    return out
 
 
 def choose_method(method: str, capabilities: set[str] | frozenset[str], target_spec: str,
@@ -192,8 +175,9 @@ def audit(
         build_methods(list(params), {m: dict(v) for m, v in params.items()})
     out_dir = record.prepare_out_dir(out) if out is not None else None
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
-    suspect_examples = audit_examples(suspect, "suspect", 1, **options)
-    clean_examples = audit_examples(clean, "clean", 0, **options)
+    read_files: dict[str, list] = {"suspect": [], "clean": []}
+    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], **options)
+    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], **options)
     check_overlap(suspect_examples, clean_examples)
     examples = suspect_examples + clean_examples
 
@@ -213,7 +197,7 @@ def audit(
             "method": method, "alpha": alpha, "test": test,
             "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
             "clean": str(clean) if isinstance(clean, (str, Path)) else None,
-            "input_files": {"suspect": input_files(suspect), "clean": input_files(clean)},
+            "input_files": read_files,
         }
         result = detect(session, examples, [method], params={method: dict(params)} if params else None,
                         n_bootstrap=n_bootstrap, kind="audit", settings=settings, **detect_options)

@@ -11,6 +11,7 @@ from typing import Any
 
 from copyprobe.cli._common import (
     add_model_options,
+    add_passage_option,
     add_run_options,
     add_scoring_options,
     api_options,
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "1/alpha - 1 clean documents) or t (assumes normal document scores); default rank")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
+    add_passage_option(parser)
     add_scoring_options(parser, bootstrap=200)
     add_run_options(parser)
     add_model_options(parser)
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
             args.model, args.suspect, args.clean, args.method,
             params=params if args.method == "auto" else params.get(args.method),
             alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap,
-            read_options={"text_column": args.text_column, "doc_column": args.doc_column},
+            read_options={"text_column": args.text_column, "doc_column": args.doc_column,
+                          "passage_words": args.passage_words},
             cache=cache_setting(args), batch_size=args.batch_size, device=args.device, dtype=args.dtype,
             seed=args.seed, progress=progress, command=["copyprobe", *sys.argv[1:]],
             api_options=api_options(args),
