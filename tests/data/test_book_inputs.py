@@ -6,18 +6,23 @@ CLI, exit code 2). Fixture files are written here, in tmp_path."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import json
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from copyprobe.cli.main import main
 from copyprobe.data.books import (
     _is_page_number,
+    book_paragraphs,
     markdown_to_text,
     read_book,
     strip_page_furniture,
@@ -465,3 +470,35 @@ def test_detect_on_a_directory_of_a_pdf_and_a_docx(tmp_path, capsys, fake_model)
     assert fake_model.calls["token_logprobs"] == len(rows)
     code = main(["detect", "--model", "fake", "--data", str(shelf), "--passage-words", "0", "--out", str(out)])
     assert code == 2 and "--passage-words" in capsys.readouterr().err
+
+
+# -- damaged files never raise anything but a one-line DataError ---------------------------------
+
+@functools.cache
+def good_books() -> dict[str, bytes]:
+    """Valid files of each type, written once (a hypothesis test cannot take tmp_path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        return {".pdf": write_pdf(root / "a.pdf").read_bytes(), ".docx": write_docx(root / "a.docx").read_bytes(),
+                ".epub": write_epub(root / "a.epub").read_bytes(),
+                ".html": b"<html><body><p>Chapter one.</p><div>Two &amp; three</div></body></html>",
+                ".md": "# Title\n\nSome *text* [x](y) here,\nwrapped.\n".encode(),
+                ".txt": b"A hard-\nwrapped line.\n\nNext."}
+
+
+@pytest.mark.filterwarnings("ignore::copyprobe.errors.DataWarning")  # pages left without text
+@given(suffix=st.sampled_from([".pdf", ".docx", ".epub", ".html", ".md", ".txt"]),
+       edits=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 64), st.binary(max_size=16)), min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_damaged_books_give_text_or_one_line(suffix, edits):
+    data = bytearray(good_books()[suffix])
+    for where, cut, piece in edits:  # replace `cut` bytes at a point with `piece`
+        at = int(where * len(data))
+        data[at:at + cut] = piece
+    name = f"damaged{suffix}"
+    try:
+        paragraphs = book_paragraphs(bytes(data), name)
+    except DataError as exc:
+        assert "\n" not in str(exc) and name in str(exc)
+    else:
+        assert paragraphs and all(p and "\n" not in p and p == p.strip() for p in paragraphs)
