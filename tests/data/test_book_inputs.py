@@ -192,6 +192,40 @@ def test_running_lines_alternate_and_page_numbers_take_many_forms():
     assert strip_page_furniture([["Body of a one-page letter.", "", "  1  "]]) == [["Body of a one-page letter.", ""]]
 
 
+COLUMNS = [  # (left column, right column) of each page
+    (["In the beginning the river was narrow", "and the town on its banks was small,", "with one bridge and a mill that",
+      "ground the corn of every farm along", "the valley for many miles around."],
+     ["His son kept the accounts and drove", "the cart to market each week, and", "he came home late with news from",
+      "the city that nobody believed, so", "the village laughed at him until"]),
+    (["the day the soldiers came over the", "hill with their drums and banners", "and asked for bread and beds, and",
+      "the miller gave them both without", "a word of complaint or of thanks"],
+     ["because he had seen soldiers once", "before, when he was a boy, and he", "knew that they would leave in the",
+      "spring as they always did, taking", "the best horses and the youngest men."]),
+]
+
+
+def test_two_column_pages_read_left_column_then_right(tmp_path):
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "two.pdf"
+    c = canvas.Canvas(str(path), pagesize=A4)
+    width, height = A4
+    for n, (left, right) in enumerate(COLUMNS, start=1):
+        c.setFont("Helvetica", 9)
+        c.drawString(50, height - 40, "THE RIVER")
+        c.drawRightString(width - 50, height - 40, str(n))
+        c.setFont("Times-Roman", 10)
+        for i, (a, b) in enumerate(zip(left, right)):  # drawn line by line across both columns
+            c.drawString(50, height - 80 - 12 * i, a)
+            c.drawString(310, height - 80 - 12 * i, b)
+        c.showPage()
+    c.save()
+    words = " ".join(line for left, right in COLUMNS for line in left + right).split()
+    text = read_book(path)
+    assert text.split() == words and "RIVER" not in text
+
+
 def test_docx_body_paragraphs_and_tables_without_header_or_footer(tmp_path):
     text = read_book(write_docx(tmp_path / "orchard.docx"))
     assert text.split("\n\n") == [*DOCX_PARAGRAPHS, "Apples sour"]
