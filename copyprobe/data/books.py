@@ -210,7 +210,7 @@ def _decode_text(raw: bytes, name: str, fallback: str | None = None) -> str:
     controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
     if controls > max(3, len(text) // 50):  # text has next to none; binary data has many
         raise DataError(f"{name} looks like a binary file, not text ({controls} control characters)")
-    return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and old Mac line ends
 
 
 def _declared_charset(raw: bytes) -> str | None:

@@ -266,6 +266,9 @@ def test_text_unwrapped_dehyphenated_and_unicode_fixed(tmp_path):
         "The first line of a hard-wrapped paragraph goes on and on. A well-known example; the hard-wrapped "
         "form also appears.",
         "Second paragraph with mojibake: don’t."]
+    crlf = tmp_path / "crlf.md"
+    crlf.write_bytes(b"# Head\r\n\r\nOne exam-\r\nple line\r\nwrapped.\r\n")
+    assert read_book(crlf) == "Head\n\nOne example line wrapped."
     long_lines = tmp_path / "lines.txt"
     rows = [" ".join(f"w{i}x{j}" for j in range(30)) for i in range(3)]  # one paragraph per line, no blank lines
     long_lines.write_text("\n".join(rows))
