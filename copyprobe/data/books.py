@@ -17,7 +17,7 @@ formats and the cleaning; in short:
 * ``.epub``: the chapters in spine order, each read as HTML; DRM-encrypted chapters are
   refused.
 * ``.pdf`` (pypdf, text layer only): running headers and footers, page numbers removed;
-  lines unwrapped into paragraphs (a new paragraph after a blank line, at an indented
+  two-column pages read column by column; lines unwrapped into paragraphs (a new paragraph after a blank line, at an indented
   line, or after a short line).
 * ``.docx`` (python-docx): the body paragraphs and table rows in order (headers,
   footers and footnotes are not part of the body).
@@ -210,7 +210,7 @@ def _decode_text(raw: bytes, name: str, fallback: str | None = None) -> str:
     controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
     if controls > max(3, len(text) // 50):  # text has next to none; binary data has many
         raise DataError(f"{name} looks like a binary file, not text ({controls} control characters)")
-    return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and old Mac line ends
 
 
 def _declared_charset(raw: bytes) -> str | None:
@@ -393,6 +393,34 @@ def strip_page_furniture(pages: list[list[str]]) -> list[list[str]]:
     return out
 
 
+COLUMN_GAP = 3  # spaces between the columns of a two-column page, at least
+COLUMN_SHARE = 0.6  # of the page's lines that must show the gap at the same place
+
+
+def split_columns(lines: list[str]) -> list[str]:
+    """A page's layout-mode lines in reading order: when most lines have a run of spaces
+    covering the same position (a two-column page), the left column's lines come first,
+    then the right column's (dedented); other pages come back as they are."""
+    body = [line for line in lines if line.strip()]
+    if len(body) < 4:
+        return lines
+    votes: Counter[int] = Counter()
+    for line in body:
+        for gap in re.finditer(r"(?<=\S) {%d,}(?=\S)" % COLUMN_GAP, line):
+            votes.update(range(gap.start(), gap.end()))
+    if not votes:
+        return lines
+    most = max(votes.values())
+    if most < COLUMN_SHARE * len(body):
+        return lines
+    where = [x for x, n in votes.items() if n == most]
+    cut = where[len(where) // 2]
+    left = [line[:cut].rstrip() for line in lines]
+    right = [line[cut:] for line in lines]
+    indent = min(len(r) - len(r.lstrip()) for r in right if r.strip())
+    return left + [r[indent:].rstrip() for r in right]
+
+
 # -- lines to paragraphs ---------------------------------------------------------------
 
 _HYPHEN_END = re.compile(r"([^\W\d_]+)([-\u2010\u00ad])$")
@@ -513,7 +541,7 @@ def _pdf_text(raw: bytes, name: str) -> list[str]:
     pages = [fix_unicode(p).split("\n") for p in _pdf_pages(raw, name)]
     lines: list[str] = []
     for page in strip_page_furniture(pages):
-        body = [line.rstrip() for line in page]
+        body = [line.rstrip() for line in split_columns(page)]
         while body and not body[-1]:  # the space above a removed footer is no paragraph break
             body.pop()
         lines += body[next((i for i, line in enumerate(body) if line), len(body)):]

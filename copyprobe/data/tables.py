@@ -400,22 +400,23 @@ def _read_hf_dir(p: Path, name: str, split: str | None) -> tuple[Rows, list[str]
                               f"not a DatasetDict")
         digest_root = p
     rows = [(f"row {i}", r) for i, r in enumerate(ds.to_list())]
-    files = []
-    for f in sorted(x for x in digest_root.rglob("*") if x.is_file()):
-        files.append(file_record(str(Path(name) / f.relative_to(p)), f.read_bytes()))
-    return rows, list(ds.column_names), _hash_dir(digest_root), files
+    digest, files = _hash_dir(digest_root, Path(name) / digest_root.relative_to(p))
+    return rows, list(ds.column_names), digest, files
 
 
-def _hash_dir(root: Path) -> str:
-    """sha256 over the relative paths and contents of every file, in sorted order."""
+def _hash_dir(root: Path, shown: Path) -> tuple[str, list[dict[str, Any]]]:
+    """sha256 over the relative paths and contents of every file, in sorted order, and
+    each file's record (its path under ``shown``)."""
     h = hashlib.sha256()
+    files = []
     for f in sorted(x for x in root.rglob("*") if x.is_file()):
         rel = f.relative_to(root).as_posix().encode()
         h.update(len(rel).to_bytes(8, "big") + rel)
         with open(f, "rb") as fh:
             content = fh.read()
         h.update(len(content).to_bytes(8, "big") + content)
-    return h.hexdigest()
+        files.append(file_record(str(shown / f.relative_to(root)), content))
+    return h.hexdigest(), files
 
 
 def _union_columns(records: Iterable[dict[str, Any]]) -> list[str]:

@@ -6,18 +6,23 @@ CLI, exit code 2). Fixture files are written here, in tmp_path."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import json
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from copyprobe.cli.main import main
 from copyprobe.data.books import (
     _is_page_number,
+    book_paragraphs,
     markdown_to_text,
     read_book,
     strip_page_furniture,
@@ -187,6 +192,40 @@ def test_running_lines_alternate_and_page_numbers_take_many_forms():
     assert strip_page_furniture([["Body of a one-page letter.", "", "  1  "]]) == [["Body of a one-page letter.", ""]]
 
 
+COLUMNS = [  # (left column, right column) of each page
+    (["In the beginning the river was narrow", "and the town on its banks was small,", "with one bridge and a mill that",
+      "ground the corn of every farm along", "the valley for many miles around."],
+     ["His son kept the accounts and drove", "the cart to market each week, and", "he came home late with news from",
+      "the city that nobody believed, so", "the village laughed at him until"]),
+    (["the day the soldiers came over the", "hill with their drums and banners", "and asked for bread and beds, and",
+      "the miller gave them both without", "a word of complaint or of thanks"],
+     ["because he had seen soldiers once", "before, when he was a boy, and he", "knew that they would leave in the",
+      "spring as they always did, taking", "the best horses and the youngest men."]),
+]
+
+
+def test_two_column_pages_read_left_column_then_right(tmp_path):
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "two.pdf"
+    c = canvas.Canvas(str(path), pagesize=A4)
+    width, height = A4
+    for n, (left, right) in enumerate(COLUMNS, start=1):
+        c.setFont("Helvetica", 9)
+        c.drawString(50, height - 40, "THE RIVER")
+        c.drawRightString(width - 50, height - 40, str(n))
+        c.setFont("Times-Roman", 10)
+        for i, (a, b) in enumerate(zip(left, right)):  # drawn line by line across both columns
+            c.drawString(50, height - 80 - 12 * i, a)
+            c.drawString(310, height - 80 - 12 * i, b)
+        c.showPage()
+    c.save()
+    words = " ".join(line for left, right in COLUMNS for line in left + right).split()
+    text = read_book(path)
+    assert text.split() == words and "RIVER" not in text
+
+
 def test_docx_body_paragraphs_and_tables_without_header_or_footer(tmp_path):
     text = read_book(write_docx(tmp_path / "orchard.docx"))
     assert text.split("\n\n") == [*DOCX_PARAGRAPHS, "Apples sour"]
@@ -227,6 +266,9 @@ def test_text_unwrapped_dehyphenated_and_unicode_fixed(tmp_path):
         "The first line of a hard-wrapped paragraph goes on and on. A well-known example; the hard-wrapped "
         "form also appears.",
         "Second paragraph with mojibake: don’t."]
+    crlf = tmp_path / "crlf.md"
+    crlf.write_bytes(b"# Head\r\n\r\nOne exam-\r\nple line\r\nwrapped.\r\n")
+    assert read_book(crlf) == "Head\n\nOne example line wrapped."
     long_lines = tmp_path / "lines.txt"
     rows = [" ".join(f"w{i}x{j}" for j in range(30)) for i in range(3)]  # one paragraph per line, no blank lines
     long_lines.write_text("\n".join(rows))
@@ -465,3 +507,35 @@ def test_detect_on_a_directory_of_a_pdf_and_a_docx(tmp_path, capsys, fake_model)
     assert fake_model.calls["token_logprobs"] == len(rows)
     code = main(["detect", "--model", "fake", "--data", str(shelf), "--passage-words", "0", "--out", str(out)])
     assert code == 2 and "--passage-words" in capsys.readouterr().err
+
+
+# -- damaged files never raise anything but a one-line DataError ---------------------------------
+
+@functools.cache
+def good_books() -> dict[str, bytes]:
+    """Valid files of each type, written once (a hypothesis test cannot take tmp_path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        return {".pdf": write_pdf(root / "a.pdf").read_bytes(), ".docx": write_docx(root / "a.docx").read_bytes(),
+                ".epub": write_epub(root / "a.epub").read_bytes(),
+                ".html": b"<html><body><p>Chapter one.</p><div>Two &amp; three</div></body></html>",
+                ".md": "# Title\n\nSome *text* [x](y) here,\nwrapped.\n".encode(),
+                ".txt": b"A hard-\nwrapped line.\n\nNext."}
+
+
+@pytest.mark.filterwarnings("ignore::copyprobe.errors.DataWarning")  # pages left without text
+@given(suffix=st.sampled_from([".pdf", ".docx", ".epub", ".html", ".md", ".txt"]),
+       edits=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 64), st.binary(max_size=16)), min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_damaged_books_give_text_or_one_line(suffix, edits):
+    data = bytearray(good_books()[suffix])
+    for where, cut, piece in edits:  # replace `cut` bytes at a point with `piece`
+        at = int(where * len(data))
+        data[at:at + cut] = piece
+    name = f"damaged{suffix}"
+    try:
+        paragraphs = book_paragraphs(bytes(data), name)
+    except DataError as exc:
+        assert "\n" not in str(exc) and name in str(exc)
+    else:
+        assert paragraphs and all(p and "\n" not in p and p == p.strip() for p in paragraphs)
