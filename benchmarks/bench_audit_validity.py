@@ -141,6 +141,43 @@ def verdict_counts(rows, texts, method, audits, alpha, test):
     return counts
 
 
+def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float], dict[str, int]]:
+    """The dataset-inference combination (feature_agg, Maini et al.): it learns from the
+    audit's own suspect and clean passages, so each audit fits it anew (`copyprobe audit
+    --method feature_agg`); its fitted rows are left out of the verdicts."""
+    import copyprobe
+    from copyprobe.evaluation.verdicts import audit_verdicts
+
+    by_doc: dict[str, list] = {}
+    for e in examples:
+        by_doc.setdefault(e.doc_id, []).append(e)
+    out: dict[tuple[str, float], dict[str, int]] = {}
+    for suspects, clean in audits:
+        s_ex = [e for d in suspects for e in by_doc[d]]
+        c_ex = [e for d in clean for e in by_doc[d]]
+        result = copyprobe.audit(session, s_ex, c_ex, "feature_agg", params={"n_train": max(4, (len(s_ex) + len(c_ex)) // 2)},
+                                 blind_baseline=False, n_bootstrap=0, seed=seed)
+        texts = {e.id: e.text for e in result.detect.examples}
+        for test in TESTS:
+            for alpha in ALPHAS:
+                report = audit_verdicts(result.detect.rows, "feature_agg", result.detect.record.train_ids, alpha, texts,
+                                        test=test)
+                c = out.setdefault((test, alpha), {"audits": 0, "documents": 0, "evidence": 0, "no evidence": 0,
+                                                   "cannot tell": 0, "unguarded_claims": 0, "guard_withheld": 0,
+                                                   "collections": 0, "collection_claims": 0})
+                c["audits"] += 1
+                for doc in report["documents"]:
+                    c["documents"] += 1
+                    c[doc["verdict"]] += 1
+                    if doc.get("p_adjusted") is not None and doc["p_adjusted"] <= alpha:
+                        c["unguarded_claims"] += 1
+                        c["guard_withheld"] += doc["verdict"] != "evidence"
+                if report.get("collection"):
+                    c["collections"] += 1
+                    c["collection_claims"] += report["collection"]["verdict"] == "evidence"
+    return out
+
+
 def run_battery(args) -> dict[str, Any]:
     import copyprobe
 
@@ -150,10 +187,14 @@ def run_battery(args) -> dict[str, Any]:
     with copyprobe.Session(args.model, batch_size=args.batch_size) as session:
         result = copyprobe.detect(session, examples, methods, blind_baseline=False, n_bootstrap=0,
                                   params=_params(args))
-    score_s = time.perf_counter() - started
+        score_s = time.perf_counter() - started
+        di = {sc["name"]: di_counts(session, examples, sc["audits"]) for sc in scenarios()} if args.di else {}
     rows = result.rows
     texts = {e.id: e.text for e in examples}
     table = []
+    for name, per in di.items():
+        for (test, alpha), counts in per.items():
+            table.append({"scenario": name, "method": "feature_agg", "test": test, "alpha": alpha, **counts})
     for sc in scenarios():
         for method in methods:
             for test in TESTS:
@@ -239,6 +280,8 @@ def main(argv=None) -> int:
         p.add_argument("--passage-words", type=int, default=64)
         p.add_argument("--neighbours", type=int, default=10)
         p.add_argument("--batch-size", type=int, default=8)
+        p.add_argument("--di", action="store_true", help="also the dataset-inference combination (feature_agg), "
+                       "fitted per audit")
         p.add_argument("--out", required=True)
         if name == "power":
             p.add_argument("--plant", required=True, help="a plant directory (copyprobe plant --split-by document)")

@@ -60,7 +60,10 @@ def load_examples(data: Any) -> tuple[list[Example], dict[str, Any]]:
             "n_rows": data.n_rows,
             "n_skipped": data.n_skipped,
             "columns": data.columns,
+            "files": list(data.files),  # path, bytes and sha256 of every input file
         }
+        if data.passage_words is not None:
+            info["passage_words"] = data.passage_words
         return list(data.examples), info
     examples = [
         item if isinstance(item, Example) else Example(id=str(i), text=str(item))

@@ -3,6 +3,8 @@ recomputes every derived file from it byte for byte without loading a model."""
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 
 import pytest
@@ -120,8 +122,13 @@ def test_rescore_reproduces_audit_verdicts(tmp_path, monkeypatch):
                              cache=False, command=["copyprobe", "audit"])
     assert result.out == tmp_path / "audit" and result.verdicts["method"] == "loss"
     run_dir = tmp_path / "audit"
-    assert load_run(run_dir).record.audit == {"method": "loss", "alpha": 0.05, "suspect": str(suspect),
-                                              "clean": str(clean)}
+    recorded = load_run(run_dir).record.audit
+    assert {k: recorded[k] for k in ("method", "alpha", "test", "suspect", "clean")} == {
+        "method": "loss", "alpha": 0.05, "test": "rank", "suspect": str(suspect), "clean": str(clean)}
+    for side, path in (("suspect", suspect), ("clean", clean)):
+        (entry,) = recorded["input_files"][side]
+        assert entry["bytes"] == path.stat().st_size
+        assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     files = {name: (run_dir / name).read_bytes() for name in ("metrics.json", "verdicts.json")}
     for name in files:
         (run_dir / name).unlink()
