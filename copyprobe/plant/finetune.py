@@ -45,6 +45,7 @@ from copyprobe.errors import ConfigError, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
+from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
 # Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
@@ -347,27 +348,25 @@ def data_rows(passages, member_set: set[int], split_by: str, seed: int) -> list[
     return rows
 
 
-def _prepare_out(out: Path, key: str, force: bool) -> str:
-    """'new', 'resume' or 'done'. Refuses to overwrite anything that is not this plant."""
+def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] | None]:
+    """('new' | 'resume' | 'done', the plant.json found). Refuses to overwrite anything
+    that is not this plant."""
     record = out / "plant.json"
     if not out.exists():
         out.mkdir(parents=True)
-        return "new"
+        return "new", None
     if not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
     if not record.is_file():
         if any(out.iterdir()):
             raise ConfigError(f"--out {out} exists, is not empty and is not a plant directory; choose another --out")
-        return "new"
-    try:
-        previous = json.loads(record.read_text())
-    except (OSError, ValueError):
-        previous = {}
-    if previous.get("settings_key") == key and not force:
-        if previous.get("status") == "done" and (out / "model" / "config.json").is_file():
-            return "done"
-        return "resume"
+        return "new", None
     if not force:
+        previous = read_checked(record, what="plant directory")
+        if previous["settings_key"] == key:
+            if previous["status"] == "done" and (out / "model" / "config.json").is_file():
+                return "done", previous
+            return "resume", previous
         raise ConfigError(
             f"--out {out} holds a plant made with other settings (model, corpus or training); "
             "use another --out, or --force to replace it"
@@ -378,7 +377,7 @@ def _prepare_out(out: Path, key: str, force: bool) -> str:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
-    return "new"
+    return "new", None
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):
@@ -411,13 +410,11 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
     fingerprint = hash_weights(source.kind, source.path)
     key = _settings_key(settings, fingerprint, corpus.sha256)
-    state_of_out = _prepare_out(out, key, settings.force)
+    state_of_out, previous = _prepare_out(out, key, settings.force)
     if state_of_out == "done":
         log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
-        record = json.loads((out / "plant.json").read_text())
-        record["reused"] = True
-        return record
-    previous_losses = record_prev_losses(out) if state_of_out == "resume" else {}
+        return {**previous, "reused": True}
+    previous_losses = (previous.get("losses_eval") or {}) if state_of_out == "resume" else {}
 
     # data first: an interrupted run still has its labelled passages
     rows = data_rows(corpus.passages, set(members), settings.split_by, settings.seed)
@@ -635,11 +632,3 @@ def plant_run_record(record: dict[str, Any]) -> RunRecord:
         plant={key: record.get(key) for key in ("model", "split", "training", "device", "steps",
                                                 "losses_eval", "loss_curve", "epoch_models", "settings_key")},
     )
-
-
-def record_prev_losses(out: Path) -> dict[str, Any]:
-    """Evaluation losses recorded before an interruption (kept across a resume)."""
-    try:
-        return json.loads((out / "plant.json").read_text()).get("losses_eval") or {}
-    except (OSError, ValueError):
-        return {}
