@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from copyprobe.errors import ConfigError
 
@@ -241,28 +241,6 @@ class Items(Constraint):
         return tuple(self.inner.parse(part) for part in text.split(",") if part.strip())
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule(Constraint):
-    """A constraint given by a function: ``test(value)`` is True when acceptable,
-    ``reader`` turns a command-line string into a value."""
-
-    test: Callable[[Any], bool]
-    text: str
-    reader: Callable[[str], Any] | None = None
-
-    def check(self, value: Any) -> bool:
-        try:
-            return bool(self.test(value))
-        except (ValueError, TypeError, ConfigError):
-            return False
-
-    def describe(self) -> str:
-        return self.text
-
-    def parse(self, text: str) -> Any:
-        return self.reader(text) if self.reader else text.strip()
-
-
 PORT = Integer(1, 65535)
 
 
@@ -393,15 +371,3 @@ def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
 
     convert.__name__ = flag  # argparse names the type in its messages
     return convert
-
-
-def check_all(values: dict[str, Any], constraints: dict[str, Constraint], prefix: str = "") -> None:
-    """Validate several values at once (the first bad one raises)."""
-    for name, value in values.items():
-        constraint = constraints.get(name)
-        if constraint is not None:
-            constraint.validate(value, f"{prefix}{name}")
-
-
-def describe_all(constraints: dict[str, Constraint], names: Sequence[str]) -> dict[str, str]:
-    return {name: constraints[name].describe() for name in names if name in constraints}

@@ -27,9 +27,9 @@ from typing import Any
 
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import read_json, read_jsonl, utc_now, versions, write_json, write_jsonl
+from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_checked, scores_row
 
 FORMAT_VERSION = 1
-KINDS = ("detect", "audit", "copying", "plant", "canary")
 
 # kind -> the files besides run.json that hold its results (name -> JSON lines?)
 RESULT_FILES: dict[str, dict[str, bool]] = {
@@ -95,32 +95,28 @@ class RunRecord:
     def from_json(cls, data: Any, where: str = "run.json") -> "RunRecord":
         if not isinstance(data, dict):
             raise DataError(f"{where} is not a JSON object")
+        check(data, RUN, where)
         version = data.get("format_version", 0)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise DataError(f"{where}: format_version must be a non-negative integer, got {version!r}")
         if version > FORMAT_VERSION:
             raise DataError(f"{where} has format_version {version}, written by a newer copyprobe "
                             f"(this one reads up to {FORMAT_VERSION}); upgrade copyprobe to read it")
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        if version >= 1:  # every versioned writer wrote these: one missing is damage, never a default
+            check(data, obj(required=dict.fromkeys(("kind", "command", "created"), ANY)), where)
+        elif not known & set(data):
+            raise DataError(f"{where} is not a copyprobe run record (it has none of its keys: "
+                            "format_version, kind, command, methods, ...)")
         values = {k: v for k, v in data.items() if k in known}
         values["format_version"] = version
         values.setdefault("kind", _legacy_kind(data))
         values.setdefault("command", [])
         values.setdefault("created", "")
-        for name, expected in _FIELD_TYPES.items():
-            if name in values and values[name] is not None and not isinstance(values[name], expected):
-                raise DataError(f"{where}: '{name}' must be a {expected.__name__}, got {type(values[name]).__name__}")
         record = cls(**values)
         record.extra = {k: v for k, v in data.items() if k not in known}
         return record
 
 
 _OPTIONAL_SECTIONS = {"blind_baseline", "model", "n_passages", "n_tokens", "seed", "audit", "copying", "mitigation", "canary", "plant"}
-_FIELD_TYPES: dict[str, type] = {
-    "kind": str, "command": list, "methods": dict, "data": dict, "timings": dict, "cache": dict,
-    "requests": dict, "bootstrap": dict, "train_ids": dict, "failures": list, "notes": list,
-    "versions": dict, "models": dict,
-}
 
 
 def _legacy_kind(data: dict[str, Any]) -> str:
@@ -159,12 +155,13 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     files: dict[str, Any] = {}
     names = dict(RESULT_FILES.get(record.kind, {}))
     names.update({"verdicts.json": False, "canary.json": False, "metrics.json": False})
-    for name, lines in names.items():
-        required = name == "scores.jsonl"
-        value = (read_jsonl if lines else read_json)(path / name, required=required)
-        if value is not None and not lines and not isinstance(value, dict):
-            raise DataError(f"{path / name} is not a JSON object")
-        files[name.split(".")[0]] = value
+    for name in names:
+        shape = None
+        if name == "scores.jsonl":
+            shape = scores_row(list(record.methods))
+        elif name == "metrics.json" and record.kind == "copying":
+            shape = COPYING_METRICS
+        files[name.split(".")[0]] = read_checked(path / name, shape, required=name == "scores.jsonl")
     return Run(dir=path, record=record, **files)
 
 

@@ -10,6 +10,10 @@ directory (see ``copyprobe.backends.hf.load_gguf``), so only the first run pays 
 tokenizer that adds a BOS token: fast, need no files, and exercise the same code paths.
 ``tiny_gguf`` is a random llama-architecture GGUF file (float32 tensors, byte-level
 "gpt2" tokenizer) for testing GGUF loading and its conversion cache in seconds.
+
+``fake_openai`` starts the one fake OpenAI-compatible server (``fake_openai.py``):
+``fake_openai(corpus=..., api_key=..., answer=...)``; every server started is closed
+after the test.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from fake_openai import FakeOpenAIServer
 from model_helpers import (  # noqa: F401
     make_byte_tokenizer,
     make_tiny_backend,
@@ -31,6 +36,20 @@ if os.environ.get("COPYPROBE_TEST_THREADS"):
     import torch
 
     torch.set_num_threads(int(os.environ["COPYPROBE_TEST_THREADS"]))
+
+
+@pytest.fixture
+def fake_openai():
+    servers = []
+
+    def start(**kwargs) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(**kwargs)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
 
 
 def _alias_backend(alias: str, **options):

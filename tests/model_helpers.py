@@ -116,6 +116,37 @@ FAMOUS_AND_NONSENSE = [
 ]
 
 
+# Three short texts and the formulas' reference computation for the method tests on the
+# tiny random model: each method's score against an unbatched forward pass.
+SHORT_TEXTS = ["The cat sat on the mat and looked at the rain outside.",
+               "Seven reluctant spreadsheets negotiated quietly with a purple umbrella.",
+               "In the beginning was the word, and the word was with God."]
+
+
+def forward(backend, text):
+    """(token ids, log-prob of each scored token, full log-softmax rows) from one plain forward pass."""
+    import numpy as np
+    import torch
+
+    ids = backend.tokenizer(text).input_ids
+    with torch.no_grad():
+        logprobs = torch.log_softmax(backend.model(torch.tensor([ids])).logits[0].double(), -1)
+    values = np.array([logprobs[p - 1, ids[p]].item() for p in range(1, len(ids))])
+    return ids, values, logprobs[:-1]
+
+
+def score_texts(backend, name, params=None, texts=SHORT_TEXTS):
+    """({id: score}, the detect result) of one method on ``texts`` (ids "0", "1", ...)."""
+    import copyprobe
+    from copyprobe.data.example import Example
+    from copyprobe.session import Session
+
+    examples = [Example(id=str(i), text=t) for i, t in enumerate(texts)]
+    result = copyprobe.detect(Session(backend, cache=False), examples, [name],
+                              params={name: params} if params else None, n_bootstrap=0, blind_baseline=False)
+    return dict(zip(result.scores["id"], result.scores[name])), result
+
+
 def model_fixture(request, name: str = "smollm2"):
     """The session fixture ``name`` of tests/conftest.py (skip where there is none)."""
     import pytest

@@ -24,6 +24,7 @@ from copyprobe.methods.base import ACCESS_CAPABILITIES, Method
 from copyprobe.params import Boolean, Integer, ModelSpec, OneOf, Optional, Real
 from copyprobe.registry import convert_param, make_method, method_class, method_names
 from copyprobe.session import Session
+from copyprobe.testing import RecordingBackend, answer_letter_then_echo, fake_corpus
 
 NAMES = method_names()
 
@@ -56,49 +57,11 @@ def runnable_params(name: str, freq_table: str) -> dict:
 
 
 def corpus() -> list[Example]:
-    words = "it was the best of times it was the worst of times it was the age of wisdom and folly".split()
-    rows = []
-    for i in range(24):
-        rotated = words[i % 7:] + words[: i % 7] + [f"w{i}", f"x{i}"]
-        text = " ".join(rotated * 3)
-        # DE-COP options as BookTection rows carry them (the fake model cannot paraphrase)
-        options = {f"Example_{letter}": " ".join(reversed(text.split()[k:] + text.split()[:k]))
-                   for k, letter in enumerate("BCD", start=1)}
-        meta = {"Example_A": text, **options, "Answer": "A"}
-        rows.append(Example(id=f"p{i}", text=text, label=i % 2, doc_id=f"d{i % 6}", meta=meta))
-    return rows
-
-
-class RecordingBackend(FakeBackend):
-    """FakeBackend that remembers the capabilities of every request a method sends it
-    (before the backend upgrades them, see Backend.canonical)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.asked: set[str] = set()
-        self._answering = False
-
-    def canonical(self, request):
-        if not self._answering:  # the runner's call, with the request as the method made it
-            self.asked |= request.capabilities()
-        return super().canonical(request)
-
-    def answer(self, requests, progress=None, on_result=None):
-        self._answering = True
-        try:
-            return super().answer(requests, progress=progress, on_result=on_result)
-        finally:
-            self._answering = False
-
-
-def answer_first_letter_then_echo(request) -> str:
-    # a letter first, so multiple-choice probes parse an answer; then the prompt's end
-    source = request.prompt or (request.messages[-1][1] if request.messages else "")
-    return "A " + " ".join(source.split()[-request.max_tokens:])
+    return fake_corpus(one_word=False)
 
 
 def run_end_to_end(name: str, params: dict, member_texts=()):
-    target = RecordingBackend(spec="fake-target", member_texts=member_texts, generate_fn=answer_first_letter_then_echo)
+    target = RecordingBackend(spec="fake-target", member_texts=member_texts, generate_fn=answer_letter_then_echo)
     others = {}
 
     def loader(spec):

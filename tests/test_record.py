@@ -77,7 +77,7 @@ def test_records_before_versioning_still_read_and_newer_ones_are_refused(tmp_pat
     with pytest.raises(DataError, match="newer copyprobe"):
         load_run(tmp_path / "run")
     path.write_text(json.dumps({**legacy, "methods": ["loss"]}))
-    with pytest.raises(DataError, match="'methods' must be a dict"):
+    with pytest.raises(DataError, match="'methods' must be an object, got a list"):
         load_run(tmp_path / "run")
 
 

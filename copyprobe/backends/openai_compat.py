@@ -69,19 +69,11 @@ from copyprobe.backends.base import (
     ChoiceLogprobsRequest,
     GenerateRequest,
     Generation,
+    RequestFailed,
     TokenLogprobs,
     TokenLogprobsRequest,
 )
 from copyprobe.errors import BackendError, ConfigError
-
-try:  # the core's marker for a request that failed for good
-    from copyprobe.backends.base import RequestFailed
-except ImportError:  # pragma: no cover - older base.py
-    from dataclasses import dataclass
-
-    @dataclass(frozen=True)
-    class RequestFailed:  # type: ignore[no-redef]
-        reason: str
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -230,6 +230,3 @@ def _fmt(value: Any) -> str:
         return "–"
     return f"{number:.3f}"
 
-
-def stderr(message: str) -> None:
-    print(message, file=sys.stderr)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 import warnings
 
@@ -79,6 +81,7 @@ def _main(argv: list[str] | None) -> int:
             "copyprobe: interrupted; finished work is in the cache — run the same command again to resume",
             file=sys.stderr,
         )
+        _interrupts.told = True
         return 130
     except MemoryError:
         print("copyprobe: error: out of memory; try a smaller --batch-size", file=sys.stderr)
@@ -129,8 +132,35 @@ def describe_unicode_error(exc: UnicodeError) -> str:
     return f"cannot encode or decode text ({one_line(exc)})"
 
 
-def entry() -> None:
-    sys.exit(main())
+class _Interrupts:
+    """SIGINT for the `copyprobe` program. The first Ctrl-C raises KeyboardInterrupt as
+    usual, so the run ends cleanly with its resume hint (waiting, e.g., for the API
+    requests in flight); a second one stops at once: exit 130, one line in all, never a
+    traceback from the cleanup it cut short."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.told = False  # the resume hint is printed: the second Ctrl-C adds no line
+
+    def __call__(self, signum, frame) -> None:
+        self.count += 1
+        if self.count == 1:
+            raise KeyboardInterrupt
+        if not self.told:
+            os.write(2, "copyprobe: interrupted twice; stopped at once — finished work is in the cache, "
+                        "run the same command again to resume\n".encode())
+        os._exit(130)  # skips the cleanup the user chose not to wait for; files are written atomically
+
+
+_interrupts = _Interrupts()
+
+
+def entry(argv: list[str] | None = None) -> None:
+    """The `copyprobe` program: :func:`main` with the Ctrl-C handling of a program (not
+    installed by ``main`` itself, which tests and embedding code call in-process)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
+        signal.signal(signal.SIGINT, _interrupts)
+    sys.exit(main(argv))
 
 
 if __name__ == "__main__":

@@ -204,13 +204,6 @@ class MemFreeLogitsProcessor(_base_class()):
             NgramIndex(n=n, kind=kind, capacity=1)  # check the settings now
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str], tokenizer: Any, n: int = 10, kind: str = "set",
-                   **index_options: Any) -> MemFreeLogitsProcessor:
-        proc = cls.deferred(texts, n=n, kind=kind, **index_options)
-        proc.bind(tokenizer)
-        return proc
-
-    @classmethod
     def deferred(cls, texts: Iterable[str], n: int = 10, kind: str = "set", **index_options: Any) -> MemFreeLogitsProcessor:
         return cls(None, texts=list(texts), n=n, kind=kind, **index_options)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from copyprobe.data.books import EPUB_SUFFIXES, TEXT_SUFFIXES, read_epub, read_text
 from copyprobe.data.books import html_to_text  # noqa: F401 - plant.corpus's name for it, kept
@@ -176,12 +176,3 @@ def load_corpus(
     for p in unique:
         digest.update(f"{p.id}\x1f{p.doc_id}\x1f{p.text}\x1e".encode())
     return Corpus(unique, [str(f) for f in files], digest.hexdigest(), n_dup, cut)
-
-
-def passages_from_texts(texts: Iterable[tuple[str, str]], passage_tokens: int,
-                        count_tokens: CountTokens = whitespace_count) -> list[Passage]:
-    """Cut several (doc_id, text) documents; used by the corpus builder script."""
-    out: list[Passage] = []
-    for doc_id, text in texts:
-        out.extend(cut_passages(text, passage_tokens, count_tokens, doc_id=doc_id))
-    return out

@@ -45,6 +45,7 @@ from copyprobe.errors import ConfigError, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
+from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
 # Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
@@ -347,27 +348,25 @@ def data_rows(passages, member_set: set[int], split_by: str, seed: int) -> list[
     return rows
 
 
-def _prepare_out(out: Path, key: str, force: bool) -> str:
-    """'new', 'resume' or 'done'. Refuses to overwrite anything that is not this plant."""
+def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] | None]:
+    """('new' | 'resume' | 'done', the plant.json found). Refuses to overwrite anything
+    that is not this plant."""
     record = out / "plant.json"
     if not out.exists():
         out.mkdir(parents=True)
-        return "new"
+        return "new", None
     if not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
     if not record.is_file():
         if any(out.iterdir()):
             raise ConfigError(f"--out {out} exists, is not empty and is not a plant directory; choose another --out")
-        return "new"
-    try:
-        previous = json.loads(record.read_text())
-    except (OSError, ValueError):
-        previous = {}
-    if previous.get("settings_key") == key and not force:
-        if previous.get("status") == "done" and (out / "model" / "config.json").is_file():
-            return "done"
-        return "resume"
+        return "new", None
     if not force:
+        previous = read_checked(record, what="plant directory")
+        if previous["settings_key"] == key:
+            if previous["status"] == "done" and (out / "model" / "config.json").is_file():
+                return "done", previous
+            return "resume", previous
         raise ConfigError(
             f"--out {out} holds a plant made with other settings (model, corpus or training); "
             "use another --out, or --force to replace it"
@@ -378,7 +377,7 @@ def _prepare_out(out: Path, key: str, force: bool) -> str:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
-    return "new"
+    return "new", None
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):
@@ -390,10 +389,41 @@ def _progress_bar(total: int, initial: int, enabled: bool):
 
 def plant(settings: PlantSettings, *, command: list[str] | None = None,
           log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
-    """Build (or resume, or reuse) a plant directory; returns the content of plant.json."""
+    """Build (or resume, or reuse) a plant directory; returns the content of plant.json.
+
+    Four steps: prepare (model files, tokenizer, corpus), split (members / non-members,
+    data.jsonl), train (or resume training), record (plant.json and run.json). Nothing is
+    written before the corpus is found splittable."""
     settings.validate()
     started = time.perf_counter()
     out = Path(settings.out).expanduser()
+    prepared = _prepare(settings)
+    members, nonmembers = _split(settings, prepared.corpus)
+    key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256)
+    state_of_out, previous = _prepare_out(out, key, settings.force)
+    if state_of_out == "done":
+        log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
+        return {**previous, "reused": True}
+    resume_from = previous if state_of_out == "resume" else None
+    token_ids, n_truncated = _write_data(settings, prepared, out, members)
+    record = _first_record(settings, prepared, out, key, command, members, nonmembers, n_truncated)
+    write_json(out / "plant.json", record)  # an interrupted run says what it was doing
+    trained = _train(settings, prepared, out, key, token_ids, members, nonmembers, record, resume_from, log)
+    return _final_record(settings, out, record, trained, token_ids, members, started)
+
+
+@dataclass
+class _Prepared:
+    """The base model's files and tokenizer, and the corpus cut into passages."""
+
+    source: LocalModel
+    tokenizer: Any
+    context: int | None
+    corpus: Corpus
+    fingerprint: str
+
+
+def _prepare(settings: PlantSettings) -> _Prepared:
     source = resolve_model(settings.model)
     tokenizer = load_tokenizer(source.kind, source.path)
     context = context_length(load_config(source.kind, source.path))
@@ -402,50 +432,52 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
             f"--passage-tokens {settings.passage_tokens} is longer than the model context "
             f"({context} tokens); use at most {context}"
         )
-    corpus: Corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
-                                 text_column=settings.text_column)
+    corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
+                         text_column=settings.text_column)
+    return _Prepared(source, tokenizer, context, corpus, hash_weights(source.kind, source.path))
+
+
+def _split(settings: PlantSettings, corpus: Corpus) -> tuple[list[int], list[int]]:
+    """(member, non-member) passage indices, drawn with the settings' seed."""
     if settings.split_by == "document":
-        members, nonmembers = split_documents([p.doc_id for p in corpus.passages],
-                                              settings.member_fraction, settings.seed)
-    else:
-        members, nonmembers = split_passages(corpus.passages, settings.member_fraction, settings.seed)
-    fingerprint = hash_weights(source.kind, source.path)
-    key = _settings_key(settings, fingerprint, corpus.sha256)
-    state_of_out = _prepare_out(out, key, settings.force)
-    if state_of_out == "done":
-        log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
-        record = json.loads((out / "plant.json").read_text())
-        record["reused"] = True
-        return record
-    previous_losses = record_prev_losses(out) if state_of_out == "resume" else {}
+        return split_documents([p.doc_id for p in corpus.passages], settings.member_fraction, settings.seed)
+    return split_passages(corpus.passages, settings.member_fraction, settings.seed)
 
-    # data first: an interrupted run still has its labelled passages
-    rows = data_rows(corpus.passages, set(members), settings.split_by, settings.seed)
-    write_jsonl(out / "data.jsonl", rows)
 
-    # tokenize; passages longer than the context are truncated for training (counted)
-    max_len = context or 10**9
+def _write_data(settings: PlantSettings, prepared: _Prepared, out: Path,
+                members: list[int]) -> tuple[list[list[int]], int]:
+    """Write data.jsonl first (an interrupted run still has its labelled passages) and
+    tokenize the passages: (token ids per passage, how many were truncated)."""
+    passages = prepared.corpus.passages
+    write_jsonl(out / "data.jsonl", data_rows(passages, set(members), settings.split_by, settings.seed))
+    # passages longer than the context are truncated for training (counted)
+    max_len = prepared.context or 10**9
     token_ids: list[list[int]] = []
     n_truncated = 0
-    for p in corpus.passages:
-        ids = tokenizer(p.text)["input_ids"]
+    for p in passages:
+        ids = prepared.tokenizer(p.text)["input_ids"]
         if len(ids) > max_len:
             ids = ids[:max_len]
             n_truncated += 1
         token_ids.append(ids)
     if n_truncated:
-        _warn(f"{n_truncated} passage(s) are longer than the model context ({context} tokens) and were "
+        _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
               "truncated for training; detection still sees their full text")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    return token_ids, n_truncated
 
-    record: dict[str, Any] = {
+
+def _first_record(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, command: list[str] | None,
+                  members: list[int], nonmembers: list[int], n_truncated: int) -> dict[str, Any]:
+    """plant.json as written before training (status "training")."""
+    source, corpus = prepared.source, prepared.corpus
+    return {
         "format": PLANT_FORMAT,
         "status": "training",
         "created": utc_now(),
         "command": command,
         "settings_key": key,
         "base_model": {"spec": settings.model, "kind": source.kind, "path": str(source.path),
-                       "fingerprint": fingerprint, "context": context},
+                       "fingerprint": prepared.fingerprint, "context": prepared.context},
         "model": f"hf:{out / 'model'}",
         "corpus": {"path": str(settings.corpus), "sources": corpus.sources, "sha256": corpus.sha256,
                    "n_passages": len(corpus.passages), "n_duplicates_dropped": corpus.n_duplicates,
@@ -457,14 +489,28 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         "training": settings.training(),
         "versions": versions(),
     }
-    write_json(out / "plant.json", record)
 
+
+@dataclass
+class _Trained:
+    """What training did, for the record."""
+
+    device: str
+    steps: int
+    steps_per_epoch: int
+    losses_eval: dict[str, Any]
+    seconds: dict[str, float]  # load_s, eval_s, train_s, save_s
+    epoch_seconds: list[float]
+    resumed_from_step: int | None
+
+
+def _trainable_model(settings: PlantSettings, prepared: _Prepared, device: str):
+    """The base model on ``device``, with LoRA adapters when asked."""
     import torch
 
-    device = resolve_device(settings.device, ACCELERATORS)
-    t0 = time.perf_counter()
     torch.manual_seed(settings.seed)
-    model = load_model(source)
+    model = load_model(prepared.source)
+    tokenizer = prepared.tokenizer
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     if settings.lora:
@@ -477,6 +523,21 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         model = get_peft_model(model, config)
     with _out_of_memory_hint(settings.batch_size, device, "moving the model to the device"):
         model.to(device)
+    return model
+
+
+def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, token_ids: list[list[int]],
+           members: list[int], nonmembers: list[int], record: dict[str, Any], resume_from: dict[str, Any] | None,
+           log: Callable[[str], None]) -> _Trained:
+    """Fine-tune on the members (from the checkpoint when resuming), measure the losses
+    before and after, save OUT/model."""
+    import torch
+
+    tokenizer = prepared.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    device = resolve_device(settings.device, ACCELERATORS)
+    t0 = time.perf_counter()
+    model = _trainable_model(settings, prepared, device)
     load_s = time.perf_counter() - t0
     if device.startswith("cuda") and torch.cuda.is_bf16_supported():
         autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
@@ -487,8 +548,8 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     eval_s = 0.0
     losses_eval: dict[str, Any] = {}
     ckpt_dir = out / "checkpoint"
-    resume = _load_checkpoint(ckpt_dir, key) if state_of_out == "resume" else None
-    if state_of_out != "resume" and ckpt_dir.exists():
+    resume = _load_checkpoint(ckpt_dir, key) if resume_from is not None else None
+    if resume_from is None and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     if resume is None and settings.eval_loss:
         t = time.perf_counter()
@@ -496,7 +557,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
             losses_eval["members_before"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
         eval_s += time.perf_counter() - t
     elif resume is not None:
-        losses_eval = dict(previous_losses)
+        losses_eval = dict(resume_from.get("losses_eval") or {})
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.0)
@@ -513,15 +574,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         start_epoch, start_step, global_step = resume["epoch"], resume["step_in_epoch"], resume["global_step"]
         if start_step >= steps_per_epoch:
             start_epoch, start_step = start_epoch + 1, 0
-        kept = []
-        if log_path.exists():
-            for line in log_path.read_text().splitlines():
-                try:
-                    if json.loads(line)["step"] <= global_step:
-                        kept.append(line)
-                except (ValueError, KeyError):
-                    continue
-        log_path.write_text("".join(k + "\n" for k in kept))
+        _keep_log_until(log_path, global_step)
         log(f"plant: resuming from checkpoint at step {global_step} of {total_steps}")
     else:
         log_path.write_text("")
@@ -586,35 +639,58 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
     model.to("cpu")
     _save_model(model, tokenizer, out / "model")
     save_s = time.perf_counter() - t
+    return _Trained(device=device, steps=global_step, steps_per_epoch=steps_per_epoch, losses_eval=losses_eval,
+                    seconds={"load_s": load_s, "eval_s": eval_s, "train_s": train_s, "save_s": save_s},
+                    epoch_seconds=epoch_seconds,
+                    resumed_from_step=resume["global_step"] if resume is not None else None)
 
-    steps = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+
+def _keep_log_until(log_path: Path, global_step: int) -> None:
+    """Drop the training log's lines after the checkpoint's step (they are trained again)."""
+    kept = []
+    if log_path.exists():
+        for line in log_path.read_text().splitlines():
+            try:
+                if json.loads(line)["step"] <= global_step:
+                    kept.append(line)
+            except (ValueError, KeyError):
+                continue
+    log_path.write_text("".join(k + "\n" for k in kept))
+
+
+def _final_record(settings: PlantSettings, out: Path, record: dict[str, Any], trained: _Trained,
+                  token_ids: list[list[int]], members: list[int], started: float) -> dict[str, Any]:
+    """plant.json completed (status "done", losses, timings) and run.json beside it."""
+    steps = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
     per_epoch: dict[int, list[float]] = {}
     for s in steps:
         per_epoch.setdefault(s["epoch"], []).append(s["loss"])
+    seconds = trained.seconds
     record.update({
         "status": "done",
         "finished": utc_now(),
-        "device": device,
-        "steps": global_step,
-        "steps_per_epoch": steps_per_epoch,
+        "device": trained.device,
+        "steps": trained.steps,
+        "steps_per_epoch": trained.steps_per_epoch,
         "n_train_tokens": sum(len(token_ids[i]) for i in members),
-        "losses_eval": losses_eval,
+        "losses_eval": trained.losses_eval,
         "loss_curve": {
             "first_step": steps[0]["loss"] if steps else None,
             "last_step": steps[-1]["loss"] if steps else None,
             "epoch_mean": {str(e): round(sum(v) / len(v), 6) for e, v in sorted(per_epoch.items())},
             "log": "train_log.jsonl",
         },
-        "timings": {"load_s": round(load_s, 3), "eval_s": round(eval_s, 3), "train_s": round(train_s, 3),
-                    "epoch_s": [round(s, 3) for s in epoch_seconds], "save_s": round(save_s, 3),
+        "timings": {"load_s": round(seconds["load_s"], 3), "eval_s": round(seconds["eval_s"], 3),
+                    "train_s": round(seconds["train_s"], 3),
+                    "epoch_s": [round(s, 3) for s in trained.epoch_seconds], "save_s": round(seconds["save_s"], 3),
                     "total_s": round(time.perf_counter() - started, 3)},
         "epoch_models": {str(k): f"hf:{out / 'epochs' / str(k)}" for k in range(1, settings.epochs)
                          if (out / "epochs" / str(k) / "config.json").is_file()} if settings.save_epochs else {},
-        "resumed_from_step": resume["global_step"] if resume is not None else None,
+        "resumed_from_step": trained.resumed_from_step,
     })
     write_json(out / "plant.json", record)
     write_run(out, plant_run_record(record), {})
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return record
 
 
@@ -635,11 +711,3 @@ def plant_run_record(record: dict[str, Any]) -> RunRecord:
         plant={key: record.get(key) for key in ("model", "split", "training", "device", "steps",
                                                 "losses_eval", "loss_curve", "epoch_models", "settings_key")},
     )
-
-
-def record_prev_losses(out: Path) -> dict[str, Any]:
-    """Evaluation losses recorded before an interruption (kept across a resume)."""
-    try:
-        return json.loads((out / "plant.json").read_text()).get("losses_eval") or {}
-    except (OSError, ValueError):
-        return {}

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -62,87 +60,10 @@ def default_answer(path: str, body: dict) -> dict:
     return {"data": [{"id": "m"}]}
 
 
-class FakeAPI:
-    """Each request pops the next scripted action (default: a correct answer).
-
-    Actions: ("ok",), ("status", code, headers, body_text), ("sleep", seconds),
-    ("garbled",), ("close",)."""
-
-    def __init__(self):
-        self.script: list[tuple] = []
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.delay = 0.0
-        self.in_flight = 0
-        self.peak_in_flight = 0  # most requests the server was handling at once
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self._reply(200, {}, json.dumps({"data": [{"id": "m"}]}).encode())
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with api.lock:
-                    api.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
-                    action = api.script.pop(0) if api.script else ("ok",)
-                    api.in_flight += 1
-                    api.peak_in_flight = max(api.peak_in_flight, api.in_flight)
-                try:
-                    self._act(action, body)
-                finally:
-                    with api.lock:
-                        api.in_flight -= 1
-
-            def _act(self, action, body):
-                if api.delay:
-                    time.sleep(api.delay)
-                if action[0] == "sleep":
-                    time.sleep(action[1])
-                    action = ("ok",)
-                if action[0] == "ok":
-                    self._reply(200, {}, json.dumps(default_answer(self.path, body)).encode())
-                elif action[0] == "status":
-                    self._reply(action[1], action[2], action[3].encode())
-                elif action[0] == "garbled":
-                    self._reply(200, {}, b'{"choices": [{"text": "unterminated')
-                elif action[0] == "close":
-                    self.close_connection = True
-                    self.wfile.flush()
-                    self.connection.close()
-
-            def _reply(self, code, headers, data):
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def api():
-    server = FakeAPI()
-    yield server
-    server.close()
+def api(fake_openai):
+    """The fake server with this file's answers (fixed texts and log-probs to check against)."""
+    return fake_openai(answer=default_answer)
 
 
 def backend_for(api, monkeypatch, key=SECRET, **kwargs):
@@ -182,11 +103,11 @@ def test_key_from_named_env_var_is_sent_and_none_for_local(api, monkeypatch):
     monkeypatch.setenv("MY_KEY", "k-123")
     backend = backend_for(api, monkeypatch, key=None, api_key_env="MY_KEY")
     backend.answer([GenerateRequest(prompt="hi")])
-    assert api.requests[-1]["headers"]["Authorization"] == "Bearer k-123"
+    assert api.log[-1]["headers"]["Authorization"] == "Bearer k-123"
     monkeypatch.delenv("MY_KEY")
     keyless = backend_for(api, monkeypatch, key=None)
     keyless.answer([GenerateRequest(prompt="hi")])
-    assert "Authorization" not in api.requests[-1]["headers"]
+    assert "Authorization" not in api.log[-1]["headers"]
 
 
 # -- request kinds ------------------------------------------------------------------------
@@ -195,7 +116,7 @@ def test_chat_generate_body_and_usage(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     (gen,) = backend.answer([GenerateRequest(messages=(("system", "be brief"), ("user", "hello")), max_tokens=5,
                                              temperature=0.7, seed=42, stop=("\n",), top_logprobs=2)])
-    sent = api.requests[-1]
+    sent = api.log[-1]
     assert sent["path"] == "/v1/chat/completions"
     assert sent["body"]["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
     assert sent["body"]["seed"] == 42 and sent["body"]["max_tokens"] == 5 and sent["body"]["stop"] == ["\n"]
@@ -210,16 +131,16 @@ def test_chat_generate_body_and_usage(api, monkeypatch):
 def test_top_k_is_sent_only_when_set(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     backend.answer([GenerateRequest(prompt="one", temperature=1.0, seed=1, top_k=50)])
-    assert api.requests[-1]["body"]["top_k"] == 50
+    assert api.log[-1]["body"]["top_k"] == 50
     backend.answer([GenerateRequest(prompt="two", temperature=1.0, seed=1)])
-    assert "top_k" not in api.requests[-1]["body"]  # OpenAI's own API refuses unknown fields
+    assert "top_k" not in api.log[-1]["body"]  # OpenAI's own API refuses unknown fields
 
 
 def test_completion_generate_without_seed(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     gens = backend.answer([GenerateRequest(prompt="one"), GenerateRequest(prompt="two")])
     assert [g.text for g in gens] == [" completion of one", " completion of two"]
-    assert all(r["path"] == "/v1/completions" and "seed" not in r["body"] for r in api.requests)
+    assert all(r["path"] == "/v1/completions" and "seed" not in r["body"] for r in api.log)
     assert backend.usage == {"requests": 2, "retries": 0, "failed": 0, "prompt_tokens": 20, "completion_tokens": 6}
 
 
@@ -232,7 +153,7 @@ def test_choice_logprobs_sum_token_variants(api, monkeypatch):
     # " A" and "A" are the same answer: log(0.3 + 0.2); C and D are not in the top-k
     assert chat == ChoiceLogprobs({"A": pytest.approx(math.log(0.5)), "B": pytest.approx(math.log(0.1))})
     assert completion.logprobs == {"C": pytest.approx(math.log(0.5)), "D": pytest.approx(math.log(0.25))}
-    by_path = {r["path"]: r["body"] for r in api.requests}  # sent concurrently: any order
+    by_path = {r["path"]: r["body"] for r in api.log}  # sent concurrently: any order
     chat_body = by_path["/v1/chat/completions"]
     assert chat_body["max_tokens"] == 1 and chat_body["top_logprobs"] == 20 and chat_body["temperature"] == 0
     assert by_path["/v1/completions"]["logprobs"] == 20 and by_path["/v1/completions"]["max_tokens"] == 1
@@ -253,7 +174,7 @@ def test_token_logprobs_via_echo_drops_the_generated_token(api, monkeypatch):
     assert tl.tokens == ["the", " cat", " sat", " down"]
     assert tl.logprobs == [-1.0, -2.0, -3.0]  # the first token is context only
     assert len(tl.token_ids) == 4 and tl.mu is None
-    echo = api.requests[-1]["body"]
+    echo = api.log[-1]["body"]
     assert echo["echo"] is True and echo["logprobs"] == 1 and echo["prompt"] == "the cat sat down"
 
 
@@ -264,10 +185,10 @@ def test_capabilities_distribution_stats_never_and_prompt_logprobs_probed(api, m
     with pytest.raises(CapabilityError, match="ngram_logprobs"):
         backend.check([TokenLogprobsRequest(text="a b c", stats=False, ngram=2)])
     backend.check([TokenLogprobsRequest(text="a b c", stats=False)])  # probe says yes
-    probes = [r for r in api.requests if r["body"].get("echo")]
+    probes = [r for r in api.log if r["body"].get("echo")]
     assert len(probes) == 1
     backend.check([TokenLogprobsRequest(text="x y", stats=False)])
-    assert len([r for r in api.requests if r["body"].get("echo")]) == 1  # probed once
+    assert len([r for r in api.log if r["body"].get("echo")]) == 1  # probed once
 
     no_echo = backend_for(api, monkeypatch)
     api.script = [("status", 400, {}, json.dumps({"error": {"message": "echo not supported"}}))]
@@ -283,7 +204,7 @@ def test_min_k_pp_fails_before_any_request(api, monkeypatch):
     method = make_method("min_k_pp")
     with pytest.raises(CapabilityError, match="distribution_stats"):
         drive({"x": method.run(Example("x", "some words to score here"))}, lambda spec: backend)
-    assert not [r for r in api.requests if r["body"].get("prompt") == "some words to score here"]
+    assert not [r for r in api.log if r["body"].get("prompt") == "some words to score here"]
 
 
 # -- retries and failures -------------------------------------------------------------------
@@ -396,7 +317,7 @@ def test_failed_request_fails_only_its_row_in_the_runner(api, monkeypatch):
 def test_token_logprobs_after_a_context_send_both_and_drop_the_context_tokens(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     (tl,) = backend.answer([TokenLogprobsRequest(text="the cat sat", context="prefix words ")])
-    echo = api.requests[-1]["body"]
+    echo = api.log[-1]["body"]
     assert echo["echo"] is True and echo["prompt"] == "prefix words the cat sat"
     # the fake server's tokens: "prefix" " words" " the" " cat" " sat" (+ generated " next");
     # " the" starts on the context's trailing space but ends in the text, so it is scored

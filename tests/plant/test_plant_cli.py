@@ -300,6 +300,25 @@ def test_out_dir_that_is_not_a_plant_is_left_alone(tiny, tmp_path, capsys):
     assert (out / "precious.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize("content,needle", [
+    ("[1, 2]", "plant.json: the file must be an object, got a list"),
+    ('{"name": "left-pad", "version": "1.3.0"}', "'format' is missing"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", "split": []}',
+     "'split' must be an object, got a list"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", '
+     '"split": {"n_members": "6", "n_nonmembers": 6, "seed": 0}}', "'split.n_members' must be an integer"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 1' + "0" * 400 + '}}', "beyond the float range"),
+    ('{"format": 1, "status": "done", "model": "m", "split": {}}', "'settings_key' is missing"),
+])
+def test_damaged_plant_json_in_out_is_one_line(tiny, tmp_path, capsys, content, needle):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "plant.json").write_text(content)
+    assert needle in run_error(args(tiny, out), capsys)
+    assert (out / "plant.json").read_text() == content  # read, never replaced without --force
+
+
 def test_python_api_returns_the_record(tiny, tmp_path):
     settings = PlantSettings(model=f"hf:{tiny / 'model'}", corpus=str(tiny / "book.txt"), out=str(tmp_path / "o"),
                              passage_tokens=16, epochs=1, batch_size=4, max_steps=2, progress=False)

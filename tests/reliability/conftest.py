@@ -1,5 +1,6 @@
-"""Fixtures for the reliability tests: the fake OpenAI-compatible server, and the real
-llama.cpp server fixture of tests/server/conftest.py (reused, not copied)."""
+"""Fixtures for the reliability tests: the real llama.cpp server fixture of
+tests/server/conftest.py (reused, not copied); the fake OpenAI-compatible server is the
+``fake_openai`` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_openai import FakeOpenAIServer  # noqa: E402
 
 _server_conftest = Path(__file__).parents[1] / "server" / "conftest.py"
 if _server_conftest.is_file():
@@ -22,17 +20,3 @@ if _server_conftest.is_file():
         llama_server = _module.llama_server
     except Exception:  # the black-box engineer's fixture is still being written
         pass
-
-
-@pytest.fixture
-def fake_openai():
-    servers = []
-
-    def start(**kwargs) -> FakeOpenAIServer:
-        server = FakeOpenAIServer(**kwargs)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()

@@ -21,7 +21,7 @@ import sys
 import time
 
 
-def main() -> int:
+def main() -> None:
     from copyprobe.backends import specs
     from copyprobe.backends.fake import FakeBackend
 
@@ -70,10 +70,10 @@ def main() -> int:
         return real_loader(spec, **kwargs)
 
     specs.load_backend = load_backend
-    from copyprobe.cli.main import main as cli_main
+    from copyprobe.cli.main import entry
 
-    return cli_main(argv)
+    entry(argv)  # the program's own entry point, Ctrl-C handling included
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -2,7 +2,7 @@
 
 ``FaultProxy(upstream)`` forwards every request to an OpenAI-compatible server
 (``upstream`` = ``http://127.0.0.1:PORT``; the real llama.cpp server when available, the
-fake one of ``fake_openai.py`` otherwise) and, with probability ``rate`` (drawn from a
+fake one of ``tests/fake_openai.py`` otherwise) and, with probability ``rate`` (drawn from a
 seeded ``random.Random``), answers with a fault instead:
 
 =============  ==============================================================
@@ -30,8 +30,10 @@ import random
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Sequence
+
+from fake_openai import LocalServer  # tests/ is on the path (tests/conftest.py)
 
 KINDS = ("429", "500", "timeout", "drop", "garbled")
 
@@ -45,7 +47,7 @@ def body_key(raw: bytes) -> str:
     return hashlib.sha256(canonical).hexdigest()[:16]
 
 
-class FaultProxy:
+class FaultProxy(LocalServer):
     def __init__(
         self,
         upstream: str,
@@ -156,12 +158,7 @@ class FaultProxy:
                 except OSError:
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.port = self.httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._serve(Handler)
 
     # -- accounting ------------------------------------------------------------------
     def faults(self) -> list[dict[str, Any]]:
@@ -171,10 +168,6 @@ class FaultProxy:
     def count(self, fault: str | None = None) -> int:
         with self.lock:
             return sum(1 for e in self.events if e["fault"] == fault)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     def __enter__(self) -> "FaultProxy":
         return self

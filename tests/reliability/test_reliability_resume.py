@@ -201,6 +201,35 @@ def test_ctrl_c_during_api_requests_exits_promptly(tmp_path, fake_openai, monkey
     assert waited < 10, waited
 
 
+def test_second_ctrl_c_exits_130_at_once_with_one_line(tmp_path, fake_openai):
+    """The first Ctrl-C waits for the API requests in flight (4 s each here); a second one
+    stops at once: exit 130, one line, no traceback from the threads being joined."""
+    from rel_util import cli_cmd
+
+    data = write_jsonl(tmp_path / "data.jsonl", make_passages(40, seed=2, words=70))
+    server = fake_openai()
+    server.delay = 4.0
+    proc = subprocess.Popen(
+        cli_cmd("detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data), "--methods",
+                "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"),
+        cwd=str(Path(__file__).parents[2]), env=env(OPENAI_API_KEY=""), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + 120
+    while len(server.log) < 8 and time.monotonic() < deadline:  # the first round is in flight
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # the first interrupt now waits for the requests in flight
+    assert proc.poll() is None, "the run ended before the second Ctrl-C"
+    second = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Traceback" not in stdout, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0], stderr
+    assert time.monotonic() - second < 3  # not after the 4 s answers in flight
+
+
 def test_black_box_run_killed_three_times_resends_nothing_committed(tmp_path, fake_openai):
     """The same with an API model, counted in the server's own log: prompts whose answers
     were committed before a kill never reach the server again."""

@@ -303,8 +303,8 @@ def test_training_rows_left_out(tmp_path):
     (lambda d: (d / "run.json").unlink(), "run.json does not exist"),
     (lambda d: (d / "scores.jsonl").write_text('{"id": "a"}\n{oops\n'), "line 2 is not valid JSON"),
     (lambda d: (d / "metrics.json").write_text("[1, 2"), "metrics.json is not valid JSON"),
-    (lambda d: (d / "verdicts.json").write_text('{"alpha": 0.01}'), "'documents' list"),
-    (lambda d: (d / "verdicts.json").write_text('{"documents": [{"verdict": "suspect"}]}'), "no 'doc_id'"),
+    (lambda d: (d / "verdicts.json").write_text('{"alpha": 0.01}'), "'documents' is missing"),
+    (lambda d: (d / "verdicts.json").write_text('{"documents": [{"verdict": "suspect"}]}'), "'documents[0].doc_id' is missing"),
 ])
 def test_broken_run_directories_raise_data_error(tmp_path, damage, message):
     run_dir = write_sample_run(tmp_path / "run", failures=False)

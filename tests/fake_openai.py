@@ -1,4 +1,5 @@
-"""A tiny OpenAI-compatible server on 127.0.0.1 for the reliability tests.
+"""The one fake OpenAI-compatible server of the tests, on 127.0.0.1 (the ``fake_openai``
+fixture of tests/conftest.py starts it and closes it after the test).
 
 It answers ``/v1/completions``, ``/v1/chat/completions`` and ``/v1/models`` the way a
 real server would, deterministically where a real one is deterministic:
@@ -16,8 +17,14 @@ With ``api_key`` set, every request must carry ``Authorization: Bearer <api_key>
 otherwise it gets a 401 whose message echoes the key it was given (as OpenAI's
 "Incorrect API key provided: ..." does), to check that clients do not repeat it.
 
-Every request is logged (``log``: time, path, body) so tests can count what reached the
-model.
+Every request is logged (``log``: time, path, body, headers) so tests can count what
+reached the model; ``in_flight`` / ``peak_in_flight`` count the requests being served.
+
+To test a client's handling of a bad server, ``script`` holds actions that the next
+requests take in turn (then answers resume): ``("ok",)``, ``("status", code, headers,
+body_text)``, ``("sleep", seconds)`` (then an answer), ``("garbled",)`` (a truncated JSON
+body), ``("close",)`` (the connection dropped without a response). ``answer=`` replaces
+the answers with a function ``(path, body) -> dict`` of the test's own.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 WORDS = (
     "river stone lantern quiet meadow silver harbour distant thunder velvet orchard candle "
@@ -46,14 +53,36 @@ def _hash_words(n: int, *parts: Any) -> list[str]:
     return [rng.choice(WORDS) for _ in range(n)]
 
 
-class FakeOpenAIServer:
-    def __init__(self, corpus: Iterable[str] = (), api_key: str | None = None, model: str = "tiny-model"):
+class LocalServer:
+    """An HTTP server on 127.0.0.1 in a daemon thread (this fake, and the fault proxy of
+    tests/reliability/fault_proxy.py): ``port``, ``base_url`` (with /v1), ``close()``."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeOpenAIServer(LocalServer):
+    def __init__(self, corpus: Iterable[str] = (), api_key: str | None = None, model: str = "tiny-model",
+                 answer: Callable[[str, dict], dict] | None = None):
         self.corpus = [" ".join(t.split()) for t in corpus]
         self.api_key = api_key
         self.model = model
+        self.answer_fn = answer or self.answer
         self.log: list[dict[str, Any]] = []
+        self.script: list[tuple] = []
         self.lock = threading.Lock()
         self.delay = 0.0  # seconds to wait before each answer (a slow model)
+        self.in_flight = 0
+        self.peak_in_flight = 0  # most requests the server was handling at once
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,38 +115,58 @@ class FakeOpenAIServer:
                     self._reply(400, {"error": {"message": "request body is not JSON"}})
                     return
                 with server.lock:
-                    server.log.append({"t": time.monotonic(), "path": self.path, "body": body})
-                if not self._authorised():
-                    return
+                    server.log.append({"t": time.monotonic(), "path": self.path, "body": body,
+                                       "headers": dict(self.headers)})
+                    action = server.script.pop(0) if server.script else ("ok",)
+                    server.in_flight += 1
+                    server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
+                try:
+                    if self._authorised():
+                        self._act(action, body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _act(self, action: tuple, body: dict) -> None:
                 if server.delay:
                     time.sleep(server.delay)
+                if action[0] == "sleep":
+                    time.sleep(action[1])
+                elif action[0] == "status":
+                    self._reply(action[1], action[3].encode(), action[2])
+                    return
+                elif action[0] == "garbled":
+                    self._reply(200, b'{"choices": [{"text": "unterminated')
+                    return
+                elif action[0] == "close":
+                    self.close_connection = True
+                    self.wfile.flush()
+                    self.connection.close()
+                    return
                 if body.get("model") != server.model:
                     self._reply(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
                     return
                 try:
-                    answer = server.answer(self.path, body)
+                    answer = server.answer_fn(self.path, body)
                 except KeyError as exc:
                     self._reply(400, {"error": {"message": f"missing field {exc}"}})
                     return
                 self._reply(200, answer)
 
-            def _reply(self, code: int, obj: dict) -> None:
-                data = json.dumps(obj).encode()
+            def _reply(self, code: int, obj: dict | bytes, headers: dict[str, str] | None = None) -> None:
+                data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.port = self.httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._serve(Handler)
 
     # -- answers -------------------------------------------------------------------
     def _continue(self, prompt: str, n: int, temperature: float, seed: Any) -> str:
@@ -176,7 +225,3 @@ class FakeOpenAIServer:
     def requests_for(self, path_suffix: str = "") -> list[dict]:
         with self.lock:
             return [r for r in self.log if r["path"].endswith(path_suffix)]
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

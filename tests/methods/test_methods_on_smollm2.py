@@ -1,5 +1,6 @@
-"""All seven issue-15 methods through ``detect`` on smollm2 (a few passages), and
-recall's KV-reused context against one plain forward pass on a real model."""
+"""ReCaLL, Con-ReCaLL, PAC, SaMIA, SURP, Tag&Tab and gradient norm through ``detect`` on
+smollm2 (a few passages), and recall's KV-reused context against one plain forward pass
+on a real model."""
 
 from __future__ import annotations
 

@@ -1,0 +1,185 @@
+"""Every file of a run directory is read through one validating loader: a hand-edited
+or foreign file is one line naming the file and the field, exit code 2, for rescore,
+report and canary test; an untouched run still rescores to the same bytes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import copyprobe
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+
+HUGE = 10 ** 400  # json reads it back as an int that no float holds
+FOREIGN = {"name": "left-pad", "version": "1.3.0", "dependencies": {}}  # a package.json
+FOREIGN_LINE = {"level": "info", "msg": "server started", "time": "2026-01-01T00:00:00Z"}  # a log line
+
+
+def _rows(n=16):
+    return [{"id": f"p{i}", "text": " ".join(f"w{(i * 5 + j) % 30}" for j in range(20)), "label": i % 2,
+             "doc_id": f"d{i % 4}"} for i in range(n)]
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One run directory of each kind that rescore reads, written by today's code on the fake backend."""
+    root = tmp_path_factory.mktemp("runs")
+    rows = _rows()
+    fake = FakeBackend(spec="fake", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    copyprobe.detect(fake, _write(root / "data.jsonl", rows), ["loss", "zlib"], out=root / "detect",
+                     cache=False, n_bootstrap=50, seed=1, command=["copyprobe", "detect"])
+    copyprobe.audit(fake, _write(root / "suspect.jsonl", rows[1::2]), _write(root / "clean.jsonl", rows[::2]),
+                    "loss", alpha=0.05, out=root / "audit", cache=False, command=["copyprobe", "audit"])
+
+    from copyprobe.copying import CopyConfig
+    from copyprobe.copying.nonliteral import BackendJudge
+    from copyprobe.copying.runner import copying
+
+    echo = FakeBackend(generate_fn=lambda request: "In the beginning God created the heaven and the earth.")
+    copying(echo, "kjv", CopyConfig(tasks=("literal", "qa"), judge=BackendJudge(None), literal_max_tokens=30),
+            out=root / "copying", cache=False, command=["copyprobe", "copying"])
+
+    from copyprobe.canary.kit import make_kit
+    from copyprobe.canary.scoring import canary_test
+
+    (root / "doc.txt").write_text("It was a bright cold day in April. The clocks were striking thirteen.\n")
+    make_kit(root / "doc.txt", root / "kit", n_candidates=10, style="words", seed="t")
+    canary_test(fake, root / "kit", "loss", out=root / "canary", cache=False, command=["copyprobe", "canary"])
+    return root
+
+
+def _damage(run_dir, name, at, how):
+    """Rewrite ``name`` in ``run_dir``: the value at key path ``at`` (a row number first in
+    JSON lines; [] = the whole file or row) made into a list, a string, a 400-digit
+    number, removed, or replaced by another tool's JSON."""
+    path = run_dir / name
+    lines = name.endswith(".jsonl")
+    data = [json.loads(line) for line in path.read_text().splitlines()] if lines else json.loads(path.read_text())
+    if how == "foreign":
+        data = [FOREIGN_LINE] * 3 if lines else FOREIGN
+    else:
+        *parents, last = [None, *at]
+        root = holder = {None: data}
+        for key in parents:
+            holder = holder[key]
+        value = holder[last]
+        if how == "missing":
+            del holder[last]
+        else:
+            holder[last] = {"list": lambda v: [v], "string": lambda v: str(v), "huge": lambda v: HUGE}[how](value)
+        data = root[None]
+    path.write_text("".join(json.dumps(r) + "\n" for r in data) if lines else json.dumps(data))
+
+
+# (kind, file, key path, damage): each a field that a reader relies on
+CASES = [
+    ("detect", "run.json", [], "list"),
+    ("detect", "run.json", ["bootstrap"], "list"),
+    ("detect", "run.json", ["bootstrap", "n"], "string"),
+    ("detect", "run.json", ["bootstrap", "n"], "huge"),
+    ("detect", "run.json", ["kind"], "missing"),
+    ("detect", "run.json", [], "foreign"),
+    ("detect", "scores.jsonl", [0], "list"),
+    ("detect", "scores.jsonl", [0, "loss"], "string"),
+    ("detect", "scores.jsonl", [0, "loss"], "huge"),
+    ("detect", "scores.jsonl", [0, "id"], "missing"),
+    ("detect", "scores.jsonl", [3, "zlib"], "missing"),
+    ("detect", "scores.jsonl", [], "foreign"),
+    ("detect", "examples.jsonl", [2, "label"], "string"),
+    ("detect", "examples.jsonl", [2, "text"], "missing"),
+    ("detect", "examples.jsonl", [], "foreign"),
+    ("detect", "metrics.json", [], "list"),
+    ("detect", "metrics.json", ["passage"], "list"),
+    ("detect", "metrics.json", ["passage", "loss", "auc"], "string"),
+    ("detect", "metrics.json", ["passage", "loss", "auc"], "huge"),
+    ("detect", "metrics.json", [], "foreign"),
+    ("audit", "run.json", ["audit"], "list"),
+    ("audit", "run.json", ["audit", "alpha"], "string"),
+    ("audit", "run.json", ["audit", "method"], "missing"),
+    ("audit", "verdicts.json", [], "list"),
+    ("audit", "verdicts.json", ["documents"], "string"),
+    ("audit", "verdicts.json", ["alpha"], "huge"),
+    ("audit", "verdicts.json", ["documents", 0, "doc_id"], "missing"),
+    ("audit", "verdicts.json", [], "foreign"),
+    ("copying", "run.json", ["copying"], "list"),
+    ("copying", "run.json", ["copying", "literal_threshold"], "string"),
+    ("copying", "run.json", ["copying", "tasks"], "missing"),
+    ("copying", "results.jsonl", [0], "list"),
+    ("copying", "results.jsonl", [0, "rouge_l"], "string"),
+    ("copying", "results.jsonl", [0, "rouge_l"], "huge"),
+    ("copying", "results.jsonl", [0, "error"], "missing"),
+    ("copying", "results.jsonl", [], "foreign"),
+    ("copying", "metrics.json", ["literal"], "list"),
+    ("copying", "metrics.json", ["literal", "rate"], "string"),
+    ("canary", "canary.json", [], "list"),
+    ("canary", "canary.json", ["canaries"], "string"),
+    ("canary", "canary.json", ["canaries", 0, "rank"], "string"),
+    ("canary", "canary.json", ["p_value"], "huge"),
+    ("canary", "canary.json", ["method"], "missing"),
+    ("canary", "canary.json", [], "foreign"),
+    ("canary", "scores.jsonl", [4, "loss"], "huge"),
+]
+# the report shows runs with scores; rescore reads every kind (and refuses canary runs by name)
+COMMANDS = {"detect": ("rescore", "report"), "audit": ("rescore", "report"), "copying": ("rescore",),
+            "canary": ("rescore", "report")}
+
+
+def _one_line_error(capsys, *names):
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("copyprobe: error: "), err
+    for name in names:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("kind,name,at,how", CASES, ids=["-".join(map(str, [k, n, *a, h])) for k, n, a, h in CASES])
+def test_damaged_run_file_is_one_line_and_exit_2(runs, tmp_path, capsys, kind, name, at, how):
+    run_dir = tmp_path / kind
+    shutil.copytree(runs / kind, run_dir)
+    _damage(run_dir, name, at, how)
+    for command in COMMANDS[kind]:
+        assert main([command, str(run_dir)]) == 2
+        field = str(at[-1]) if at and how != "foreign" and not isinstance(at[-1], int) else ""
+        line = _one_line_error(capsys, name, field)
+        if how == "huge":
+            assert "float range" in line
+
+
+@pytest.mark.parametrize("kind", ["detect", "audit", "copying"])
+def test_untouched_runs_rescore_to_the_same_bytes(runs, tmp_path, kind):
+    run_dir = tmp_path / kind
+    shutil.copytree(runs / kind, run_dir)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    assert main(["rescore", str(run_dir)]) == 0
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+def test_canary_runs_still_load_and_report(runs, tmp_path):
+    run_dir = tmp_path / "canary"
+    shutil.copytree(runs / "canary", run_dir)
+    assert copyprobe.load_run(run_dir).canary["method"] == "loss"
+    assert main(["report", str(run_dir)]) == 0
+
+
+@pytest.mark.parametrize("content", [[1, 2], FOREIGN, {"format": "copyprobe-canary-kit"}, "not json"],
+                         ids=["list", "foreign", "missing-keys", "not-json"])
+def test_canary_test_with_a_damaged_manifest(runs, tmp_path, monkeypatch, capsys, content):
+    from copyprobe.canary.kit import MANIFEST
+
+    kit = tmp_path / "kit"
+    shutil.copytree(runs / "kit", kit)
+    (kit / MANIFEST).write_text(content if isinstance(content, str) else json.dumps(content))
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **o: FakeBackend(spec="fake"))
+    code = main(["canary", "test", "--model", "fake", "--kit", str(kit), "--out", str(tmp_path / "run"),
+                 "--no-cache", "--no-progress"])
+    assert code == 2
+    _one_line_error(capsys, "manifest.json")
