@@ -31,9 +31,7 @@ LAYERS: dict[str, float] = {
 }
 
 # cycles that are known and being removed elsewhere (sorted module names -> why allowed)
-KNOWN_CYCLES: dict[tuple[str, ...], str] = {
-    ("copyprobe.data.datasets", "copyprobe.data.readers"): "the data readers work removes it",
-}
+KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
 
 
 def module_of(path: Path) -> str:
