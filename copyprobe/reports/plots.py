@@ -17,6 +17,7 @@ import numpy as np
 MEMBER_COLOR = "#c0392b"
 NONMEMBER_COLOR = "#2471a3"
 NEUTRAL_COLOR = "#566573"
+SUSPECT_COLOR = MEMBER_COLOR  # the user's suspect document (not a known member)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -103,12 +104,43 @@ def distribution_plot(members: Sequence[float], nonmembers: Sequence[float],
     return _to_data_uri(fig)
 
 
-def verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[float] | None,
-                 baseline_mean: float | None, baseline_std: float | None, title: str) -> str:
-    """A suspect document's passage scores against the clean baseline distribution.
+def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], title: str,
+                 rank: int | None = None) -> str:
+    """A suspect document's score among the clean documents' scores, one dot per clean
+    document: the comparison the audit's document-level test makes.
 
-    With ``baseline_scores`` the baseline is a histogram; otherwise a normal curve from its
-    mean and standard deviation.
+    ``rank`` (1 = highest score) is written in the legend when given.
+    """
+    fig = _figure(6.4, 2.2)
+    ax = fig.add_subplot()
+    clean = np.asarray([s for s in clean_scores if s is not None and math.isfinite(s)], float)
+    if len(clean):
+        # deterministic jitter: only to keep equal scores from hiding each other
+        ys = np.random.default_rng(0).uniform(-0.3, 0.3, len(clean))
+        ax.scatter(clean, ys, color=NONMEMBER_COLOR, s=22, alpha=0.75, zorder=2,
+                   label=f"clean documents (n={len(clean)})")
+    if suspect_score is not None and math.isfinite(suspect_score):
+        where = f", rank {rank} of {len(clean) + 1}" if rank is not None else ""
+        ax.axvline(suspect_score, color=SUSPECT_COLOR, linewidth=1.2, zorder=1)
+        ax.scatter([suspect_score], [0.0], color=SUSPECT_COLOR, marker="D", s=60, zorder=3,
+                   label=f"this suspect document ({suspect_score:.3g}{where})")
+    if not len(clean) and (suspect_score is None or not math.isfinite(suspect_score)):
+        ax.text(0.5, 0.5, "no document score", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.6, 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel("document score: mean of its passages' scores (higher = more like trained-on text)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.2, axis="x")
+    if len(clean) or suspect_score is not None:
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _to_data_uri(fig)
+
+
+def passage_verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[float] | None,
+                 baseline_mean: float | None, baseline_std: float | None, title: str) -> str:
+    """Older (format 1) verdicts: a suspect document's passage scores against the clean
+    baseline's passages. With ``baseline_scores`` the baseline is a histogram; otherwise a
+    normal curve from its mean and standard deviation.
     """
     fig = _figure(6.4, 2.6)
     ax = fig.add_subplot()
@@ -137,7 +169,7 @@ def verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[floa
                    label=f"this document's passages (n={len(passages)})")
         ax.axvline(float(passages.mean()), color=MEMBER_COLOR, linewidth=1.2,
                    label=f"document mean {passages.mean():.3g}")
-    ax.set_xlabel("score (higher = more likely a member)")
+    ax.set_xlabel("passage score (higher = more like trained-on text)")
     ax.set_yticks([])
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
