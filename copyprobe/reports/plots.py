@@ -111,7 +111,7 @@ def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], tit
 
     ``rank`` (1 = highest score) is written in the legend when given.
     """
-    fig = _figure(6.4, 2.2)
+    fig = _figure(7.2, 2.3)
     ax = fig.add_subplot()
     clean = np.asarray([s for s in clean_scores if s is not None and math.isfinite(s)], float)
     if len(clean):
@@ -128,7 +128,7 @@ def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], tit
         ax.text(0.5, 0.5, "no document score", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(-0.6, 0.6)
     ax.set_yticks([])
-    ax.set_xlabel("document score: mean of its passages' scores (higher = more like trained-on text)")
+    ax.set_xlabel("document score (mean passage score; higher = more like trained-on text)", fontsize=8)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.2, axis="x")
     if len(clean) or suspect_score is not None:
