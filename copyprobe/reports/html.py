@@ -130,6 +130,16 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
+def side_words(loaded: dict) -> dict[str, str]:
+    """What label-1 and label-0 rows are called. In an audit they are the user's suspect and
+    clean inputs, whose membership nobody knows; "member" only where ground truth is known."""
+    if loaded["run"].get("kind") == "audit" or loaded.get("verdicts") is not None:
+        return {"pos": "suspect", "neg": "clean", "pos_pl": "suspect passages", "neg_pl": "clean passages",
+                "higher": "more like trained-on text"}
+    return {"pos": "member", "neg": "non-member", "pos_pl": "members", "neg_pl": "non-members",
+            "higher": "more likely a member"}
+
+
 # ---------------------------------------------------------------- per-method content
 
 def _method_points(scores: list[dict], method: str) -> dict[str, Any]:
@@ -181,6 +191,7 @@ def _metric_row(block: Any) -> dict[str, str] | None:
 
 def _methods_context(loaded: dict, names: list[str], has_docs: bool, plots: Any) -> list[dict]:
     scores, metrics = loaded["scores"], loaded["metrics"] or {}
+    words = side_words(loaded)
     run = loaded["run"]
     params = run.get("methods") if isinstance(run.get("methods"), dict) else {}
     out = []
@@ -219,9 +230,12 @@ def _methods_context(loaded: dict, names: list[str], has_docs: bool, plots: Any)
             "auc_value": _num(((metrics.get("passage") or {}).get(name) or {}).get("auc"))
             if isinstance((metrics.get("passage") or {}).get(name), dict)
             else (passage_roc["auc"] if passage_roc else None),
-            "roc_png": plots.roc_plot(curves, title=f"ROC — {name}") if curves else None,
+            "roc_png": plots.roc_plot(curves, title=f"ROC — {name}", positive=words["pos_pl"],
+                                      negative=words["neg_pl"]) if curves else None,
             "dist_png": plots.distribution_plot(members, nonmembers, unlabelled,
-                                                title=f"score distribution — {name}"),
+                                                title=f"score distribution — {name}",
+                                                xlabel=f"score (higher = {words['higher']})",
+                                                names=(words["pos_pl"], words["neg_pl"])),
             "examples": _examples(loaded, name),
         })
     return out
@@ -254,6 +268,7 @@ def _examples(loaded: dict, method: str) -> list[dict]:
 # ---------------------------------------------------------------- documents, failures, cost
 
 def _documents_context(loaded: dict, names: list[str]) -> dict[str, Any]:
+    words = side_words(loaded)
     docs: dict[str, dict] = {}
     for row in loaded["scores"]:
         key = str(row["doc_id"]) if row.get("doc_id") is not None else str(row.get("id"))
@@ -277,7 +292,7 @@ def _documents_context(loaded: dict, names: list[str]) -> dict[str, Any]:
         if len(labels) > 1:
             label = "mixed"
         elif labels:
-            label = "member" if labels.pop() == 1 else "non-member"
+            label = words["pos"] if labels.pop() == 1 else words["neg"]
         else:
             label = "—"
         cells = []
@@ -711,8 +726,10 @@ def build_context(loaded: dict) -> dict[str, Any]:
         "has_docs": has_docs,
         "has_metrics": bool(metrics.get("passage") or metrics.get("document")),
         "methods": methods,
-        "summary_png": plots.roc_plot(summary_curves, title="ROC, passages, all methods")
+        "summary_png": plots.roc_plot(summary_curves, title="ROC, passages, all methods",
+                                      positive=side_words(loaded)["pos_pl"], negative=side_words(loaded)["neg_pl"])
         if summary_curves else None,
+        "words": side_words(loaded),
         "blind": _blind_context(metrics, methods),
         "documents": _documents_context(loaded, names),
         "failures": _failures_context(loaded, names),

@@ -54,8 +54,10 @@ def _short(label: str, width: int = 40) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
-def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
-    """ROC curves: each ``{"label", "fpr", "tpr", "auc", "dashed"?}``; marks 1% and 5% FPR."""
+def roc_plot(curves: Sequence[dict], title: str = "ROC", positive: str = "members",
+             negative: str = "non-members") -> str:
+    """ROC curves: each ``{"label", "fpr", "tpr", "auc", "dashed"?}``; marks 1% and 5% FPR.
+    ``positive``/``negative`` name the label-1 and label-0 rows on the axes."""
     fig = _figure(4.6, 4.0)
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="#aaaaaa", linewidth=1, linestyle=":", label="chance")
@@ -70,8 +72,8 @@ def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
                 linewidth=1.6, linestyle="--" if curve.get("dashed") else "-", label=label)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
-    ax.set_xlabel("false positive rate (non-members flagged)")
-    ax.set_ylabel("true positive rate (members found)")
+    ax.set_xlabel(f"false positive rate ({negative} flagged)")
+    ax.set_ylabel(f"true positive rate ({positive} found)")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=7, frameon=False)
     ax.grid(alpha=0.2)
@@ -80,13 +82,15 @@ def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
 
 def distribution_plot(members: Sequence[float], nonmembers: Sequence[float],
                       unlabelled: Sequence[float] = (), title: str = "scores",
-                      xlabel: str = "score (higher = more likely a member)") -> str:
-    """Histograms of member and non-member scores (and of unlabelled ones, if any)."""
+                      xlabel: str = "score (higher = more likely a member)",
+                      names: tuple[str, str] = ("members", "non-members")) -> str:
+    """Histograms of member and non-member scores (and of unlabelled ones, if any); ``names``
+    label the two groups (an audit's are suspect and clean passages)."""
     fig = _figure(4.6, 4.0)
     ax = fig.add_subplot()
     everything = [*members, *nonmembers, *unlabelled]
     bins = _bins(everything)
-    groups = [(nonmembers, "non-members", NONMEMBER_COLOR), (members, "members", MEMBER_COLOR),
+    groups = [(nonmembers, names[1], NONMEMBER_COLOR), (members, names[0], MEMBER_COLOR),
               (unlabelled, "unlabelled", NEUTRAL_COLOR)]
     density = bool(len(members)) and bool(len(nonmembers))
     for values, name, color in groups:

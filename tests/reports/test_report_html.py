@@ -159,7 +159,8 @@ def test_document_table_aggregates_and_ranks(full_run):
     assert [r[4] for r in rows] == [str(i) for i in range(1, 13)]
     for r in rows:
         assert r[3] == f"{means[r[0]]:.3f}"
-        assert r[1] == ("member" if labels[r[0]] == 1 else "non-member")
+        # a run with verdicts is an audit: its labels are the user's suspect and clean inputs
+        assert r[1] == ("suspect" if labels[r[0]] == 1 else "clean")
         assert r[2] == "4"
     # the failed prefix_probe passages are left out of that method's document mean
     pp_col = head.index("prefix_probe score")
@@ -178,7 +179,7 @@ def test_examples_show_prompts_and_answers(full_run):
     assert "prefix_probe" in examples_text
     for key in ("prefix", "suffix", "completion", "rouge_l", "passage"):
         assert key in examples_text
-    assert examples_text.count("· member ·") == 3 and examples_text.count("· non-member ·") == 3
+    assert examples_text.count("· suspect ·") == 3 and examples_text.count("· clean ·") == 3
     assert "loss" not in examples_text  # logit methods recorded no details
 
 

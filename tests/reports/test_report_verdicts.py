@@ -150,6 +150,25 @@ def test_format2_states_the_test_guard_and_collection(three_words):
     assert "not legal conclusions" in text
 
 
+def test_audit_runs_call_inputs_suspect_and_clean(three_words, tmp_path):
+    run_dir, _, _, html = three_words
+    page = Page(html)
+    assert "member" not in page.text.lower()  # anywhere on the page, not only the audit section
+    assert "12 suspect passages, 76 clean passages" in page.text  # 3 suspect and 19 clean documents x 4
+    assert {r[1] for r in page.tables["document-table"]["rows"]} == {"suspect", "clean"}
+    # a detect run, whose labels are ground truth, keeps member / non-member
+    detect = Page(render_report(write_sample_run(tmp_path / "detect", failures=False)))
+    assert {r[1] for r in detect.tables["document-table"]["rows"]} == {"member", "non-member"}
+    assert "24 members, 24 non-members" in detect.text
+    # an audit run without verdicts.json (kind recorded in run.json) is still an audit
+    audit_dir = write_sample_run(tmp_path / "audit", failures=False)
+    run = json.loads((audit_dir / "run.json").read_text())
+    run.update(kind="audit", format_version=1)
+    (audit_dir / "run.json").write_text(json.dumps(run))
+    audit = Page(render_report(audit_dir))
+    assert {r[1] for r in audit.tables["document-table"]["rows"]} == {"suspect", "clean"}
+
+
 def test_format2_plot_is_document_level(three_words, monkeypatch):
     from copyprobe.reports import plots
 
