@@ -365,3 +365,22 @@ def test_format1_sentences_say_what_evidence_does_not_show():
     assert mixed.startswith("Cannot tell") and "evidence is mixed" in mixed and "neither shows" in mixed
     untested = verdict_sentence({"doc_id": "x", "verdict": "untested", "reason": "too few"}, 0.01, "loss")
     assert untested.startswith("Cannot tell") and "not tested: too few" in untested
+
+
+def test_format2_unscored_suspect_says_why(tmp_path):
+    run_dir, _, _ = designed_run(tmp_path / "run", [("lost", COMMON, 1.0)], n_clean=5, alpha=0.2)
+    rows = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
+    texts = {r["id"]: r["text"] for r in map(json.loads, (run_dir / "examples.jsonl").read_text().splitlines())}
+    for r in rows:
+        if r["doc_id"] == "suspect:lost":
+            r["loss"] = None
+            r["errors"] = {"loss": "context length exceeded"}
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = audit_verdicts(rows, "loss", {}, 0.2, texts)
+    report["method"] = "loss"
+    (run_dir / "verdicts.json").write_text(json.dumps(report))
+    page = Page(render_report(run_dir))
+    (row,) = page.tables["verdict-table"]["rows"]
+    assert row[:3] == ["lost", "cannot tell", "—"] and row[3] == "—" and row[8] == "0 / 4 / 4"
+    assert row[9].startswith("no passage of lost could be scored with loss (4 failed")
+    assert "No standing: the document has no score" in page.text
