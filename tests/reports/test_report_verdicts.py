@@ -197,9 +197,11 @@ def test_format2_too_few_clean_documents_says_what_to_give(tmp_path):
     page = Page(html)
     text = section(html)
     (doc,) = report["documents"]
-    assert doc["verdict"] == "cannot tell" and doc["p"] is None
+    assert doc["verdict"] == "cannot tell"
     row = page.tables["verdict-table"]["rows"][0]
-    assert row[1] == "cannot tell" and row[4] == "—" and row[3] == "1st of 4"
+    # the p-value, where recorded, cannot go below 1/(k+1) = 0.25
+    assert row[1] == "cannot tell" and row[4] == p_text(doc["p"]) and row[3] == "1st of 4"
+    assert doc["p"] is None or doc["p"] >= 0.25
     assert "give at least 99 documents you are sure the model never saw" in row[9]
     assert text.startswith(f"Audit verdicts {report['summary']}")
     assert report["summary"].startswith("Cannot tell whether the model was trained on novel")
