@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, VERDICTS, normalise_verdict
 from copyprobe.files import atomic_write
 
 RESERVED_KEYS = {"id", "doc_id", "label", "errors", "details", "train", "text"}
@@ -129,6 +130,16 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
+def side_words(loaded: dict) -> dict[str, str]:
+    """What label-1 and label-0 rows are called. In an audit they are the user's suspect and
+    clean inputs, whose membership nobody knows; "member" only where ground truth is known."""
+    if loaded["run"].get("kind") == "audit" or loaded.get("verdicts") is not None:
+        return {"pos": "suspect", "neg": "clean", "pos_pl": "suspect passages", "neg_pl": "clean passages",
+                "higher": "more like trained-on text"}
+    return {"pos": "member", "neg": "non-member", "pos_pl": "members", "neg_pl": "non-members",
+            "higher": "more likely a member"}
+
+
 # ---------------------------------------------------------------- per-method content
 
 def _method_points(scores: list[dict], method: str) -> dict[str, Any]:
@@ -180,6 +191,7 @@ def _metric_row(block: Any) -> dict[str, str] | None:
 
 def _methods_context(loaded: dict, names: list[str], has_docs: bool, plots: Any) -> list[dict]:
     scores, metrics = loaded["scores"], loaded["metrics"] or {}
+    words = side_words(loaded)
     run = loaded["run"]
     params = run.get("methods") if isinstance(run.get("methods"), dict) else {}
     out = []
@@ -218,9 +230,12 @@ def _methods_context(loaded: dict, names: list[str], has_docs: bool, plots: Any)
             "auc_value": _num(((metrics.get("passage") or {}).get(name) or {}).get("auc"))
             if isinstance((metrics.get("passage") or {}).get(name), dict)
             else (passage_roc["auc"] if passage_roc else None),
-            "roc_png": plots.roc_plot(curves, title=f"ROC — {name}") if curves else None,
+            "roc_png": plots.roc_plot(curves, title=f"ROC — {name}", positive=words["pos_pl"],
+                                      negative=words["neg_pl"]) if curves else None,
             "dist_png": plots.distribution_plot(members, nonmembers, unlabelled,
-                                                title=f"score distribution — {name}"),
+                                                title=f"score distribution — {name}",
+                                                xlabel=f"score (higher = {words['higher']})",
+                                                names=(words["pos_pl"], words["neg_pl"])),
             "examples": _examples(loaded, name),
         })
     return out
@@ -253,6 +268,7 @@ def _examples(loaded: dict, method: str) -> list[dict]:
 # ---------------------------------------------------------------- documents, failures, cost
 
 def _documents_context(loaded: dict, names: list[str]) -> dict[str, Any]:
+    words = side_words(loaded)
     docs: dict[str, dict] = {}
     for row in loaded["scores"]:
         key = str(row["doc_id"]) if row.get("doc_id") is not None else str(row.get("id"))
@@ -276,7 +292,7 @@ def _documents_context(loaded: dict, names: list[str]) -> dict[str, Any]:
         if len(labels) > 1:
             label = "mixed"
         elif labels:
-            label = "member" if labels.pop() == 1 else "non-member"
+            label = words["pos"] if labels.pop() == 1 else words["neg"]
         else:
             label = "—"
         cells = []
@@ -365,48 +381,78 @@ def _blind_context(metrics: dict, methods: list[dict]) -> dict[str, Any] | None:
     }
 
 
-SUSPECT_VERDICTS = {"suspect", "seen"}  # "seen": the audit command's word for it
-QUIET_VERDICTS = {"no evidence", "not detected"}
+VERDICT_CSS = {EVIDENCE: "evidence", NO_EVIDENCE: "no-evidence", CANNOT_TELL: "cannot-tell"}
 
 
-def verdict_class(verdict: str) -> str:
-    if verdict in SUSPECT_VERDICTS:
-        return "suspect"
-    return "noevidence" if verdict in QUIET_VERDICTS else "inconclusive"
+def verdict_class(verdict: Any) -> str:
+    """CSS class of a verdict written by any version (old words read as today's)."""
+    return VERDICT_CSS[normalise_verdict(verdict)]
+
+
+def _ordinal(n: Any) -> str:
+    if isinstance(n, bool) or not isinstance(n, int):
+        return "—"
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _standing_text(part: Any) -> str:
+    """'9th of 25' for a rank/of pair (a document row or a guard standing)."""
+    if not isinstance(part, dict) or not isinstance(part.get("rank"), int):
+        return "—"
+    return f"{_ordinal(part['rank'])} of {part.get('of', '?')}"
+
+
+def standings_sentence(doc: dict, method: str) -> str:
+    """The model's standing and the text-only standings of one suspect document, side by side."""
+    if not isinstance(doc.get("rank"), int):
+        return "No standing: the document has no score, or no clean document has one."
+    line = f"By {method}, the model's score ranks it {_standing_text(doc)}"
+    parts = [(name, doc.get(key)) for name, key in (("style", "style"), ("passage length", "length"))]
+    if any(isinstance(v, dict) for _, v in parts):
+        line += "; " + "; ".join(f"its {name} alone {_standing_text(v)}" for name, v in parts
+                                 if isinstance(v, dict))
+        line += (" (1st = the highest score; for style and length, the farthest from the clean documents "
+                 "compared with how far they are from each other)")
+    else:
+        line += " (1st = the highest score); style and length were not compared (fewer than 2 clean documents)"
+    return line + "."
 
 
 def verdict_sentence(doc: dict, alpha: float, method: str) -> str:
-    """What the evidence for one document does and does not show, in plain words.
+    """What the evidence for one document of an older (format 1) verdicts.json does and does
+    not show, in plain words, in today's vocabulary.
 
-    ``doc`` holds the fields of a verdicts.json document (docs/report.md).
+    ``doc`` holds the fields of a format-1 verdicts.json document (docs/report.md).
     """
     name = str(doc.get("doc_id"))
     n = doc.get("n_passages")
     mean, base = _num(doc.get("mean_score")), _num(doc.get("baseline_mean"))
     welch, mw = _num(doc.get("welch_p")), _num(doc.get("mannwhitney_p"))
-    verdict = str(doc.get("verdict"))
+    recorded = str(doc.get("verdict"))
+    verdict = normalise_verdict(recorded)
     compare = (f"its {n} passages score {fmt(mean)} on average under {method}, against "
                f"{fmt(base)} for the clean baseline") if mean is not None and base is not None else (
                f"its passages were scored under {method}")
     tests = f"Welch p = {fmt_p(welch)}, Mann-Whitney p = {fmt_p(mw)}, threshold alpha = {alpha:g}"
-    if verdict in SUSPECT_VERDICTS:
-        return (f"Document {name}: {compare} ({tests}). The model treats this text differently "
-                f"from comparable text it is assumed not to have seen, which is consistent with "
-                f"the text, or close copies of it, having been in its training data. This is "
+    if verdict == EVIDENCE:
+        return (f"Evidence for document {name}: {compare} ({tests}). The model treats this text "
+                f"differently from comparable text it is assumed not to have seen, which is consistent "
+                f"with the text, or close copies of it, having been in its training data. This is "
                 f"statistical evidence, not proof: it does not show how the text got there, "
                 f"whether its use was licensed or lawful, or that the model reproduces it; it "
                 f"also assumes the baseline texts are truly comparable and unseen.")
-    if verdict in QUIET_VERDICTS:
-        return (f"Document {name}: {compare} ({tests}). The scores are not significantly higher "
-                f"than the baseline's. This does not show that the text was not used for "
-                f"training: membership signals are weak for text seen only once, and few "
+    if verdict == NO_EVIDENCE:
+        return (f"No evidence for document {name}: {compare} ({tests}). The scores are not "
+                f"significantly higher than the baseline's. This does not show that the text was not "
+                f"used for training: membership signals are weak for text seen only once, and few "
                 f"passages give the tests little power.")
-    if verdict == "untested":
+    if doc.get("reason") or recorded.strip().lower() == "untested":
         reason = f": {doc['reason']}" if doc.get("reason") else ""
-        return (f"Document {name}: not tested{reason}. These scores say nothing about whether "
-                f"the text was used for training.")
-    return (f"Document {name}: {compare} ({tests}). The tests disagree (verdict "
-            f"\u201c{verdict}\u201d): the evidence is mixed. It neither shows that the text was "
+        return (f"Cannot tell for document {name}: not tested{reason}. These scores say nothing about "
+                f"whether the text was used for training.")
+    return (f"Cannot tell for document {name}: {compare} ({tests}). The tests disagree (recorded as "
+            f"\u201c{recorded}\u201d): the evidence is mixed. It neither shows that the text was "
             f"in the training data nor that it was not; more passages, or another method, may "
             f"settle it.")
 
@@ -418,6 +464,109 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
     method = str(verdicts.get("method") or "?")
     alpha = _num(verdicts.get("alpha"))
     alpha = 0.01 if alpha is None else alpha
+    fmt_version = _num(verdicts.get("format"))
+    if fmt_version is not None and fmt_version >= 2:
+        return _verdicts_context_v2(verdicts, method, alpha, plots)
+    return _verdicts_context_v1(loaded, verdicts, method, alpha, plots)
+
+
+def _counts(docs: list[dict]) -> dict[str, int]:
+    return {VERDICT_CSS[w]: sum(d["verdict"] == w for d in docs) for w in VERDICTS}
+
+
+def _verdicts_context_v2(verdicts: dict, method: str, alpha: float, plots: Any) -> dict[str, Any]:
+    """verdicts.json format 2: one score per document, rank or t test against the clean
+    documents, Holm over suspects, a model-free style/length guard (copyprobe.evaluation.verdicts)."""
+    test = verdicts.get("test") if isinstance(verdicts.get("test"), dict) else {}
+    guard = verdicts.get("guard") if isinstance(verdicts.get("guard"), dict) else {}
+    baseline = verdicts.get("baseline") if isinstance(verdicts.get("baseline"), dict) else {}
+    clean_docs = [d for d in _as_list(baseline.get("documents")) if isinstance(d, dict)]
+    clean_scores = [v for v in (_num(d.get("score")) for d in clean_docs) if v is not None]
+    docs = []
+    for i, raw in enumerate(verdicts["documents"]):
+        verdict = normalise_verdict(raw.get("verdict"))
+        style = raw.get("style") if isinstance(raw.get("style"), dict) else None
+        length = raw.get("length") if isinstance(raw.get("length"), dict) else None
+        docs.append({
+            "doc_id": str(raw["doc_id"]),
+            "anchor": f"verdict-{i}",
+            "verdict": verdict,
+            "recorded": None,
+            "css": VERDICT_CSS[verdict],
+            "reason": str(raw.get("reason") or "no reason recorded"),
+            "sentence": str(raw.get("sentence") or raw.get("reason") or ""),
+            "standings": standings_sentence(raw, method),
+            "n_passages": raw.get("n_passages", "—"),
+            "n_failed": raw.get("n_failed") or 0,
+            "n_used": raw.get("n_used", "—"),
+            "score": fmt(raw.get("score")),
+            "score_all": fmt(raw.get("score_all_passages")),
+            "p": fmt_p(raw.get("p")),
+            "p_adjusted": fmt_p(raw.get("p_adjusted")),
+            "rank": _standing_text(raw),
+            "style": {"rank": _standing_text(style), "p": fmt_p((style or {}).get("p")),
+                      "distance": fmt((style or {}).get("distance")),
+                      "clean_median": fmt((style or {}).get("clean_median"))},
+            "length": {"rank": _standing_text(length), "p": fmt_p((length or {}).get("p")),
+                       "distance": fmt((length or {}).get("distance")),
+                       "clean_median": fmt((length or {}).get("clean_median"))},
+            "_score": _num(raw.get("score")),
+            "_rank": raw.get("rank") if isinstance(raw.get("rank"), int) else None,
+        })
+    # the plots: evidence first, then the file's order
+    detailed = sorted(docs, key=lambda d: d["verdict"] != EVIDENCE)[:MAX_VERDICT_PLOTS]
+    for d in detailed:
+        d["png"] = plots.verdict_plot(d["_score"], clean_scores, rank=d["_rank"],
+                                      title=f"{_short_title(d['doc_id'])}: its score among the clean documents'")
+    for d in docs:
+        d.setdefault("png", None)
+    k = test.get("n_clean_documents", baseline.get("n_documents", len(clean_docs)))
+    min_p = _num(test.get("min_p"))
+    collection = verdicts.get("collection") if isinstance(verdicts.get("collection"), dict) else None
+    if collection is not None:
+        word = normalise_verdict(collection.get("verdict"))
+        collection = {
+            "verdict": word, "css": VERDICT_CSS[word], "reason": str(collection.get("reason") or ""),
+            "n_suspect": collection.get("n_suspect", "—"), "n_clean": collection.get("n_clean", "—"),
+            "p": fmt_p(collection.get("p")), "min_p": fmt_p(collection.get("min_p")),
+            "style_p": fmt_p(collection.get("style_p")), "length_p": fmt_p(collection.get("length_p")),
+            "test": str(collection.get("test") or "—"),
+        }
+    level = _num(guard.get("level"))
+    return {
+        "format": 2,
+        "summary": str(verdicts.get("summary") or ""),
+        "method": method,
+        "alpha": f"{alpha:g}",
+        "test": {
+            "name": str(test.get("name") or "?"),
+            "assumptions": str(test.get("assumptions") or "not recorded"),
+            "n_clean": k,
+            "min_p": fmt_p(min_p) if min_p else "no lower bound",
+            "min_p_above_alpha": min_p is not None and min_p > alpha,
+            "clean_needed": test.get("clean_needed", "—"),
+            "passages_per_document": test.get("passages_per_document", "—"),
+            "multiple_testing": str(test.get("multiple_testing") or "none (fewer than two suspect documents tested)"),
+        },
+        "guard": {"features": str(guard.get("features") or "not recorded"),
+                  "level": "—" if level is None else f"{level:g}",
+                  "farther": None if level is None else f"{100 * (1 - level):.0f}%"},
+        "rule": str(verdicts.get("rule") or ""),
+        "baseline": {"n": baseline.get("n_documents", len(clean_docs)), "mean": fmt(baseline.get("mean")),
+                     "sd": fmt(baseline.get("sd")),
+                     "unscored": [str(u) for u in _as_list(baseline.get("unscored"))]},
+        "documents": [{k_: v for k_, v in d.items() if not k_.startswith("_")} for d in docs],
+        "detailed": [{k_: v for k_, v in d.items() if not k_.startswith("_")} for d in detailed],
+        "n_hidden_plots": len(docs) - len(detailed),
+        "counts": _counts(docs),
+        "collection": collection,
+        "notes": [str(n) for n in _as_list(verdicts.get("notes"))],
+    }
+
+
+def _verdicts_context_v1(loaded: dict, verdicts: dict, method: str, alpha: float, plots: Any) -> dict[str, Any]:
+    """verdicts.json written before format 2 (no "format" key): passages pooled, Welch and
+    Mann-Whitney per document; old verdict words read as today's."""
     by_doc: dict[str, list[float]] = {}
     by_id: dict[str, float] = {}
     for row in loaded["scores"]:
@@ -432,7 +581,7 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
         baseline = [v for v in map(_num, verdicts["baseline_scores"]) if v is not None]
     elif isinstance(verdicts.get("baseline_ids"), list):
         baseline = [by_id[str(i)] for i in verdicts["baseline_ids"] if str(i) in by_id]
-    # the audit command writes one top-level "baseline" ({"mean", "sd", "n_passages"}), its
+    # the audit command wrote one top-level "baseline" ({"mean", "sd", "n_passages"}), its
     # clean passages with label 0, and per document "score" and "mann_whitney_p"
     shared = verdicts.get("baseline") if isinstance(verdicts.get("baseline"), dict) else None
     if baseline is None and shared is not None:
@@ -448,13 +597,15 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
             "baseline_std": raw.get("baseline_std", shared.get("sd")),
             "mannwhitney_p": raw.get("mannwhitney_p", raw.get("mann_whitney_p")),
         }
-        verdict = str(doc.get("verdict", "—"))
+        recorded = str(doc.get("verdict", "—"))
+        verdict = normalise_verdict(recorded)
         docs.append({
             "doc_id": str(doc["doc_id"]),
             "anchor": f"verdict-{i}",
             "verdict": verdict,
-            "suspect": verdict in SUSPECT_VERDICTS,
-            "css": verdict_class(verdict),
+            "recorded": recorded if recorded != verdict else None,
+            "css": VERDICT_CSS[verdict],
+            "reason": str(doc["reason"]) if doc.get("reason") else None,
             "n_passages": doc.get("n_passages", "—"),
             "mean_score": fmt(doc.get("mean_score")),
             "baseline_mean": fmt(doc.get("baseline_mean")),
@@ -464,30 +615,35 @@ def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
             "sentence": verdict_sentence(doc, alpha, method),
             "raw": doc,
         })
-    detailed = sorted(docs, key=lambda d: not d["suspect"])[:MAX_VERDICT_PLOTS]
+    detailed = sorted(docs, key=lambda d: d["verdict"] != EVIDENCE)[:MAX_VERDICT_PLOTS]
     for d in detailed:
         doc = d.pop("raw")
         passages = doc.get("passage_scores")
         if isinstance(passages, list):
             passages = [v for v in map(_num, passages) if v is not None]
-        else:  # the audit command prefixes document ids with "suspect:" in scores.jsonl
+        else:  # the audit command prefixed document ids with "suspect:" in scores.jsonl
             passages = by_doc.get(d["doc_id"]) or by_doc.get(f"suspect:{d['doc_id']}", [])
-        d["png"] = plots.verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
-                                      _num(doc.get("baseline_std")),
-                                      title=f"{_short_title(d['doc_id'])}: passages vs clean baseline")
+        d["png"] = plots.passage_verdict_plot(passages, baseline, _num(doc.get("baseline_mean")),
+                                              _num(doc.get("baseline_std")),
+                                              title=f"{_short_title(d['doc_id'])}: passages vs clean baseline")
     for d in docs:
         d.pop("raw", None)
         d.setdefault("png", None)
-    n_suspect = sum(d["suspect"] for d in docs)
+    counts = _counts(docs)
+    summary = (f"Of {len(docs)} suspect document{'s' if len(docs) != 1 else ''}, {counts['evidence']} with "
+               f"evidence, {counts['no-evidence']} without, {counts['cannot-tell']} cannot tell (older "
+               f"passage-level tests under {method}, alpha {alpha:g}).")
     return {
+        "format": 1,
+        "summary": summary,
         "method": method,
         "alpha": f"{alpha:g}",
         "documents": docs,
         "detailed": detailed,
         "n_hidden_plots": len(docs) - len(detailed),
-        "n_suspect": n_suspect,
-        "suspect_word": "seen" if any(d["verdict"] == "seen" for d in docs) else "suspect",
+        "counts": counts,
         "expected_false": f"{alpha * len(docs):.2g}",
+        "collection": None,
         "notes": [str(n) for n in _as_list(verdicts.get("notes"))]
         + ([f"rule: {verdicts['rule']}"] if verdicts.get("rule") else []),
     }
@@ -570,8 +726,10 @@ def build_context(loaded: dict) -> dict[str, Any]:
         "has_docs": has_docs,
         "has_metrics": bool(metrics.get("passage") or metrics.get("document")),
         "methods": methods,
-        "summary_png": plots.roc_plot(summary_curves, title="ROC, passages, all methods")
+        "summary_png": plots.roc_plot(summary_curves, title="ROC, passages, all methods",
+                                      positive=side_words(loaded)["pos_pl"], negative=side_words(loaded)["neg_pl"])
         if summary_curves else None,
+        "words": side_words(loaded),
         "blind": _blind_context(metrics, methods),
         "documents": _documents_context(loaded, names),
         "failures": _failures_context(loaded, names),

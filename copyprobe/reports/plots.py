@@ -17,6 +17,7 @@ import numpy as np
 MEMBER_COLOR = "#c0392b"
 NONMEMBER_COLOR = "#2471a3"
 NEUTRAL_COLOR = "#566573"
+SUSPECT_COLOR = MEMBER_COLOR  # the user's suspect document (not a known member)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -53,8 +54,10 @@ def _short(label: str, width: int = 40) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
-def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
-    """ROC curves: each ``{"label", "fpr", "tpr", "auc", "dashed"?}``; marks 1% and 5% FPR."""
+def roc_plot(curves: Sequence[dict], title: str = "ROC", positive: str = "members",
+             negative: str = "non-members") -> str:
+    """ROC curves: each ``{"label", "fpr", "tpr", "auc", "dashed"?}``; marks 1% and 5% FPR.
+    ``positive``/``negative`` name the label-1 and label-0 rows on the axes."""
     fig = _figure(4.6, 4.0)
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="#aaaaaa", linewidth=1, linestyle=":", label="chance")
@@ -69,8 +72,8 @@ def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
                 linewidth=1.6, linestyle="--" if curve.get("dashed") else "-", label=label)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
-    ax.set_xlabel("false positive rate (non-members flagged)")
-    ax.set_ylabel("true positive rate (members found)")
+    ax.set_xlabel(f"false positive rate ({negative} flagged)")
+    ax.set_ylabel(f"true positive rate ({positive} found)")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=7, frameon=False)
     ax.grid(alpha=0.2)
@@ -79,13 +82,15 @@ def roc_plot(curves: Sequence[dict], title: str = "ROC") -> str:
 
 def distribution_plot(members: Sequence[float], nonmembers: Sequence[float],
                       unlabelled: Sequence[float] = (), title: str = "scores",
-                      xlabel: str = "score (higher = more likely a member)") -> str:
-    """Histograms of member and non-member scores (and of unlabelled ones, if any)."""
+                      xlabel: str = "score (higher = more likely a member)",
+                      names: tuple[str, str] = ("members", "non-members")) -> str:
+    """Histograms of member and non-member scores (and of unlabelled ones, if any); ``names``
+    label the two groups (an audit's are suspect and clean passages)."""
     fig = _figure(4.6, 4.0)
     ax = fig.add_subplot()
     everything = [*members, *nonmembers, *unlabelled]
     bins = _bins(everything)
-    groups = [(nonmembers, "non-members", NONMEMBER_COLOR), (members, "members", MEMBER_COLOR),
+    groups = [(nonmembers, names[1], NONMEMBER_COLOR), (members, names[0], MEMBER_COLOR),
               (unlabelled, "unlabelled", NEUTRAL_COLOR)]
     density = bool(len(members)) and bool(len(nonmembers))
     for values, name, color in groups:
@@ -103,12 +108,43 @@ def distribution_plot(members: Sequence[float], nonmembers: Sequence[float],
     return _to_data_uri(fig)
 
 
-def verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[float] | None,
-                 baseline_mean: float | None, baseline_std: float | None, title: str) -> str:
-    """A suspect document's passage scores against the clean baseline distribution.
+def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], title: str,
+                 rank: int | None = None) -> str:
+    """A suspect document's score among the clean documents' scores, one dot per clean
+    document: the comparison the audit's document-level test makes.
 
-    With ``baseline_scores`` the baseline is a histogram; otherwise a normal curve from its
-    mean and standard deviation.
+    ``rank`` (1 = highest score) is written in the legend when given.
+    """
+    fig = _figure(7.2, 2.3)
+    ax = fig.add_subplot()
+    clean = np.asarray([s for s in clean_scores if s is not None and math.isfinite(s)], float)
+    if len(clean):
+        # deterministic jitter: only to keep equal scores from hiding each other
+        ys = np.random.default_rng(0).uniform(-0.3, 0.3, len(clean))
+        ax.scatter(clean, ys, color=NONMEMBER_COLOR, s=22, alpha=0.75, zorder=2,
+                   label=f"clean documents (n={len(clean)})")
+    if suspect_score is not None and math.isfinite(suspect_score):
+        where = f", rank {rank} of {len(clean) + 1}" if rank is not None else ""
+        ax.axvline(suspect_score, color=SUSPECT_COLOR, linewidth=1.2, zorder=1)
+        ax.scatter([suspect_score], [0.0], color=SUSPECT_COLOR, marker="D", s=60, zorder=3,
+                   label=f"this suspect document ({suspect_score:.3g}{where})")
+    if not len(clean) and (suspect_score is None or not math.isfinite(suspect_score)):
+        ax.text(0.5, 0.5, "no document score", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.6, 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel("document score (mean passage score; higher = more like trained-on text)", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.2, axis="x")
+    if len(clean) or suspect_score is not None:
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _to_data_uri(fig)
+
+
+def passage_verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[float] | None,
+                 baseline_mean: float | None, baseline_std: float | None, title: str) -> str:
+    """Older (format 1) verdicts: a suspect document's passage scores against the clean
+    baseline's passages. With ``baseline_scores`` the baseline is a histogram; otherwise a
+    normal curve from its mean and standard deviation.
     """
     fig = _figure(6.4, 2.6)
     ax = fig.add_subplot()
@@ -137,7 +173,7 @@ def verdict_plot(passage_scores: Sequence[float], baseline_scores: Sequence[floa
                    label=f"this document's passages (n={len(passages)})")
         ax.axvline(float(passages.mean()), color=MEMBER_COLOR, linewidth=1.2,
                    label=f"document mean {passages.mean():.3g}")
-    ax.set_xlabel("score (higher = more likely a member)")
+    ax.set_xlabel("passage score (higher = more like trained-on text)")
     ax.set_yticks([])
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -1,7 +1,7 @@
 """A small synthetic run directory (no model): for tests and to preview the report.
 
 ``write_sample_run(path)`` writes run.json, examples.jsonl, scores.jsonl, metrics.json
-(and optionally verdicts.json) as docs/run-record.md and docs/report.md describe them.
+(and optionally verdicts.json, computed by the audit's procedure) as docs/run-record.md and docs/report.md describe them.
 Scores are drawn so that members score higher; one black-box method records prompts and
 answers in ``details``; some rows fail with a recorded reason; one document's id and text
 hold HTML, to check that the report escapes it.
@@ -10,7 +10,6 @@ hold HTML, to check that the report escapes it.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ def write_sample_run(
     labels: bool = True,
     failures: bool = True,
     verdicts: bool = False,
+    verdict_alpha: float = 0.01,
     blind_auc: float | None = 0.56,
     n_docs: int = 12,
     passages_per_doc: int = 4,
@@ -133,32 +133,20 @@ def write_sample_run(
         _dump(out / "metrics.json", metrics)
     _dump(out / "run.json", run)
     if verdicts:
-        _dump(out / "verdicts.json", sample_verdicts(scores, "loss"))
+        texts = {e["id"]: e["text"] for e in examples}
+        _dump(out / "verdicts.json", sample_verdicts(scores, "loss", texts, alpha=verdict_alpha))
     return out
 
 
-def sample_verdicts(scores: list[dict], method: str, alpha: float = 0.01) -> dict[str, Any]:
-    """verdicts.json for a run: member documents are the suspects, non-member passages the baseline."""
-    from copyprobe.evaluation.stats import mann_whitney_greater, welch_t_greater
+def sample_verdicts(scores: list[dict], method: str, texts: dict[str, str], alpha: float = 0.01,
+                    test: str = "rank") -> dict[str, Any]:
+    """verdicts.json (format 2) for a run, by the audit's own procedure
+    (:func:`copyprobe.evaluation.verdicts.verdicts`): documents labelled 1 are the
+    suspects, documents labelled 0 the clean ones; ``texts`` maps passage ids to texts
+    (the style guard reads them)."""
+    from copyprobe.evaluation.verdicts import verdicts
 
-    baseline = [r[method] for r in scores if r.get("label") == 0 and r.get(method) is not None]
-    base_mean = float(np.mean(baseline))
-    base_std = float(np.std(baseline, ddof=1))
-    docs: dict[str, list[float]] = {}
-    for r in scores:
-        if r.get(method) is not None:
-            docs.setdefault(r["doc_id"], []).append(r[method])
-    suspects = [d for d in docs if any(r["doc_id"] == d and r.get("label") == 1 for r in scores)]
-    out = []
-    for doc in suspects:
-        values = docs[doc]
-        welch = welch_t_greater(values, baseline).p_value
-        mw = mann_whitney_greater(values, baseline).p_value
-        out.append({
-            "doc_id": doc, "n_passages": len(values), "mean_score": float(np.mean(values)),
-            "baseline_mean": base_mean, "baseline_std": base_std,
-            "welch_p": None if math.isnan(welch) else welch,
-            "mannwhitney_p": None if math.isnan(mw) else mw,
-            "verdict": "suspect" if welch < alpha and mw < alpha else "no evidence",
-        })
-    return {"alpha": alpha, "method": method, "baseline_scores": baseline, "documents": out}
+    values = {r["id"]: r.get(method) for r in scores}
+    report = verdicts(values, {r["id"]: r["doc_id"] for r in scores}, {r["id"]: r.get("label") for r in scores},
+                      alpha, texts, test=test, method=method, order=[r["id"] for r in scores])
+    return report

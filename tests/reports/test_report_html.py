@@ -14,7 +14,7 @@ import pytest
 
 from copyprobe.cli.main import main
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.reports.html import render_report, verdict_sentence, write_report
+from copyprobe.reports.html import render_report, write_report
 from copyprobe.reports.sample import HOSTILE_DOC, write_sample_run
 
 
@@ -159,7 +159,8 @@ def test_document_table_aggregates_and_ranks(full_run):
     assert [r[4] for r in rows] == [str(i) for i in range(1, 13)]
     for r in rows:
         assert r[3] == f"{means[r[0]]:.3f}"
-        assert r[1] == ("member" if labels[r[0]] == 1 else "non-member")
+        # a run with verdicts is an audit: its labels are the user's suspect and clean inputs
+        assert r[1] == ("suspect" if labels[r[0]] == 1 else "clean")
         assert r[2] == "4"
     # the failed prefix_probe passages are left out of that method's document mean
     pp_col = head.index("prefix_probe score")
@@ -178,7 +179,7 @@ def test_examples_show_prompts_and_answers(full_run):
     assert "prefix_probe" in examples_text
     for key in ("prefix", "suffix", "completion", "rouge_l", "passage"):
         assert key in examples_text
-    assert examples_text.count("· member ·") == 3 and examples_text.count("· non-member ·") == 3
+    assert examples_text.count("· suspect ·") == 3 and examples_text.count("· clean ·") == 3
     assert "loss" not in examples_text  # logit methods recorded no details
 
 
@@ -198,41 +199,6 @@ def test_cost_notes_failures_settings(full_run):
     assert settings["command"] == "copyprobe detect --model fake --data sample.jsonl"
     assert "fake:sample" in settings["model"] and "similarity" in settings["methods"]
     assert "3 scores could not be computed" in page.text
-
-
-def test_verdict_section(full_run):
-    run_dir, _, html = full_run
-    verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    page = Page(html)
-    rows = page.tables["verdict-table"]["rows"]
-    assert [r[0] for r in rows] == [d["doc_id"] for d in verdicts["documents"]]
-    assert [r[1] for r in rows] == [d["verdict"] for d in verdicts["documents"]]
-    assert {"suspect", "no evidence"} <= {r[1] for r in rows}  # the sample has both
-    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == len(rows)
-    assert page.classes.count("verdict-sentence") == len(rows)
-    assert "not legal conclusions" in page.text
-    assert "about 0.06 would fall below alpha by chance" in page.text
-
-
-def test_verdict_sentences_say_what_evidence_does_not_show():
-    doc = {"doc_id": "novel-1", "n_passages": 8, "mean_score": 1.5, "baseline_mean": 0.1,
-           "baseline_std": 0.9, "welch_p": 0.0004, "mannwhitney_p": 0.002, "verdict": "suspect"}
-    text = verdict_sentence(doc, 0.01, "loss")
-    assert "8 passages score 1.500" in text and "0.100" in text and "Welch p = 0.0004" in text
-    assert "not proof" in text and "licensed or lawful" in text
-    for word in ("infring", "illegal", "guilty", "violat"):
-        assert word not in text.lower()
-    quiet = verdict_sentence({**doc, "welch_p": 0.3, "mannwhitney_p": 0.4, "verdict": "no evidence"},
-                             0.01, "loss")
-    assert "does not show that the text was not used for training" in quiet
-    missing = verdict_sentence({"doc_id": "x", "verdict": "no evidence"}, 0.01, "loss")
-    assert "Welch p = —" in missing
-    # the audit command's words
-    assert verdict_sentence({**doc, "verdict": "seen"}, 0.01, "loss") == text.replace("suspect", "seen")
-    mixed = verdict_sentence({**doc, "mannwhitney_p": 0.2, "verdict": "inconclusive"}, 0.01, "loss")
-    assert "evidence is mixed" in mixed and "neither shows" in mixed
-    untested = verdict_sentence({"doc_id": "x", "verdict": "untested", "reason": "too few"}, 0.01, "loss")
-    assert "not tested: too few" in untested
 
 
 def test_run_without_labels(tmp_path):
@@ -336,38 +302,6 @@ def test_report_imports_stay_light():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_verdict_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
-    import copyprobe.reports.html as report_html
-
-    run_dir = write_sample_run(tmp_path / "run", verdicts=True, failures=False)
-    verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    baseline_ids = [r["id"] for r in _scores(run_dir) if r["label"] == 0]
-    del verdicts["baseline_scores"]
-    verdicts["baseline_ids"] = baseline_ids  # baseline taken from scores.jsonl rows
-    verdicts["documents"][0]["passage_scores"] = [9.0, 9.5]  # given explicitly
-    verdicts["documents"][1]["verdict"] = "suspect"
-    verdicts["notes"] = ["clean set: texts published after the model's cut-off"]
-    (run_dir / "verdicts.json").write_text(json.dumps(verdicts))
-    page = Page(render_report(run_dir))
-    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == len(verdicts["documents"])
-    assert "clean set: texts published after the model's cut-off" in page.text
-
-    # no baseline scores at all: a normal curve from mean and sd; and only the first plots
-    del verdicts["baseline_ids"]
-    (run_dir / "verdicts.json").write_text(json.dumps(verdicts))
-    monkeypatch.setattr(report_html, "MAX_VERDICT_PLOTS", 2)
-    html = render_report(run_dir)
-    page = Page(html)
-    assert len(page.tables["verdict-table"]["rows"]) == len(verdicts["documents"])
-    assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == 2
-    assert f"{len(verdicts['documents']) - 2} more are in the table only" in page.text
-    # suspect documents get the plots first
-    suspects = [d["doc_id"] for d in verdicts["documents"] if d["verdict"] == "suspect"]
-    headings = html.split('id="verdicts"', 1)[1]
-    first_two = [h.split("—")[0].strip() for h in headings.split("<h3 id=\"verdict-")[1:3]]
-    assert all(any(s in h for s in suspects) for h in first_two)
-
-
 def test_degenerate_runs(tmp_path):
     """A method that failed everywhere, one-class labels, no methods in run.json."""
     run_dir = write_sample_run(tmp_path / "run", failures=False)
@@ -403,43 +337,3 @@ def test_missing_report_extras_is_a_one_line_error(tmp_path, monkeypatch):
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
     with pytest.raises(ConfigError, match=r"needs matplotlib: pip install 'copyprobe\[report\]'"):
         render_report(tmp_path)
-
-
-def test_reads_the_audit_commands_verdicts(tmp_path, monkeypatch):
-    """verdicts.json as `copyprobe audit` writes it: ids prefixed suspect:/clean:, one
-    top-level baseline, "score" and "mann_whitney_p", verdicts seen/inconclusive/not detected."""
-    from copyprobe.evaluation.verdicts import verdicts as audit_verdicts
-    from copyprobe.reports import plots
-
-    run_dir = write_sample_run(tmp_path / "run", failures=False)
-    rows = _scores(run_dir)
-    for r in rows:
-        r["doc_id"] = ("suspect:" if r["label"] == 1 else "clean:") + r["doc_id"]
-    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    report = audit_verdicts({r["id"]: r["loss"] for r in rows}, {r["id"]: r["doc_id"] for r in rows},
-                            {r["id"]: r["label"] for r in rows}, 0.01)
-    report["method"] = "loss"
-    report["documents"].append({"doc_id": "tiny", "n_passages": 1, "score": 0.3, "welch_p": None,
-                                "mann_whitney_p": None, "verdict": "untested",
-                                "reason": "needs at least 2 scores per group, got 1 suspect and 24 clean"})
-    (run_dir / "verdicts.json").write_text(json.dumps(report))
-
-    drawn = []
-    real_plot = plots.verdict_plot
-    monkeypatch.setattr(plots, "verdict_plot", lambda *a, **k: drawn.append(a) or real_plot(*a, **k))
-    page = Page(render_report(run_dir))
-    table = page.tables["verdict-table"]["rows"]
-    assert len(table) == len(report["documents"]) == 7
-    by_id = {r[0]: r for r in table}
-    for doc in report["documents"][:-1]:
-        row = by_id[doc["doc_id"]]
-        assert row[1] == doc["verdict"]
-        assert row[3] == f"{doc['score']:.3f}"
-        assert row[4] == f"{report['baseline']['mean']:.3f}" and row[5] == f"{report['baseline']['sd']:.3f}"
-        assert row[7] != "—"  # mann_whitney_p read
-    # passages found through the "suspect:" prefix, baseline = the clean (label 0) passages
-    assert len(drawn) == 7
-    assert sorted(len(a[0]) for a in drawn) == [0] + [4] * 6
-    assert all(len(a[1]) == 24 for a in drawn)
-    assert "not tested: needs at least 2 scores per group" in page.text
-    assert "rule: seen = Welch and Mann-Whitney" in page.text
