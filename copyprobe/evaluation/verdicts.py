@@ -243,7 +243,7 @@ def verdicts(
         "documents": rows,
     }
     if len(tested) >= 2 and k >= 2:
-        report["collection"] = _collection(tested, clean, doc_score, doc_passages, alpha)
+        report["collection"] = _collection(tested, clean, doc_score, doc_passages, alpha, standings)
     report["summary"] = summary_sentence(report)
     return report
 
@@ -266,8 +266,11 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
     standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
     standing += f", Holm-adjusted {_fmt_p(p_adj)})" if p_adj != p else ")"
     if p_adj > alpha:
-        return NO_EVIDENCE, (f"{name} scores like the clean documents: {standing}, not below alpha = {alpha}; "
-                             f"this does not show the model never saw it")
+        if p <= alpha:
+            return NO_EVIDENCE, (f"{name} ranks {standing}: below alpha = {alpha} alone, but not after adjusting "
+                                 f"for the other suspect documents tested; this does not show the model never saw it")
+        return NO_EVIDENCE, (f"{name} scores within the range of the clean documents: {standing}, not below "
+                             f"alpha = {alpha}; this does not show the model never saw it")
     style, length = st.get("style"), st.get("length")
     if style is None or length is None:
         return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
@@ -277,17 +280,20 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
         what, x = tripped[0]
         return CANNOT_TELL, (f"{name} ranks {standing}, but its {what} alone already sets it apart: it is "
                              f"farther from the clean documents than {len(x.clean_values) + 1 - x.rank} of "
-                             f"{len(x.clean_values)} clean documents are from each other (rank {x.rank} of "
+                             f"{len(x.clean_values)} clean documents are from each other ({_ordinal(x.rank)} of "
                              f"{len(x.clean_values) + 1}, p = {_fmt_p(x.p_value)}), so the difference can be "
                              f"explained by {what if what != 'style' else 'style or topic'}, not only by training; "
                              f"give clean documents in the same genre and style")
-    return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {style.rank} of "
+    return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {_ordinal(style.rank)} of "
                       f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and by passage length "
-                      f"{length.rank} (p = {_fmt_p(length.p_value)}): the model's score sets it apart more than "
-                      f"the text alone does")
+                      f"{_ordinal(length.rank)} (p = {_fmt_p(length.p_value)}): the model's score sets it apart "
+                      f"more than the text alone does")
 
 
-def _collection(suspects, clean, doc_score, doc_passages, alpha) -> dict[str, Any]:
+def _collection(suspects, clean, doc_score, doc_passages, alpha, standings) -> dict[str, Any]:
+    """The group test. Its guard is the Mann-Whitney over the suspects' style and length
+    distances, and also each suspect's own guard: one suspect in another style among
+    several could otherwise carry the group claim on its style alone."""
     from scipy.stats import mannwhitneyu
 
     s_scores = [doc_score[s] for s in suspects]
@@ -297,10 +303,18 @@ def _collection(suspects, clean, doc_score, doc_passages, alpha) -> dict[str, An
     min_possible = 1.0 / math.comb(len(suspects) + len(clean), len(suspects))
     blocked = [part for part in ("style", "length")
                if math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p)]
+    outliers = sorted(_name(s) for s in suspects
+                      if any(_guard_trips(standings.get(s, {}).get(part), 0.0) for part in ("style", "length")))
     if p > alpha:
         verdict = NO_EVIDENCE
         reason = (f"the {len(suspects)} suspect documents do not score above the {len(clean)} clean documents "
                   f"as a group (one-sided Mann-Whitney over documents, p = {_fmt_p(p)})")
+    elif outliers and not blocked:
+        verdict = CANNOT_TELL
+        reason = (f"the suspect documents score above the clean ones as a group (p = {_fmt_p(p)}), but "
+                  f"{', '.join(outliers)} differ{'s' if len(outliers) == 1 else ''} from the clean documents in style "
+                  f"or passage length by the text alone, and could carry the group result: give clean documents "
+                  f"in the same genre and style, or audit without them")
     elif blocked:
         verdict = CANNOT_TELL
         reason = (f"the suspect documents score above the clean ones as a group (p = {_fmt_p(p)}), but they "
@@ -313,7 +327,7 @@ def _collection(suspects, clean, doc_score, doc_passages, alpha) -> dict[str, An
                   f"{_fmt_p(text['style'])}, passage length p = {_fmt_p(text['length'])}); this says the model was "
                   f"trained on some of them, not which")
     return {"n_suspect": len(suspects), "n_clean": len(clean), "p": p, "min_p": min_possible,
-            "style_p": _num(text["style"]), "length_p": _num(text["length"]),
+            "style_p": _num(text["style"]), "length_p": _num(text["length"]), "style_outliers": outliers,
             "test": "one-sided exact Mann-Whitney U over document scores (suspect > clean)",
             "verdict": verdict, "reason": reason}
 
@@ -337,8 +351,9 @@ def summary_sentence(report: Mapping[str, Any]) -> str:
         return str(rows[0]["sentence"])
     counts = {w: sum(r["verdict"] == w for r in rows) for w in (EVIDENCE, NO_EVIDENCE, CANNOT_TELL)}
     parts = [f"{counts[EVIDENCE]} with evidence", f"{counts[NO_EVIDENCE]} without", f"{counts[CANNOT_TELL]} cannot tell"]
+    k = report["test"]["n_clean_documents"]
     line = (f"Of {len(rows)} suspect documents, {', '.join(parts)} "
-            f"({report['test']['n_clean_documents']} clean documents, {report['test']['name']} test, "
+            f"({k} clean document{'s' if k != 1 else ''}, {report['test']['name']} test, "
             f"alpha {report['alpha']})")
     if report.get("collection"):
         line += f"; as a group: {report['collection']['verdict']} (p = {_fmt_p(report['collection']['p'])})"

@@ -206,3 +206,19 @@ def test_audit_verdicts_leaves_out_training_rows_and_keeps_order():
                                      ("untested", CANNOT_TELL), ("member", EVIDENCE), ("evidence", EVIDENCE)])
 def test_old_verdict_words_map_to_the_vocabulary(old, new):
     assert normalise_verdict(old) == new
+
+
+def test_one_suspect_in_another_style_cannot_carry_the_collection_claim():
+    """Three suspects score above 21 modern drafts; one of them is a King James pastiche.
+    The group claim is withheld and names it, whatever the group-level style test says."""
+    modern = _battery("modern", 24)
+    docs = {f"modern{i}": (0, _paragraph_passages(t), [0.01 * i, 0.01 * i]) for i, t in enumerate(modern[:21])}
+    docs["pastiche"] = (1, _paragraph_passages(_battery("archaic", 1)[0]), [5.0, 5.0])
+    for j, t in enumerate(modern[21:23]):
+        docs[f"draft{j}"] = (1, _paragraph_passages(t), [4.0, 4.0])
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
+    coll = report["collection"]
+    assert coll["p"] <= 0.05
+    assert coll["verdict"] == CANNOT_TELL and "pastiche" in coll["style_outliers"]
+    assert "pastiche" in coll["reason"] or "style" in coll["reason"]
