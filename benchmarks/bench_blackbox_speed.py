@@ -95,7 +95,9 @@ def run_mode(args, batch: int, examples: list[Example], params: dict) -> dict:
     meters: dict[str, Meter] = {}
 
     def load(spec: str):
-        options = {"n_threads": args.threads} if spec.startswith("llamacpp:") and args.threads else {}
+        options = {}
+        if spec.startswith("llamacpp:"):  # llama.cpp batches generations only when asked
+            options = {"parallel": batch, **({"n_threads": args.threads} if args.threads else {})}
         backend = load_backend(spec, device="cpu", batch_size=batch, max_length=args.max_length, **options)
         meters[spec] = Meter(spec, backend)
         return backend

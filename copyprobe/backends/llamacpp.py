@@ -22,13 +22,15 @@ sampling with temperature, top-k and nucleus (top_p) from a NumPy generator seed
 request's seed, so a sample depends only on (prompt, settings, seed); HF-style repetition
 penalty; stop strings; top log-probs from the raw logits. Prompts run in sorted token
 order and each reuses the KV cache of the prefix it shares with the prompt before it
-(DE-COP's orderings, probes with a common instruction). With ``batch_size`` > 1 up to
-``batch_size`` sequences decode together (continuous batching in a second llama.cpp
+(DE-COP's orderings, probes with a common instruction). With ``parallel`` > 1 (opt-in)
+up to ``parallel`` sequences decode together (continuous batching in a second llama.cpp
 context with one KV stream per sequence): one llama_decode per step for all of them.
 llama.cpp's numbers depend on how tokens are grouped into decode calls and laid out in
 the cache, so both loops follow the same rule (same prefix reuse, same prompt chunks, a
-sequence's cells contiguous as in the one-sequence context) and give the same tokens
-(tests/backends/test_generation_batching.py; benchmarks/results/blackbox_speed.md).
+sequence's cells contiguous as in the one-sequence context). That gives the same tokens
+on SmolLM2 (Q4_1; tests/backends/test_generation_batching.py) but not on
+Qwen2.5-Coder-0.5B (Q4_K_M): 8 of 34 generations differed
+(benchmarks/results/blackbox_speed.md), so one at a time stays the default.
 
 **Multiple choice** reads the next-token log-probs after the prompt, like the HF backend
 (each choice as tokenized alone and with a leading space, the larger kept).
@@ -117,13 +119,15 @@ class LlamaCppBackend(Backend):
     """A GGUF model run by llama.cpp. ``chat``: wrap plain-text generation prompts in the
     chat template (requests with ``messages`` always use it). ``n_threads``: llama.cpp
     threads (default: its own choice). ``chunk``: tokens per decode call. ``kv_type``: element
-    type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``."""
+    type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``. ``parallel``: generations
+    decoded together (1: one at a time, the default; see the module docstring)."""
 
     capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, CONTEXT_LOGPROBS, GENERATE, CHOICE_LOGPROBS})
 
     def __init__(self, path: str | os.PathLike, *, spec: str = "", batch_size: int = 8,
                  max_length: int | None = None, chat: bool = False, n_threads: int | None = None,
-                 chunk: int = 128, kv_type: str = "f16", file_sha256: str | None = None, **ignored: Any):
+                 chunk: int = 128, kv_type: str = "f16", parallel: int = 1, file_sha256: str | None = None,
+                 **ignored: Any):
         try:
             import llama_cpp
         except ImportError as exc:
@@ -138,6 +142,8 @@ class LlamaCppBackend(Backend):
             raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
         if not isinstance(chunk, int) or chunk < 1:
             raise ConfigError(f"chunk must be a positive integer, got {chunk!r}")
+        if not isinstance(parallel, int) or parallel < 1:
+            raise ConfigError(f"parallel must be a positive integer, got {parallel!r}")
         if kv_type not in KV_TYPES:
             raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
         self._lib = llama_cpp
@@ -145,6 +151,7 @@ class LlamaCppBackend(Backend):
         self.path = file
         self.spec = spec or f"llamacpp:{file}"
         self.batch_size = batch_size
+        self.parallel = parallel
         self.chat = chat
         self.chunk = chunk
         self._file_sha = file_sha256
@@ -201,6 +208,8 @@ class LlamaCppBackend(Backend):
             payload = {"backend": "llamacpp", "weights": f"gguf:{self._file_sha}",
                        "llama_cpp": getattr(self._lib, "__version__", "?"), "max_length": self.max_length,
                        "chat": self.chat, "kv_type": self.kv_type}
+            if self.parallel > 1:  # batched answers are not always the same tokens (module docstring)
+                payload["parallel"] = self.parallel
             self._fingerprint = hashlib.sha256(repr(sorted(payload.items())).encode()).hexdigest()
         return self._fingerprint
 
@@ -416,7 +425,7 @@ class LlamaCppBackend(Backend):
     def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None):
         """Prompts run in sorted token order, so consecutive ones share the longest prefix
         of KV cache; answers are independent of the order (greedy, or per-request seeds).
-        With ``batch_size`` > 1 and several requests, up to ``batch_size`` sequences decode
+        With ``parallel`` > 1 and several requests, up to ``parallel`` sequences decode
         together (:meth:`_generate_batched`)."""
         prompts = []
         for request in requests:
@@ -445,7 +454,7 @@ class LlamaCppBackend(Backend):
             if progress:
                 progress(1)
 
-        if min(self.batch_size, self.chunk) > 1 and len(requests) > 1:
+        if min(self.parallel, self.chunk) > 1 and len(requests) > 1:
             self._generate_batched([(i, prompts[i], requests[i], n) for i, n in zip(order, shared)], done)
             return answers
         for index, n in zip(order, shared):
@@ -472,7 +481,7 @@ class LlamaCppBackend(Backend):
 
             params = type(self.llm.context_params).from_buffer_copy(self.llm.context_params)
             width = self.chunk  # the main context's decode calls: the same groups of tokens
-            self._slots = min(self.batch_size, self.chunk)  # a step decodes one token per slot
+            self._slots = min(self.parallel, self.chunk)  # a step decodes one token per slot
             params.n_seq_max = self._slots
             params.kv_unified = False
             params.n_ctx = self._slots * self.max_length
@@ -481,8 +490,8 @@ class LlamaCppBackend(Backend):
                 self._mctx = _internals.LlamaContext(model=self.llm._model, params=params, verbose=False)
                 self._mbatch = _internals.LlamaBatch(n_tokens=width, embd=0, n_seq_max=1, verbose=False)
             except ValueError as exc:
-                raise BackendError(f"llama.cpp cannot make a {self.batch_size}-sequence context: {exc}; "
-                                   "lower --batch-size") from exc
+                raise BackendError(f"llama.cpp cannot make a {self.parallel}-sequence context: {exc}; "
+                                   "lower parallel") from exc
             self._mwidth = width
         return self._mctx
 
@@ -538,7 +547,7 @@ class LlamaCppBackend(Backend):
         return self._row_logits(len(part) - 1)
 
     def _generate_batched(self, work: list[tuple[int, list[int], GenerateRequest, int]], done) -> None:
-        """Continuous batching: up to ``batch_size`` sequences decode one token each per
+        """Continuous batching: up to ``parallel`` sequences decode one token each per
         llama_decode; a finished sequence's slot takes the next prompt (work is in sorted
         prompt order, so a new prompt usually shares a prefix with one in the cache).
         Each sequence chooses its tokens from its own logits exactly as :meth:`_generate`
