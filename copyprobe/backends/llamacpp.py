@@ -28,9 +28,9 @@ context with one KV stream per sequence): one llama_decode per step for all of t
 llama.cpp's numbers depend on how tokens are grouped into decode calls and laid out in
 the cache, so both loops follow the same rule (same prefix reuse, same prompt chunks, a
 sequence's cells contiguous as in the one-sequence context). That gives the same tokens
-on SmolLM2 (Q4_1; tests/backends/test_generation_batching.py) but not on
-Qwen2.5-Coder-0.5B (Q4_K_M): 8 of 34 generations differed
-(benchmarks/results/blackbox_speed.md), so one at a time stays the default.
+on SmolLM2 (Q4_1; tests/backends/test_generation_batching.py), and the same greedy
+tokens on Qwen2.5-Coder-0.5B (Q4_K_M), but its seeded samples differed after the first
+token (benchmarks/results/blackbox_speed.md), so one at a time stays the default.
 
 **Multiple choice** reads the next-token log-probs after the prompt, like the HF backend
 (each choice as tokenized alone and with a leading space, the larger kept).
@@ -208,7 +208,7 @@ class LlamaCppBackend(Backend):
             payload = {"backend": "llamacpp", "weights": f"gguf:{self._file_sha}",
                        "llama_cpp": getattr(self._lib, "__version__", "?"), "max_length": self.max_length,
                        "chat": self.chat, "kv_type": self.kv_type}
-            if self.parallel > 1:  # batched answers are not always the same tokens (module docstring)
+            if self.parallel > 1:  # batched samples are not always the same tokens (module docstring)
                 payload["parallel"] = self.parallel
             self._fingerprint = hashlib.sha256(repr(sorted(payload.items())).encode()).hexdigest()
         return self._fingerprint
