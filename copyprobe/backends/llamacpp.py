@@ -20,10 +20,17 @@ context's last token, whose logits score the text's first).
 **Generation** is a plain decode loop over the logits: greedy (argmax), or seeded
 sampling with temperature, top-k and nucleus (top_p) from a NumPy generator seeded with the
 request's seed, so a sample depends only on (prompt, settings, seed); HF-style repetition
-penalty; stop strings; top log-probs from the raw logits. Each prompt reuses the KV
-cache of the longest prefix it shares with the previous sequence (DE-COP's orderings,
-prompts with a common instruction), which is llama.cpp's form of batching here: requests
-are answered one sequence at a time.
+penalty; stop strings; top log-probs from the raw logits. Prompts run in sorted token
+order and each reuses the KV cache of the prefix it shares with the prompt before it
+(DE-COP's orderings, probes with a common instruction). With ``parallel`` > 1 (opt-in)
+up to ``parallel`` sequences decode together (continuous batching in a second llama.cpp
+context with one KV stream per sequence): one llama_decode per step for all of them.
+llama.cpp's numbers depend on how tokens are grouped into decode calls and laid out in
+the cache, so both loops follow the same rule (same prefix reuse, same prompt chunks, a
+sequence's cells contiguous as in the one-sequence context). That gives the same tokens
+on SmolLM2 (Q4_1; tests/backends/test_generation_batching.py), and the same greedy
+tokens on Qwen2.5-Coder-0.5B (Q4_K_M), but its seeded samples differed after the first
+token (benchmarks/results/blackbox_speed.md), so one at a time stays the default.
 
 **Multiple choice** reads the next-token log-probs after the prompt, like the HF backend
 (each choice as tokenized alone and with a leading space, the larger kept).
@@ -112,13 +119,15 @@ class LlamaCppBackend(Backend):
     """A GGUF model run by llama.cpp. ``chat``: wrap plain-text generation prompts in the
     chat template (requests with ``messages`` always use it). ``n_threads``: llama.cpp
     threads (default: its own choice). ``chunk``: tokens per decode call. ``kv_type``: element
-    type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``."""
+    type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``. ``parallel``: generations
+    decoded together (1: one at a time, the default; see the module docstring)."""
 
     capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, CONTEXT_LOGPROBS, GENERATE, CHOICE_LOGPROBS})
 
     def __init__(self, path: str | os.PathLike, *, spec: str = "", batch_size: int = 8,
                  max_length: int | None = None, chat: bool = False, n_threads: int | None = None,
-                 chunk: int = 128, kv_type: str = "f16", file_sha256: str | None = None, **ignored: Any):
+                 chunk: int = 128, kv_type: str = "f16", parallel: int = 1, file_sha256: str | None = None,
+                 **ignored: Any):
         try:
             import llama_cpp
         except ImportError as exc:
@@ -133,6 +142,8 @@ class LlamaCppBackend(Backend):
             raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
         if not isinstance(chunk, int) or chunk < 1:
             raise ConfigError(f"chunk must be a positive integer, got {chunk!r}")
+        if not isinstance(parallel, int) or parallel < 1:
+            raise ConfigError(f"parallel must be a positive integer, got {parallel!r}")
         if kv_type not in KV_TYPES:
             raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
         self._lib = llama_cpp
@@ -140,6 +151,7 @@ class LlamaCppBackend(Backend):
         self.path = file
         self.spec = spec or f"llamacpp:{file}"
         self.batch_size = batch_size
+        self.parallel = parallel
         self.chat = chat
         self.chunk = chunk
         self._file_sha = file_sha256
@@ -164,7 +176,13 @@ class LlamaCppBackend(Backend):
         self.metadata = dict(self.llm.metadata)
         self.chat_template = self.metadata.get("tokenizer.chat_template")
         self._kv: list[int] = []  # tokens whose keys/values are in the cache (sequence 0)
+        # cost accounting (benchmarks/bench_blackbox_speed.py): tokens asked for, tokens run
+        # through llama_decode, tokens taken from the KV cache instead, decode calls
+        self.counters = {"prompt_tokens": 0, "generated_tokens": 0, "decoded_tokens": 0,
+                         "reused_tokens": 0, "decode_calls": 0}
         self._fingerprint: str | None = None
+        self._mctx = None  # multi-sequence context of batched generation (made on first use)
+        self._mcells: list[list[int]] | None = None  # tokens in the KV cache per sequence there
         self.lead_ids = self._leading_special_ids()
 
     @classmethod
@@ -190,6 +208,8 @@ class LlamaCppBackend(Backend):
             payload = {"backend": "llamacpp", "weights": f"gguf:{self._file_sha}",
                        "llama_cpp": getattr(self._lib, "__version__", "?"), "max_length": self.max_length,
                        "chat": self.chat, "kv_type": self.kv_type}
+            if self.parallel > 1:  # batched samples are not always the same tokens (module docstring)
+                payload["parallel"] = self.parallel
             self._fingerprint = hashlib.sha256(repr(sorted(payload.items())).encode()).hexdigest()
         return self._fingerprint
 
@@ -204,6 +224,10 @@ class LlamaCppBackend(Backend):
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None
+        mctx, self._mctx = getattr(self, "_mctx", None), None
+        if mctx is not None:
+            self._mbatch.close()
+            mctx.close()
         if llm is not None:
             llm.close()
 
@@ -236,7 +260,8 @@ class LlamaCppBackend(Backend):
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
 
     # -- decoding ---------------------------------------------------------------------
-    def _decode(self, ids: Sequence[int], all_logits: bool, on_chunk=None, reuse: int = 0):
+    def _decode(self, ids: Sequence[int], all_logits: bool, on_chunk=None, reuse: int = 0,
+                cap: int | None = None):
         """Bring the KV cache to ``ids`` (reusing the longest cached prefix) and return the
         last position's logits. With ``all_logits``, ``on_chunk(first_position, logits[n, V])``
         sees the logits of every decoded position, and at most the first ``reuse`` tokens
@@ -252,6 +277,8 @@ class LlamaCppBackend(Backend):
             limit = min(len(self._kv), len(ids) - 1)  # decode at least one token for its logits
             if all_logits:
                 limit = min(limit, reuse)
+            if cap is not None:
+                limit = min(limit, cap)
             while common < limit and self._kv[common] == ids[common]:
                 common += 1
         if common == 0:
@@ -259,6 +286,7 @@ class LlamaCppBackend(Backend):
         else:
             self._ctx.kv_cache_seq_rm(0, common, -1)
         self._kv = list(ids[:common])
+        self.counters["reused_tokens"] += common
         last = None
         for start in range(common, len(ids), self.chunk):
             part = list(ids[start:start + self.chunk])
@@ -268,6 +296,8 @@ class LlamaCppBackend(Backend):
             except RuntimeError as exc:
                 self._kv = []
                 raise BackendError(f"llama.cpp decode failed: {exc}") from exc
+            self.counters["decoded_tokens"] += len(part)
+            self.counters["decode_calls"] += 1
             self._kv.extend(part)
             rows = len(part) if all_logits else 1
             logits = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(rows, self.vocab_size))
@@ -284,6 +314,8 @@ class LlamaCppBackend(Backend):
             raise BackendError(f"generation ran past the context of {self.max_length} tokens")
         self._batch.set_batch([token], n_past=len(self._kv), logits_all=False)
         self._ctx.decode(self._batch)
+        self.counters["decoded_tokens"] += 1
+        self.counters["decode_calls"] += 1
         self._kv.append(token)
         return np.array(np.ctypeslib.as_array(self._ctx.get_logits(), shape=(1, self.vocab_size))[0],
                         dtype=np.float32)
@@ -392,7 +424,9 @@ class LlamaCppBackend(Backend):
     # -- generation -------------------------------------------------------------------
     def _answer_generate(self, requests: list[GenerateRequest], progress=None, on_result=None):
         """Prompts run in sorted token order, so consecutive ones share the longest prefix
-        of KV cache; answers are independent of the order (greedy, or per-request seeds)."""
+        of KV cache; answers are independent of the order (greedy, or per-request seeds).
+        With ``parallel`` > 1 and several requests, up to ``parallel`` sequences decode
+        together (:meth:`_generate_batched`)."""
         prompts = []
         for request in requests:
             if request.max_tokens < 1:
@@ -405,62 +439,151 @@ class LlamaCppBackend(Backend):
                                    f"the model's context of {self.max_length} tokens")
             prompts.append(ids)
         answers: list[Generation | None] = [None] * len(requests)
-        for index in sorted(range(len(requests)), key=lambda i: prompts[i]):
-            answers[index] = self._generate(prompts[index], requests[index])
+        order = sorted(range(len(requests)), key=lambda i: prompts[i])
+        # Which KV cache a prompt reuses is fixed by the sorted list alone: the prefix it
+        # shares with the prompt before it (none for the first). llama.cpp's numbers
+        # depend on how tokens are grouped into decode calls, so this rule, the same in
+        # both loops below, is what makes batched and one-at-a-time answers identical.
+        shared = [0] + [_common_prefix(prompts[a], prompts[b], len(prompts[b]) - 1)
+                        for a, b in zip(order, order[1:])]
+
+        def done(index: int, answer: Generation) -> None:
+            answers[index] = answer
             if on_result:
-                on_result(index, answers[index])
+                on_result(index, answer)
             if progress:
                 progress(1)
+
+        if min(self.parallel, self.chunk) > 1 and len(requests) > 1:
+            self._generate_batched([(i, prompts[i], requests[i], n) for i, n in zip(order, shared)], done)
+            return answers
+        for index, n in zip(order, shared):
+            done(index, self._generate(prompts[index], requests[index], n))
         return answers
 
-    def _generate(self, ids: list[int], request: GenerateRequest) -> Generation:
+    def _generate(self, ids: list[int], request: GenerateRequest, reuse: int | None = None) -> Generation:
+        """One sequence; ``reuse``: at most this many prompt tokens from the KV cache."""
+        sequence = _Sequence(self, ids, request)
+        logits = self._decode(ids, all_logits=False, cap=reuse)
+        while sequence.push(logits):
+            logits = self._append(sequence.tokens[-1])
+        return sequence.result()
+
+    # -- batched generation -----------------------------------------------------------
+    def _multi(self):
+        """The multi-sequence context (made on first use): one KV stream of ``max_length``
+        cells per sequence (llama.cpp's non-unified cache), so that each sequence's cells
+        are laid out as in the one-sequence context. With one cache shared by all sequences
+        (``kv_unified``) their cells interleave and the attention sums run in another
+        order: greedy answers then differed from one-at-a-time (10 of 21 on SmolLM2)."""
+        if self._mctx is None:
+            from llama_cpp import _internals
+
+            params = type(self.llm.context_params).from_buffer_copy(self.llm.context_params)
+            width = self.chunk  # the main context's decode calls: the same groups of tokens
+            self._slots = min(self.parallel, self.chunk)  # a step decodes one token per slot
+            params.n_seq_max = self._slots
+            params.kv_unified = False
+            params.n_ctx = self._slots * self.max_length
+            params.n_batch = params.n_ubatch = width
+            try:
+                self._mctx = _internals.LlamaContext(model=self.llm._model, params=params, verbose=False)
+                self._mbatch = _internals.LlamaBatch(n_tokens=width, embd=0, n_seq_max=1, verbose=False)
+            except ValueError as exc:
+                raise BackendError(f"llama.cpp cannot make a {self.parallel}-sequence context: {exc}; "
+                                   "lower parallel") from exc
+            self._mwidth = width
+        return self._mctx
+
+    def _decode_rows(self, rows: list[tuple[int, int, int, bool]]) -> None:
+        """One llama_decode of (token, position, sequence, wants logits) rows."""
+        batch = self._mbatch.batch
+        batch.n_tokens = len(rows)
+        for j, (token, pos, seq, logits) in enumerate(rows):
+            batch.token[j] = token
+            batch.pos[j] = pos
+            batch.seq_id[j][0] = seq
+            batch.n_seq_id[j] = 1
+            batch.logits[j] = logits
+        try:
+            self._mctx.decode(self._mbatch)
+        except RuntimeError as exc:
+            self._mctx.kv_cache_clear()
+            self._mcells = [[] for _ in range(self._slots)]
+            raise BackendError(f"llama.cpp decode failed: {exc}") from exc
+        self.counters["decoded_tokens"] += len(rows)
+        self.counters["decode_calls"] += 1
+
+    def _row_logits(self, j: int):
         import numpy as np
 
-        rng = None
-        if request.temperature > 0:
-            seed = request.seed if request.seed is not None else int.from_bytes(os.urandom(4), "little")
-            rng = np.random.default_rng(int(seed))
-        logits = self._decode(ids, all_logits=False)
-        tokens: list[int] = []
-        top: list[dict[str, float]] | None = [] if request.top_logprobs > 0 else None
-        reason = "length"
-        seen = set(ids)
-        for _ in range(request.max_tokens):
-            if top is not None:
-                logp = _log_softmax(logits)
-                best = np.argpartition(-logp, request.top_logprobs - 1)[:request.top_logprobs]
-                alternatives: dict[str, float] = {}
-                for token_id in best[np.argsort(-logp[best])]:
-                    piece = self.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
-                    alternatives[piece] = max(float(logp[token_id]), alternatives.get(piece, -math.inf))
-                top.append(alternatives)
-            scores = logits.astype(np.float64)
-            if request.repetition_penalty != 1.0 and seen:
-                index = np.fromiter(seen, dtype=np.int64)
-                values = scores[index]
-                scores[index] = np.where(values > 0, values / request.repetition_penalty,
-                                         values * request.repetition_penalty)
-            token = int(scores.argmax()) if rng is None else _sample(scores, request.temperature,
-                                                                    request.top_p, rng, request.top_k)
-            tokens.append(token)
-            seen.add(token)
-            if self._is_eog(token):
-                reason = "stop"
-                break
-            if request.stop and _first_stop(self.detokenize(tokens), request.stop) is not None:
-                reason = "stop"
-                break
-            if len(tokens) == request.max_tokens:
-                break
-            logits = self._append(token)
-        text = self.detokenize(tokens)
-        cut = _first_stop(text, request.stop)
-        if cut is not None:
-            text = text[:cut]
-        if top is not None:
-            top = top[:len(tokens)]
-        return Generation(text=text, finish_reason=reason, prompt_tokens=len(ids),
-                          completion_tokens=len(tokens), top_logprobs=top)
+        return np.array(np.ctypeslib.as_array(self._mctx.get_logits_ith(j), shape=(self.vocab_size,)),
+                        dtype=np.float32)
+
+    def _admit(self, slot: int, ids: list[int], donor: int | None, common: int):
+        """Put a prompt into ``slot`` with its first ``common`` tokens' cells taken from
+        sequence ``donor`` (the previous prompt's; tagging cells copies nothing), decode the
+        rest in ``chunk``-token calls as :meth:`_decode` does; the logits after the prompt."""
+        ctx = self._mctx
+        if donor is None or common == 0:
+            ctx.kv_cache_seq_rm(slot, 0, -1)
+            common = 0
+        elif donor == slot:
+            ctx.kv_cache_seq_rm(slot, common, -1)
+        else:
+            # each sequence has its own KV stream (contiguous cells, as in the one-sequence
+            # context); llama.cpp copies a stream only whole: copy it, cut it back
+            ctx.kv_cache_seq_rm(slot, 0, -1)
+            ctx.kv_cache_seq_cp(donor, slot, -1, -1)
+            ctx.kv_cache_seq_rm(slot, common, -1)
+        cells = self._mcells
+        cells[slot] = list(ids[:common])
+        self.counters["reused_tokens"] += common
+        for start in range(common, len(ids), self.chunk):
+            part = ids[start:start + self.chunk]
+            last = start + len(part) == len(ids)
+            self._decode_rows([(t, start + k, slot, last and k == len(part) - 1) for k, t in enumerate(part)])
+            cells[slot].extend(part)
+        return self._row_logits(len(part) - 1)
+
+    def _generate_batched(self, work: list[tuple[int, list[int], GenerateRequest, int]], done) -> None:
+        """Continuous batching: up to ``parallel`` sequences decode one token each per
+        llama_decode; a finished sequence's slot takes the next prompt (work is in sorted
+        prompt order, so a new prompt usually shares a prefix with one in the cache).
+        Each sequence chooses its tokens from its own logits exactly as :meth:`_generate`
+        (greedy, or its own seeded generator), so answers do not depend on the batch."""
+        self._multi()
+        if self._mcells is None:
+            self._mcells = [[] for _ in range(self._slots)]
+        pending = list(reversed(work))
+        active: dict[int, tuple[int, _Sequence]] = {}
+        previous: int | None = None  # slot of the last prompt admitted (its cells stay until reused)
+        while pending or active:
+            for slot in range(self._slots):
+                if slot in active or not pending:
+                    continue
+                index, ids, request, common = pending.pop()
+                sequence = _Sequence(self, ids, request)
+                logits = self._admit(slot, ids, previous, common)
+                previous = slot
+                if sequence.push(logits):
+                    active[slot] = (index, sequence)
+                else:
+                    done(index, sequence.result())
+            if not active:
+                continue
+            slots = sorted(active)
+            rows = []
+            for slot in slots:
+                token = active[slot][1].tokens[-1]
+                rows.append((token, len(self._mcells[slot]), slot, True))
+            self._decode_rows(rows)
+            for j, slot in enumerate(slots):
+                index, sequence = active[slot]
+                self._mcells[slot].append(rows[j][0])
+                if not sequence.push(self._row_logits(j)):
+                    del active[slot]
+                    done(index, sequence.result())
 
     # -- multiple choice --------------------------------------------------------------
     def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None):
@@ -485,6 +608,78 @@ class LlamaCppBackend(Backend):
             if progress:
                 progress(1)
         return answers
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    n, top = 0, min(len(a), len(b), limit)
+    while n < top and a[n] == b[n]:
+        n += 1
+    return n
+
+
+class _Sequence:
+    """One generation's state: the choice of each next token from the logits after the
+    tokens so far (greedy argmax, or a draw from the request's own seeded generator; HF
+    repetition penalty; top log-probs; stop at end-of-generation, a stop string or
+    ``max_tokens``). The one-at-a-time and the batched loops both use it, so they choose alike."""
+
+    def __init__(self, backend: LlamaCppBackend, ids: list[int], request: GenerateRequest):
+        import numpy as np
+
+        self.backend = backend
+        self.ids = ids
+        self.request = request
+        self.rng = None
+        if request.temperature > 0:
+            seed = request.seed if request.seed is not None else int.from_bytes(os.urandom(4), "little")
+            self.rng = np.random.default_rng(int(seed))
+        self.tokens: list[int] = []
+        self.top: list[dict[str, float]] | None = [] if request.top_logprobs > 0 else None
+        self.reason = "length"
+        self.seen = set(ids)
+
+    def push(self, logits) -> bool:
+        """Choose the next token; True when the sequence goes on (the token must be decoded)."""
+        import numpy as np
+
+        request, backend = self.request, self.backend
+        if self.top is not None:
+            logp = _log_softmax(logits)
+            best = np.argpartition(-logp, request.top_logprobs - 1)[:request.top_logprobs]
+            alternatives: dict[str, float] = {}
+            for token_id in best[np.argsort(-logp[best])]:
+                piece = backend.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
+                alternatives[piece] = max(float(logp[token_id]), alternatives.get(piece, -math.inf))
+            self.top.append(alternatives)
+        scores = logits.astype(np.float64)
+        if request.repetition_penalty != 1.0 and self.seen:
+            index = np.fromiter(self.seen, dtype=np.int64)
+            values = scores[index]
+            scores[index] = np.where(values > 0, values / request.repetition_penalty,
+                                     values * request.repetition_penalty)
+        token = int(scores.argmax()) if self.rng is None else _sample(scores, request.temperature,
+                                                                     request.top_p, self.rng, request.top_k)
+        self.tokens.append(token)
+        self.seen.add(token)
+        if backend._is_eog(token):
+            self.reason = "stop"
+            return False
+        if request.stop and _first_stop(backend.detokenize(self.tokens), request.stop) is not None:
+            self.reason = "stop"
+            return False
+        return len(self.tokens) < request.max_tokens
+
+    def result(self) -> Generation:
+        backend, request = self.backend, self.request
+        backend.counters["prompt_tokens"] += len(self.ids)
+        backend.counters["generated_tokens"] += len(self.tokens)
+        text = backend.detokenize(self.tokens)
+        cut = _first_stop(text, request.stop)
+        if cut is not None:
+            text = text[:cut]
+        top = self.top[:len(self.tokens)] if self.top is not None else None
+        return Generation(text=text, finish_reason=self.reason, prompt_tokens=len(self.ids),
+                          completion_tokens=len(self.tokens), top_logprobs=top)
 
 
 def _sample(scores, temperature: float, top_p: float, rng, top_k: int = 0) -> int:
