@@ -224,9 +224,16 @@ def run_power(args) -> dict[str, Any]:
     nonmembers = sorted(d for d, lab in docs.items() if lab == 0)
     half = len(nonmembers) // 2
     clean_pool, held_nonmembers = nonmembers[:half], nonmembers[half:]
-    models = {"3 epochs": plant / "model"}
+    models = {}
     for sub in sorted((plant / "epochs").glob("*")) if (plant / "epochs").exists() else []:
         models[f"{sub.name} epoch{'s' if sub.name != '1' else ''}"] = sub
+    if (plant / "model").exists():  # the last epoch (a plant still training has only epochs/)
+        epochs = json.loads((plant / "plant.json").read_text()).get("training", {}).get("epochs", "all")
+        models[f"{epochs} epochs"] = plant / "model"
+    if args.only:
+        models = {k: v for k, v in models.items() if k == args.only}
+    if not models:
+        raise SystemExit(f"{plant} holds no trained model (model/ or epochs/N)")
     out = {"plant": str(plant), "members": members, "nonmembers": nonmembers, "clean_pool": clean_pool,
            "methods": list(args.scores), "rows": [], "command": ["python", *sys.argv]}
     for label, model_dir in models.items():
@@ -270,6 +277,46 @@ def run_power(args) -> dict[str, Any]:
     return out
 
 
+def render(battery: dict[str, Any] | None, power: dict[str, Any] | None) -> str:
+    """Markdown tables of the results (what benchmarks/results/audit_validity.md shows)."""
+    lines: list[str] = []
+    if battery:
+        lines += [f"### Null battery: {battery['n_documents']} documents, {battery['n_passages']} passages, "
+                  f"{battery['model']}, passages of at most {battery['passage_words']} words", "",
+                  "False claims (`evidence` on a document nobody trained on) over all scenarios; in brackets the "
+                  "claims the test alone would make without the guard; then `cannot tell` verdicts and false "
+                  "collection-level claims.", "",
+                  "| score | test | alpha | documents audited | false claims (without guard) | cannot tell | "
+                  "collection claims |", "|---|---|---|---|---|---|---|"]
+        for key, t in summarise(battery).items():
+            method, test, alpha = key.split(" ")
+            lines.append(f"| {method} | {test} | {alpha.split('=')[1]} | {t['documents']} | {t['false_claims']} "
+                         f"({t['unguarded']}) | {t['cannot_tell']} | {t['collection_claims']} |")
+        lines += ["", "Per scenario, rank test at alpha 0.05 (the one setting where every single-document scenario "
+                  "can reach a claim), false claims (without guard) per score:", ""]
+        methods = sorted({r["method"] for r in battery["table"]})
+        lines += ["| scenario | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+        for sc in battery["scenarios"]:
+            cells = []
+            for m in methods:
+                row = next((r for r in battery["table"] if r["scenario"] == sc["name"] and r["method"] == m
+                            and r["test"] == "rank" and r["alpha"] == 0.05), None)
+                cells.append("-" if row is None else f"{row['evidence']} ({row['unguarded_claims']}) of {row['documents']}")
+            lines.append(f"| {sc['name']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if power:
+        lines += [f"### Power: plant {power['plant']} ({len(power['members'])} member and "
+                  f"{len(power['nonmembers'])} non-member documents)", "",
+                  "| model | score | test | alpha | clean documents | members found [95% CI] | false claims on "
+                  "non-members |", "|---|---|---|---|---|---|---|"]
+        for r in power["rows"]:
+            lines.append(f"| {r['model']} | {r['method']} | {r['test']} | {r['alpha']} | {r['setting']} | "
+                         f"{r['members_found']}/{r['n_members']} [{r['found_ci'][0]:.2f}, {r['found_ci'][1]:.2f}] | "
+                         f"{r['nonmember_claims']}/{r['n_nonmembers']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="part", required=True)
@@ -285,7 +332,15 @@ def main(argv=None) -> int:
         p.add_argument("--out", required=True)
         if name == "power":
             p.add_argument("--plant", required=True, help="a plant directory (copyprobe plant --split-by document)")
+            p.add_argument("--only", help="one of the plant's models, e.g. '1 epoch' or '3 epochs'")
+    table = sub.add_parser("table", help="markdown tables from saved results")
+    table.add_argument("--battery")
+    table.add_argument("--power")
     args = parser.parse_args(argv)
+    if args.part == "table":
+        load = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
+        print(render(load(args.battery), load(args.power)))
+        return 0
     result = run_battery(args) if args.part == "battery" else run_power(args)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summarise(result), indent=1))
