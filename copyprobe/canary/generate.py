@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from typing import Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -192,9 +192,15 @@ def candidate(rng: Drbg, style: str, n_words: int | None = None) -> str:
     raise ValueError(f"unknown canary style {style!r} (one of {', '.join(STYLES)})")
 
 
-def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None) -> list[str]:
-    """``n`` distinct candidates, i.i.d. draws conditioned on being distinct (which keeps
-    them exchangeable: the published one is still a uniform choice among them)."""
+def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None,
+               reject: Callable[[str], bool] | None = None) -> list[str]:
+    """``n`` candidates, i.i.d. draws conditioned on being distinct after normalisation
+    (two candidates that differ only in case or punctuation cannot be told apart in a
+    reformatted copy) and on ``reject`` being false (e.g. already in the document). The
+    conditions apply to every draw alike, which keeps the candidates exchangeable: the
+    published one is still a uniform choice among them."""
+    from copyprobe.canary.normalise import normalised_text
+
     seen: set[str] = set()
     out: list[str] = []
     attempts = 0
@@ -203,7 +209,8 @@ def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None) -> lis
         if attempts > 50 * n + 1000:
             raise ValueError(f"could not draw {n} distinct {style} candidates")
         text = candidate(rng, style, n_words)
-        if text not in seen:
-            seen.add(text)
+        key = normalised_text(text)
+        if key not in seen and not (reject is not None and reject(text)):
+            seen.add(key)
             out.append(text)
     return out

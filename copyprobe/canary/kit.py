@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.canary.generate import STYLES, Drbg, candidates, seed_bytes
+from copyprobe.canary.normalise import contains, normalise
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
 
 KIT_FORMAT = "copyprobe-canary-kit"
-KIT_VERSION = 1
+KIT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before the grammatical generator and prose-only placement
 MANIFEST = Path("private") / "manifest.json"
 PUBLISH = Path("publish")
 PRIVATE_WARNING = (
@@ -123,9 +125,11 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     raw_seed, seed_record = seed_bytes(seed)
     root = Drbg(raw_seed)
     drawn: list[tuple[list[str], int]] = []
+    source = normalise(text)
     for k in range(n_canaries):
         rng = root.child(f"canary:{k}")
-        cands = candidates(rng, style, n_candidates, n_words)
+        # a candidate already in the document would be "found" whatever was published
+        cands = candidates(rng, style, n_candidates, n_words, reject=lambda c: contains(source, c))
         drawn.append((cands, rng.randbelow(n_candidates)))
     spots = boundaries(text)
     place_rng = root.child("positions")
@@ -140,11 +144,17 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     canaries = [Canary(index=k, candidates=cands, published=pub,
                        positions=sorted(pos for idx, pos in where if idx == k))
                 for k, (cands, pub) in enumerate(drawn)]
+    marked_norm = normalise(marked)
+    for cands, pub in drawn:
+        if len(marked_norm.find_all(normalise(cands[pub]).text)) != repeat:
+            raise DataError("a canary joins the surrounding text when normalised; choose another --seed")
     doc_rel = PUBLISH / name
     manifest: dict[str, Any] = {
         "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
         "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
         "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
+        "normalisation": "copyprobe.canary.normalise v1 (markup, NFKD without accents, lower case, dashes, "
+                         "punctuation and whitespace)",
         "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
         "canaries": [c.to_json() for c in canaries],
     }
@@ -201,19 +211,24 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
     return load_kit(out_dir)
 
 
-def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = None) -> Kit:
-    """Read and verify a kit: manifest present and unaltered, candidates and positions
-    consistent, and the marked document (or ``document``, another copy of it) holding
-    the published canaries. Any problem is one DataError line."""
-    path = Path(kit_dir)
-    if not path.is_dir():
-        raise DataError(f"{path} is not a directory (give the kit directory that `copyprobe canary make` wrote)")
-    where = path / MANIFEST
+def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any], list[Canary]]:
+    """(kit directory, manifest, canaries) from a kit directory or its manifest.json,
+    checked: right format, unaltered (checksum), consistent candidates."""
+    given = Path(path)
+    if given.is_file():
+        where = given
+        kit_dir = given.parent.parent if given.parent.name == MANIFEST.parent.name else given.parent
+    elif given.is_dir():
+        where, kit_dir = given / MANIFEST, given
+    else:
+        raise DataError(f"{given} does not exist (give the kit directory that `copyprobe canary make` wrote, "
+                        "or its private/manifest.json)")
     manifest = read_json(where, what="canary kit (private/manifest.json missing)")
     if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
         raise DataError(f"{where} is not a copyprobe canary manifest")
-    if manifest.get("format_version") != KIT_VERSION:
-        raise DataError(f"{where} has format_version {manifest.get('format_version')!r}; this copyprobe reads {KIT_VERSION}")
+    if manifest.get("format_version") not in READABLE_VERSIONS:
+        raise DataError(f"{where} has format_version {manifest.get('format_version')!r}; "
+                        f"this copyprobe reads {', '.join(map(str, READABLE_VERSIONS))}")
     if manifest.get("checksum") != _checksum(manifest):
         raise DataError(f"{where} was altered after it was made (its checksum does not match): "
                         "a changed manifest voids the test")
@@ -227,13 +242,26 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
             if len(set(canary.candidates)) != len(canary.candidates):
                 raise ValueError(f"canary {k} has duplicate candidates")
             canaries.append(canary)
-        doc_file = path / manifest["document"]["file"]
-        expected_sha = manifest["document"]["sha256"]
+        manifest["document"]["file"], manifest["document"]["sha256"]
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{where} is malformed: {exc}") from None
     if not canaries:
         raise DataError(f"{where} has no canaries")
+    return kit_dir, manifest, canaries
 
+
+def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = None) -> Kit:
+    """Read and verify a kit: manifest present and unaltered, candidates and positions
+    consistent, and the marked document (or ``document``, another copy of it in any
+    format :func:`copyprobe.data.books.read_book` reads, reformatted or not) holding the
+    published canaries, compared after :func:`copyprobe.canary.normalise.normalise`.
+    Any problem is one DataError line."""
+    path = Path(kit_dir)
+    if not path.is_dir():
+        raise DataError(f"{path} is not a directory (give the kit directory that `copyprobe canary make` wrote)")
+    path, manifest, canaries = read_manifest(path)
+    doc_file = path / manifest["document"]["file"]
+    expected_sha = manifest["document"]["sha256"]
     if document is None:
         if not doc_file.exists():
             raise DataError(f"{doc_file} (the marked document) is missing from the kit")
@@ -246,13 +274,13 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
                     raise DataError(f"{doc_file} does not hold canary {canary.index} at offset {pos}")
         checked = doc_file
     else:
+        from copyprobe.data.books import read_book
+
         checked = Path(document)
-        try:
-            marked = checked.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"cannot read {checked}: {exc}") from None
+        marked = read_book(checked)
+    norm = normalise(marked)
     for canary in canaries:
-        if canary.text not in marked:
-            raise DataError(f"{checked} does not contain published canary {canary.index}: "
-                            "this is not the document the kit marked")
+        if not contains(norm, canary.text):
+            raise DataError(f"{checked} does not contain published canary {canary.index}, even after "
+                            "normalising quotes, dashes, case and line wrapping: this is not the document the kit marked")
     return Kit(dir=path, manifest=manifest, canaries=canaries, document=checked)
