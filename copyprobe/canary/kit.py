@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from copyprobe.canary.generate import STYLES, Drbg, candidates, seed_bytes
 from copyprobe.canary.normalise import contains, normalise
+from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
 
@@ -84,18 +84,6 @@ def _checksum(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n\s*")
-
-
-def boundaries(text: str) -> list[int]:
-    """Offsets where a canary can start a new sentence (after a sentence end and its
-    whitespace); whitespace runs when there are no sentences; else the end."""
-    found = sorted({m.end() for m in _SENTENCE_END.finditer(text) if 0 < m.end() < len(text)})
-    if not found:
-        found = sorted({m.end() for m in re.finditer(r"\s+", text) if 0 < m.end() < len(text)})
-    return found or [len(text)]
-
-
 def insert(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int]]]:
     """Insert ``(offset in text, canary index, canary text)`` items; returns the marked
     text and (canary index, offset of the copy in the marked text) per item."""
@@ -131,7 +119,11 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
         # a candidate already in the document would be "found" whatever was published
         cands = candidates(rng, style, n_candidates, n_words, reject=lambda c: contains(source, c))
         drawn.append((cands, rng.randbelow(n_candidates)))
-    spots = boundaries(text)
+    spots = prose_boundaries(text)
+    if not spots:
+        raise DataError("the document has no narrative prose to hide a canary in (canaries go only between "
+                        f"sentences of paragraphs of at least {MIN_WORDS} words, away from dialogue, headings, "
+                        "lists, tables and code)")
     place_rng = root.child("positions")
     total = n_canaries * repeat
     if total <= len(spots):
@@ -144,6 +136,12 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     canaries = [Canary(index=k, candidates=cands, published=pub,
                        positions=sorted(pos for idx, pos in where if idx == k))
                 for k, (cands, pub) in enumerate(drawn)]
+    canary_json = []
+    for c in canaries:
+        item = c.to_json()
+        # for the author to check each place before publishing (the manifest stays private)
+        item["placements"] = [{"offset": pos, **preview(marked, pos, pos + len(c.text))} for pos in c.positions]
+        canary_json.append(item)
     marked_norm = normalise(marked)
     for cands, pub in drawn:
         if len(marked_norm.find_all(normalise(cands[pub]).text)) != repeat:
@@ -156,7 +154,8 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
         "normalisation": "copyprobe.canary.normalise v1 (markup, NFKD without accents, lower case, dashes, "
                          "punctuation and whitespace)",
         "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
-        "canaries": [c.to_json() for c in canaries],
+        "placement": "sentence/paragraph boundaries in narrative prose (copyprobe.canary.placement)",
+        "canaries": canary_json,
     }
     return marked, manifest
 

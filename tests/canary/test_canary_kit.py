@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from copyprobe.canary.generate import COMMON_WORDS, Drbg, candidates, seed_bytes
-from copyprobe.canary.kit import MANIFEST, boundaries, insert, load_kit, make_kit
+from copyprobe.canary.kit import MANIFEST, insert, load_kit, make_kit
 from copyprobe.errors import ConfigError, DataError
 
 DOC = ("It was a bright cold day in April. The clocks were striking thirteen! Winston hurried home.\n\n"
@@ -57,8 +57,6 @@ def test_insert_records_offsets_of_every_copy():
     for index, pos in where:
         assert marked[pos:pos + len("X y." if index == 0 else "Z.")] == ("X y." if index == 0 else "Z.")
     assert marked.replace("X y. ", "").replace("Z. ", "") == "Ab. Cd. Ef."
-    assert boundaries("One. Two! Three") == [5, 10]
-    assert boundaries("no sentence end here") == [3, 12, 16]
 
 
 def test_make_kit_writes_marked_document_and_private_manifest(doc, tmp_path):

@@ -101,6 +101,11 @@ def run_make(args: argparse.Namespace) -> int:
     copies = sum(len(c.positions) for c in kit.canaries)
     print(f"{len(kit.canaries)} canar{'y' if len(kit.canaries) == 1 else 'ies'} of {args.n_candidates} candidates "
           f"({kit.style}), {copies} cop{'y' if copies == 1 else 'ies'} inserted")
+    for item in kit.manifest["canaries"]:
+        for place in item.get("placements", []):
+            print(f"  canary {item['index']} at offset {place['offset']}: ...{place['before']} "
+                  f"[{item['candidates'][item['published']]}] {place['after']}...")
+    print("check each place above before publishing (also in the private manifest, under placements)")
     print(f"PUBLISH this file (and only this one): {kit.document}")
     print(f"KEEP PRIVATE: {kit.dir / MANIFEST} — it names the held-out candidates and the seed; "
           "if it leaks, or the model is trained on it, the test is void")
