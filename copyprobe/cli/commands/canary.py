@@ -134,7 +134,8 @@ def run_test(args: argparse.Namespace) -> int:
         comb = summary["combined"]
         print(f"combined: sum of ranks {comb['sum_of_ranks']}, exact p = {comb['sum_of_ranks_p']:.4g} "
               f"(min-p test: {comb['min_p_p']:.4g})")
-    print(summary["verdict"])
+    print(summary["explanation"])
+    print(f"verdict: {summary['verdict']} — {summary['reason']}")
     if args.report:
         from copyprobe.reports.html import write_report
 
