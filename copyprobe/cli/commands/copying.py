@@ -7,6 +7,7 @@ import json
 import sys
 
 from copyprobe.cli._common import (
+    add_limit_option,
     add_model_options,
     add_run_options,
     cache_setting,
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repetition-penalty", type=float, default=1.1, help="repetition penalty of generations (default 1.1, as the paper)")
     parser.add_argument("--literal-tokens", type=int, default=100, help="max new tokens of literal completions (default 100)")
     parser.add_argument("--story-tokens", type=int, default=1024, help="max new tokens of stories (default 1024, as the paper)")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many items per task")
+    add_limit_option(parser, "items of each task")
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
     parser.add_argument("--memfree-n", type=int, default=10, help="MemFree n-gram length in tokens (default 10)")
     parser.add_argument("--memfree-index", default="set", choices=["set", "bloom"], help="MemFree n-gram index (default set)")
@@ -101,8 +102,6 @@ def build_config(args: argparse.Namespace):
     from copyprobe.copying.runner import CopyConfig, parse_tasks
 
     tasks = parse_tasks(args.tasks)
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError("--limit must be at least 1")
     if args.literal_tokens < 1 or args.story_tokens < 1:
         raise ConfigError("--literal-tokens and --story-tokens must be at least 1")
     if args.repetition_penalty <= 0:

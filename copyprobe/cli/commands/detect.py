@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from copyprobe.cli._common import (
+    add_limit_option,
     add_model_options,
     add_run_options,
     add_scoring_options,
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id-column", help="column holding the passage id")
     parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
     add_scoring_options(parser)
+    add_limit_option(parser)
     add_run_options(parser)
     add_model_options(parser)
 
@@ -56,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
         id_column=args.id_column,
         split=args.split,
     )
-    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap)
+    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap, limit=args.limit)
 
