@@ -19,7 +19,9 @@ mimir:SUBSET[:SPLIT]   ``$COPYPROBE_DATA_DIR/mimir/SUBSET/SPLIT.jsonl`` (rows ``
 DE-COP rows (``Example_A..Example_D``, ``Answer``, ``ID``, ``Label``) become one passage
 per row: the text is the verbatim option (the one ``Answer`` names), all four options and
 the answer stay in ``meta`` (so ``decop`` uses them and sends no generation request), and
-the document is ``ID``. :func:`apply_decop_layout` does the same to any file read by path.
+the document is ``ID``. :func:`~copyprobe.data.tables.apply_decop_layout` does the same to any
+file read by path. This module reads files with :mod:`copyprobe.data.tables` and never imports
+:mod:`copyprobe.data.readers` (which imports it): the dependency runs one way.
 """
 
 from __future__ import annotations
@@ -31,11 +33,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from copyprobe.data.example import Example
+from copyprobe.data.tables import (
+    DECOP_COLUMNS,  # noqa: F401 - datasets' names for them, kept
+    LETTERS,  # noqa: F401
+    Dataset,
+    _build,
+    _union_columns,
+    apply_decop_layout,
+    file_record,
+    read_table,
+)
 from copyprobe.errors import ConfigError, DataError
 
 DATA_DIR_ENV = "COPYPROBE_DATA_DIR"
-DECOP_COLUMNS = ("Example_A", "Example_B", "Example_C", "Example_D")
-LETTERS = "ABCD"
 WIKIMIA_DIR = Path(__file__).parent / "wikimia"
 MIMIR_SUBSETS = ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central",
                  "wikipedia_(en)", "full_pile")
@@ -80,10 +91,8 @@ def _where(rel: str) -> str:
 # -- loaders -------------------------------------------------------------------------
 
 def _load_wikimia(split: str | None, _extra: str | None):
-    from copyprobe.data.readers import load_dataset
-
     path = WIKIMIA_DIR / f"{split}.jsonl"
-    dataset = load_dataset(path)
+    dataset = read_table(path)
     return replace(dataset, path=f"wikimia:{split}")
 
 
@@ -116,13 +125,11 @@ def _hub_rows(hub_id: str, name: str | None = None, split: str = "train") -> lis
 
 def _decop_loader(name: str, hub_id: str):
     def load(_split: str | None, _extra: str | None):
-        from copyprobe.data.readers import _build, _union_columns, load_dataset
-
         local = [data_dir() / f"{name}.csv", data_dir() / name / f"{name}.csv",
                  data_dir() / f"{name}.parquet"]
         for path in local:
             if path.is_file():
-                dataset = apply_decop_layout(load_dataset(path))
+                dataset = apply_decop_layout(read_table(path))
                 return replace(dataset, path=f"{name} ({path})")
         if not _hub_allowed():
             raise DataError(f"{name} is not on this machine: put its CSV (columns Example_A..Example_D, "
@@ -148,9 +155,6 @@ def _load_copybench(split: str | None, _extra: str | None) -> tuple[Path, str]:
 
 
 def _load_mimir(subset: str | None, split: str | None):
-    from copyprobe.data.example import Example
-    from copyprobe.data.readers import Dataset
-
     split = split or MIMIR_DEFAULT_SPLIT
     candidates = [data_dir() / "mimir" / subset / f"{split}{ext}" for ext in (".jsonl", ".json")]
     path = next((p for p in candidates if p.is_file()), None)
@@ -183,7 +187,7 @@ def _load_mimir(subset: str | None, split: str | None):
     return Dataset(examples=examples, path=f"mimir:{subset}:{split}", sha256=hashlib.sha256(raw).hexdigest(),
                    n_rows=len(records), n_skipped=0,
                    columns={"text": "member/nonmember", "label": "member/nonmember", "doc_id": None, "id": None},
-                   has_labels=True, has_documents=False)
+                   has_labels=True, has_documents=False, files=[file_record(str(path), raw)])
 
 
 _DECOP_MEMBER = ("label 1 = {what} published before 2022 (possible members, DE-COP section 3); 0 = "
@@ -297,33 +301,6 @@ def load_named(spec: str, *, command: str = "detect", split: str | None = None):
     if info.command != command:
         raise DataError(f"{info.name} is data for `copyprobe {info.command}`, not `{command}`")
     return info.loader(part, extra)
-
-
-def apply_decop_layout(dataset):
-    """A Dataset read from DE-COP columns with the verbatim option as text and all four
-    options plus ``Answer`` in meta; other datasets come back unchanged."""
-    if dataset.columns.get("text") not in DECOP_COLUMNS:
-        return dataset
-    text_col = dataset.columns["text"]
-    examples = []
-    for ex in dataset.examples:
-        meta = dict(ex.meta)
-        if "Answer" not in meta or not all(c in meta for c in DECOP_COLUMNS if c != text_col):
-            return dataset
-        meta[text_col] = ex.text
-        answer = meta["Answer"]
-        if isinstance(answer, str) and answer.strip().upper() in LETTERS:
-            letter = answer.strip().upper()
-        elif isinstance(answer, int) and not isinstance(answer, bool) and answer in range(4):
-            letter = LETTERS[answer]
-        else:
-            raise DataError(f"{dataset.path}: id {ex.id!r}: Answer {answer!r} is not one of A, B, C, D")
-        verbatim = meta.get(f"Example_{letter}")
-        if not isinstance(verbatim, str) or not verbatim.strip():
-            raise DataError(f"{dataset.path}: id {ex.id!r}: Example_{letter} (the Answer) is empty")
-        examples.append(replace(ex, text=verbatim, meta=meta))
-    columns = dict(dataset.columns, text="Example_{Answer}")
-    return replace(dataset, examples=examples, columns=columns)
 
 
 def describe() -> list[dict[str, str]]:

@@ -1,94 +1,38 @@
-"""Read passages from JSON lines, JSON, CSV/TSV, Parquet or a saved Hugging Face dataset.
+"""``load_dataset``: passages from any path or dataset name.
 
-Every problem the user can fix (missing file, bad JSON, invalid UTF-8, no text column,
-bad labels, duplicate ids ...) raises :class:`~copyprobe.errors.DataError` with a
-one-line message naming the file and, where there is one, the row and column.
+* a data file (JSON lines, JSON, CSV/TSV, Parquet) or a saved Hugging Face dataset
+  directory: rows as they are (:mod:`copyprobe.data.tables`, which documents the columns);
+* a book file (``.txt``, ``.md``, ``.epub``, ``.pdf``, ``.docx``, ``.html``/``.htm``) or a
+  directory of them: one document per file, cut into passages (:mod:`copyprobe.data.passages`,
+  cleaning in :mod:`copyprobe.data.books`, both described in docs/input-files.md);
+* a dataset name such as ``wikimia:64`` (:mod:`copyprobe.data.datasets`).
 
-Columns are found by common names (first match wins) unless given explicitly:
-
-========  =====================================
-role      names tried
-========  =====================================
-text      text, input, snippet, Example_A
-label     label, Label
-document  doc_id, ID, book_id, book
-id        id (else the 0-based row number)
-========  =====================================
-
-Every other column goes into ``Example.meta``.
+Every problem the user can fix raises :class:`~copyprobe.errors.DataError` (or
+:class:`~copyprobe.errors.ConfigError` for options that do not apply) with a one-line
+message naming the file. Imports run one way: this module imports ``datasets``,
+``passages`` and ``tables``; none of them imports it.
 """
 
 from __future__ import annotations
 
-import csv
-import datetime
-import decimal
-import hashlib
-import io
-import json
-import math
-import numbers
 import os
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
 
-from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, DataError, DataWarning
+from copyprobe.data import datasets
+from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES
+from copyprobe.data.passages import DEFAULT_PASSAGE_WORDS, check_passage_words, read_books
+from copyprobe.data.tables import (
+    SUPPORTED,
+    TABLE_SUFFIXES,
+    Dataset,
+    is_hf_dir,
+    read_table,
+    write_jsonl,
+)
+from copyprobe.errors import ConfigError, DataError
 
-TEXT_NAMES = ("text", "input", "snippet", "Example_A")
-LABEL_NAMES = ("label", "Label")
-DOC_NAMES = ("doc_id", "ID", "book_id", "book")
-ID_NAMES = ("id",)
+__all__ = ["DEFAULT_PASSAGE_WORDS", "Dataset", "load_dataset", "write_jsonl"]
 
-SUPPORTED = (".jsonl", ".json-lines", ".json", ".csv", ".tsv", ".parquet",
-             "a directory saved with datasets' save_to_disk")
-
-_TRUE_STRINGS = {"1", "1.0", "true"}
-_FALSE_STRINGS = {"0", "0.0", "false"}
-
-
-@dataclass
-class Dataset:
-    examples: list[Example]
-    path: str
-    sha256: str
-    n_rows: int  # rows read, including the skipped ones
-    n_skipped: int  # rows with empty, whitespace-only or null text
-    columns: dict[str, str | None]  # role (text, label, doc_id, id) -> column used, None if none
-    has_labels: bool
-    has_documents: bool
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def to_frame(self, *, meta: bool = False):
-        """One row per example: id, text, then label / doc_id when known.
-
-        With ``meta=True`` the meta columns follow; a meta key that collides with one of
-        the first columns gets a ``meta.`` prefix.
-        """
-        import pandas as pd
-
-        records = []
-        for ex in self.examples:
-            row: dict[str, Any] = {"id": ex.id, "text": ex.text}
-            if self.has_labels:
-                row["label"] = ex.label
-            if self.has_documents:
-                row["doc_id"] = ex.doc_id
-            if meta:
-                for key, value in ex.meta.items():
-                    row[f"meta.{key}" if key in ("id", "text", "label", "doc_id") else key] = value
-            records.append(row)
-        frame = pd.DataFrame.from_records(records)
-        if self.has_labels:
-            frame["label"] = frame["label"].astype("int64")
-        return frame
-
-
-# -- public entry point ---------------------------------------------------------------
 
 def load_dataset(
     path: str | os.PathLike,
@@ -98,499 +42,42 @@ def load_dataset(
     doc_column: str | None = None,
     id_column: str | None = None,
     split: str | None = None,
+    passage_words: int | None = None,
 ) -> Dataset:
-    """Read a data file (or saved HF dataset directory) into a :class:`Dataset`.
+    """Read a data file, a saved HF dataset directory, a book file, a directory of books
+    or a named dataset into a :class:`Dataset`.
 
-    ``split`` picks the split of a saved ``DatasetDict``; it is needed only when the
-    dict has more than one split.
+    ``split`` picks the split of a saved ``DatasetDict`` (or a named dataset's split);
+    ``passage_words`` is the most words of a passage cut from a book (default
+    128); the column options apply to data files only.
     """
     p = Path(path).expanduser()
     name = str(path)
+    columns = {k: v for k, v in (("text_column", text_column), ("label_column", label_column),
+                                 ("doc_column", doc_column), ("id_column", id_column)) if v}
+    if passage_words is not None:
+        check_passage_words(passage_words)
     if not p.exists():
-        from copyprobe.data import datasets
-
         if not datasets.is_dataset_name(name):
             raise DataError(f"data file not found: {name} (nor a dataset name; datasets: "
                             f"{datasets.known_names()})")
-        given = {k: v for k, v in (("text_column", text_column), ("label_column", label_column),
-                                   ("doc_column", doc_column), ("id_column", id_column)) if v}
-        if given:
+        if columns or passage_words is not None:
+            given = [*columns, *(["passage_words"] if passage_words is not None else [])]
             raise ConfigError(f"{', '.join(given)} do not apply to the named dataset {name}")
         return datasets.load_named(name, split=split)
-    if p.is_dir():
-        rows, columns, digest = _read_hf_dir(p, name, split)
-    else:
+    is_books = (p.is_dir() and not is_hf_dir(p)) or (p.is_file() and p.suffix.lower() in BOOK_SUFFIXES)
+    if is_books:
+        what = "the book directory" if p.is_dir() else "the book file"
+        if columns:
+            raise ConfigError(f"{', '.join(columns)} do not apply to {what} {name} (books have no columns)")
         if split is not None:
-            raise ConfigError(f"split={split!r} applies only to a saved Hugging Face dataset "
-                              f"directory, not to the file {name}")
-        raw = _read_bytes(p, name)
-        digest = hashlib.sha256(raw).hexdigest()
-        suffix = p.suffix.lower()
-        if suffix in (".jsonl", ".json-lines"):
-            rows = _parse_jsonl(_decode(raw, name), name)
-        elif suffix == ".json":
-            rows = _parse_json(_decode(raw, name), name)
-        elif suffix in (".csv", ".tsv"):
-            rows = _parse_csv(_decode(raw, name), name, "," if suffix == ".csv" else "\t")
-        elif suffix == ".parquet":
-            rows = _parse_parquet(raw, name, text_column)
-        else:
-            raise DataError(f"unsupported data file type {p.suffix or '(no extension)'!r} "
-                            f"for {name}; supported: {', '.join(SUPPORTED)}")
-        columns = _union_columns(r for _, r in rows)
-    dataset = _build(rows, columns, name, digest, text_column, label_column, doc_column, id_column)
-    if text_column is None:
-        from copyprobe.data.datasets import apply_decop_layout
-
-        dataset = apply_decop_layout(dataset)  # DE-COP rows: the verbatim option is the passage
-    return dataset
-
-
-# -- raw reading ----------------------------------------------------------------------
-
-# rows are (where, record): `where` locates the row in messages ("line 3", "row 2")
-Rows = list[tuple[str, dict[str, Any]]]
-
-
-def _read_bytes(p: Path, name: str) -> bytes:
-    try:
-        return p.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {name}: {exc.strerror or exc}") from None
-
-
-def _decode(raw: bytes, name: str) -> str:
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise DataError(f"{name} is UTF-16 encoded; save it as UTF-8")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise DataError(f"{name} looks like a binary file, not text (NUL byte at byte offset {nul})")
-    try:
-        # utf-8-sig drops a leading byte-order mark, which editors on Windows add
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        offset = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw[:offset].count(b"\n") + 1
-        raise DataError(f"{name} is not valid UTF-8: byte 0x{raw[offset]:02x} at byte offset "
-                        f"{offset} (line {line}); mixed or non-UTF-8 encodings are not "
-                        f"supported, re-save the file as UTF-8") from None
-
-
-def _parse_jsonl(text: str, name: str) -> Rows:
-    rows: Rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{name}: invalid JSON on line {lineno} (column {exc.colno}): "
-                            f"{exc.msg}") from None
-        except (ValueError, RecursionError) as exc:
-            raise DataError(f"{name}: cannot read line {lineno}: {_json_limit(exc)}") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{name}: line {lineno} is a JSON {type(obj).__name__}, "
-                            f"expected an object")
-        rows.append((f"line {lineno}", obj))
-    return rows
-
-
-def _parse_json(text: str, name: str) -> Rows:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":
-            # many ".json" files are really JSON lines (pandas to_json(lines=True))
-            return _parse_jsonl(text, name)
-        raise DataError(f"{name}: invalid JSON on line {exc.lineno} (column {exc.colno}): "
-                        f"{exc.msg}") from None
-    except (ValueError, RecursionError) as exc:
-        raise DataError(f"{name}: cannot read it: {_json_limit(exc)}") from None
-    if isinstance(data, dict):
-        raise DataError(f"{name}: expected a JSON list of objects, got an object with keys "
-                        f"{', '.join(map(str, list(data)[:10]))}")
-    if not isinstance(data, list):
-        raise DataError(f"{name}: expected a JSON list of objects, got {type(data).__name__}")
-    rows: Rows = []
-    for i, obj in enumerate(data):
-        if not isinstance(obj, dict):
-            raise DataError(f"{name}: item {i} of the list is a JSON {type(obj).__name__}, "
-                            f"expected an object")
-        rows.append((f"row {i}", obj))
-    return rows
-
-
-def _json_limit(exc: BaseException) -> str:
-    """What a JSON value beyond Python's limits is, in words."""
-    if isinstance(exc, RecursionError):
-        return "JSON nested too deeply (more levels of brackets than can be read)"
-    text = str(exc)
-    if "digits" in text:  # int() refuses numbers of more than 4300 digits
-        return "a number with thousands of digits (more than 4300)"
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _parse_csv(text: str, name: str, delimiter: str) -> Rows:
-    # the default limit (128 KiB per field) is too small for whole chapters or books
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    spanning: list[tuple[int, int]] = []  # (first, last) line of rows that span several lines
-    start = 1
-    try:
-        header = next(reader, None)
-        if header is None:
-            raise DataError(f"{name} is empty (no header row)")
-        if reader.line_num > 1:
-            raise DataError(f"{name}: line 1: the header row spans lines 1-{reader.line_num} (a quote opened in it "
-                            f"closes only there); check the quotes of the header")
-        seen: set[str] = set()
-        for col in header:
-            if col in seen:
-                raise DataError(f"{name}: column {col!r} appears twice in the header")
-            seen.add(col)
-        rows: Rows = []
-        while True:
-            start = reader.line_num + 1
-            values = next(reader, None)
-            if values is None:
-                break
-            if not values:
-                continue
-            if reader.line_num > start:
-                spanning.append((start, reader.line_num))
-            where = f"line {start}"
-            if len(values) > len(header):
-                raise DataError(f"{name}: {where} has {len(values)} fields but the header has "
-                                f"{len(header)}")
-            # trailing fields left out count as missing values
-            rows.append((where, dict(zip(header, values))))
-    except csv.Error as exc:
-        raise DataError(f"{name}: cannot parse line {reader.line_num}: {exc}") from None
-    if '"' in text and _unterminated_quote(text, delimiter):
-        first, last = rows[-1][0].split()[-1] if rows else start, reader.line_num
-        rest = f"lines {first}-{last}" if str(first) != str(last) else f"line {first}"
-        raise DataError(f"{name}: line {first}: a quote opened on this line is never closed, so {rest} "
-                        f"(the rest of the file) would be read as one field; close the quote or double "
-                        f"the quote character inside quoted fields")
-    if spanning:
-        first, last = spanning[0]
-        n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-        warnings.warn(DataWarning(
-            f"{name}: {len(spanning)} row(s) span several lines (the first at lines {first}-{last}: a quoted "
-            f"field holding line breaks), so {len(rows)} rows were read from {n_lines} lines; check the "
-            f"quotes if that is not intended"), stacklevel=3)
-    return rows
-
-
-def _unterminated_quote(text: str, delimiter: str) -> bool:
-    """True when a quoted field runs to the end of the file (strict csv says so)."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    try:
-        for _ in reader:
-            pass
-    except csv.Error as exc:
-        return "unexpected end of data" in str(exc)
-    return False
-
-
-def _parse_parquet(raw: bytes, name: str, text_column: str | None = None) -> Rows:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(pa.BufferReader(raw))
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None
-    # The text column's type is checked from the schema, before any row is converted:
-    # a struct, list or map there is refused by name and type rather than handed on.
-    text_col = _pick(list(schema.names), text_column, TEXT_NAMES, "text_column", name)
-    if text_col is not None and schema.names.count(text_col) == 1:
-        kind = schema.field(text_col).type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        textual = (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
-                   or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-                   or getattr(pa.types, "is_string_view", lambda _: False)(kind))
-        if not textual:
-            raise DataError(f"{name}: column {text_col!r} is a Parquet {kind} column, expected text "
-                            f"(string); pass text_column= to use another column")
-    if len(set(schema.names)) != len(schema.names):
-        twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
-        raise DataError(f"{name}: column {twice[0]!r} appears twice")
-    try:
-        # No reader threads: Arrow's parquet threads can outlive the read and abort the
-        # process at exit ("terminate called without an active exception", exit 134;
-        # apache/arrow#34314), seen here in 3 of 40 runs reading 20 empty files.
-        table = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
-        records = table.to_pylist()
-    except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:  # e.g. dates beyond year 9999
-        raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None
-    return [(f"row {i}", r) for i, r in enumerate(records)]
-
-
-def _read_hf_dir(p: Path, name: str, split: str | None) -> tuple[Rows, list[str], str]:
-    is_dict = (p / "dataset_dict.json").is_file()
-    if not is_dict and not (p / "state.json").is_file():
-        raise DataError(f"{name} is a directory but not a Hugging Face dataset saved with "
-                        f"save_to_disk (no dataset_dict.json or state.json in it)")
-    try:
-        import datasets
-    except ImportError:
-        raise DataError(f"reading the Hugging Face dataset directory {name} needs the "
-                        f"'datasets' package: pip install datasets") from None
-    try:
-        ds = datasets.load_from_disk(str(p))
-    except Exception as exc:  # datasets raises many types for a damaged directory
-        raise DataError(f"cannot load the Hugging Face dataset {name}: "
-                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    if isinstance(ds, datasets.DatasetDict):
-        splits = list(ds)
-        if split is not None:
-            if split not in ds:
-                raise DataError(f"{name} has no split {split!r}; splits: {', '.join(splits)}")
-            chosen = split
-        elif len(splits) == 1:
-            chosen = splits[0]
-        else:
-            raise DataError(f"{name} has several splits ({', '.join(splits)}); choose one with "
-                            f"split=")
-        ds = ds[chosen]
-        digest_root = p / chosen
-    else:
-        if split is not None:
-            raise ConfigError(f"split={split!r} given but {name} holds a single dataset, "
-                              f"not a DatasetDict")
-        digest_root = p
-    rows = [(f"row {i}", r) for i, r in enumerate(ds.to_list())]
-    return rows, list(ds.column_names), _hash_dir(digest_root)
-
-
-def _hash_dir(root: Path) -> str:
-    """sha256 over the relative paths and contents of every file, in sorted order."""
-    h = hashlib.sha256()
-    for f in sorted(x for x in root.rglob("*") if x.is_file()):
-        rel = f.relative_to(root).as_posix().encode()
-        h.update(len(rel).to_bytes(8, "big") + rel)
-        with open(f, "rb") as fh:
-            content = fh.read()
-        h.update(len(content).to_bytes(8, "big") + content)
-    return h.hexdigest()
-
-
-def _union_columns(records: Iterable[dict[str, Any]]) -> list[str]:
-    seen: dict[str, None] = {}
-    for r in records:
-        for k in r:
-            seen.setdefault(k, None)
-    return list(seen)
-
-
-# -- building examples ----------------------------------------------------------------
-
-def _pick(columns: list[str], explicit: str | None, names: tuple[str, ...], kwarg: str,
-          name: str) -> str | None:
-    if explicit is not None:
-        if explicit not in columns:
-            raise DataError(f"{name}: {kwarg}={explicit!r} is not a column; columns: "
-                            f"{_column_list(columns)}")
-        return explicit
-    for n in names:
-        if n in columns:
-            return n
-    return None
-
-
-def _column_list(columns: list[str], limit: int = 20) -> str:
-    """Column names for a one-line message: plain names as they are, others quoted and cut."""
-    shown = [c if isinstance(c, str) and c.isprintable() and len(c) <= 40 else _short(c) for c in columns[:limit]]
-    more = f", ... ({len(columns)} columns)" if len(columns) > limit else ""
-    return (", ".join(shown) + more) or "(none)"
-
-
-def _is_missing(value: Any) -> bool:
-    return (value is None or (isinstance(value, float) and math.isnan(value))
-            or (isinstance(value, str) and value == ""))
-
-
-def _key_str(value: Any) -> str:
-    # ids and documents are compared as strings; 3.0 from a float column means "3"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _parse_label(value: Any) -> int | None:
-    """0/1 or None if the value is not an accepted spelling of a binary label."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, numbers.Integral):
-        return int(value) if value in (0, 1) else None
-    if isinstance(value, numbers.Real):
-        f = float(value)
-        return int(f) if f in (0.0, 1.0) else None
-    if isinstance(value, str):
-        s = value.strip().lower()
-        if s in _TRUE_STRINGS:
-            return 1
-        if s in _FALSE_STRINGS:
-            return 0
-    return None
-
-
-def _jsonable(value: Any) -> Any:
-    """Meta values as plain JSON types (they end up in run records)."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if hasattr(value, "tolist"):  # numpy scalars and arrays
-        return _jsonable(value.tolist())
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return _jsonable(float(value))
-    return str(value)
-
-
-def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: str | None,
-           label_column: str | None, doc_column: str | None, id_column: str | None) -> Dataset:
-    if not rows:
-        raise DataError(f"{name} has no rows")
-    text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
-    if text_col is None:
-        raise DataError(f"{name}: no text column; columns found: {_column_list(columns)}; "
-                        f"names tried: {', '.join(TEXT_NAMES)} (or pass text_column=)")
-    label_col = _pick(columns, label_column, LABEL_NAMES, "label_column", name)
-    doc_col = _pick(columns, doc_column, DOC_NAMES, "doc_column", name)
-    id_col = _pick(columns, id_column, ID_NAMES, "id_column", name)
-    roles = [c for c in (text_col, label_col, doc_col, id_col) if c is not None]
-    if len(set(roles)) != len(roles):
-        raise DataError(f"{name}: one column is used for two roles "
-                        f"(text={text_col!r}, label={label_col!r}, document={doc_col!r}, "
-                        f"id={id_col!r})")
-    used = set(roles)
-
-    examples: list[Example] = []
-    seen_ids: dict[str, str] = {}
-    # (where, id) of the first labelled and first unlabelled row, to report a mix
-    labelled: tuple[str, str] | None = None
-    unlabelled: tuple[str, str] | None = None
-    with_doc: tuple[str, str] | None = None
-    without_doc: tuple[str, str] | None = None
-    n_skipped = 0
-    for index, (where, record) in enumerate(rows):
-        text = record.get(text_col)
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{name}: {where}: column {text_col!r} is not valid UTF-8 "
-                                f"(byte offset {exc.start} of the value)") from None
-        if text is None or (isinstance(text, float) and math.isnan(text)):
-            text = ""
-        if not isinstance(text, str):
-            raise DataError(f"{name}: {where}: column {text_col!r} holds a "
-                            f"{type(text).__name__} ({_short(text)}), expected text")
-        if not text.strip():
-            # nothing to score: the row's other columns (even a bad label) do not matter
-            n_skipped += 1
-            continue
-        _check_encodable(text, f"{name}: {where}: column {text_col!r}")
-
-        if id_col is not None:
-            raw_id = record.get(id_col)
-            if _is_missing(raw_id):
-                raise DataError(f"{name}: {where} has no id in column {id_col!r}")
-            ex_id = _key_str(raw_id)
-        else:
-            ex_id = str(index)
-        _check_encodable(ex_id, f"{name}: {where}: the id")
-        here = f"{name}: {where} (id {ex_id!r})"
-        if ex_id in seen_ids:
-            raise DataError(f"{name}: duplicate id {ex_id!r} ({seen_ids[ex_id]} and {where})")
-        seen_ids[ex_id] = where
-
-        label: int | None = None
-        raw = record.get(label_col) if label_col is not None else None
-        # null / empty cell = no label; NaN is not a missing marker here but a bad value
-        if raw is not None and raw != "":
-            label = _parse_label(raw)
-            if label is None:
-                raise DataError(f"{here}: label must be 0 or 1, got {_short(raw)} in column "
-                                f"{label_col!r}")
-        if label is None:
-            unlabelled = unlabelled or (where, ex_id)
-        else:
-            labelled = labelled or (where, ex_id)
-        if labelled and unlabelled:
-            raise DataError(f"{name}: some rows have a label and some do not (e.g. "
-                            f"{labelled[0]} id {labelled[1]!r} has one, {unlabelled[0]} id "
-                            f"{unlabelled[1]!r} has none in column {label_col!r}); label all "
-                            f"rows or none")
-
-        doc_id: str | None = None
-        if doc_col is not None and not _is_missing(record.get(doc_col)):
-            doc_id = _key_str(record[doc_col])
-            _check_encodable(doc_id, f"{here}: column {doc_col!r}")
-        if doc_id is None:
-            without_doc = without_doc or (where, ex_id)
-        else:
-            with_doc = with_doc or (where, ex_id)
-        if with_doc and without_doc:
-            raise DataError(f"{name}: some rows have a document id and some do not (e.g. "
-                            f"{without_doc[0]} id {without_doc[1]!r} has none in column "
-                            f"{doc_col!r}); give every row a document or none")
-
-        meta = {k: _jsonable(v) for k, v in record.items() if k not in used}
-        examples.append(Example(id=ex_id, text=text, label=label, doc_id=doc_id, meta=meta))
-
-    if not examples:
-        raise DataError(f"{name}: all {len(rows)} rows have empty text in column {text_col!r}")
-    has_labels = labelled is not None
-    has_documents = with_doc is not None
-    return Dataset(
-        examples=examples,
-        path=name,
-        sha256=digest,
-        n_rows=len(rows),
-        n_skipped=n_skipped,
-        columns={"text": text_col, "label": label_col if has_labels else None,
-                 "doc_id": doc_col if has_documents else None, "id": id_col},
-        has_labels=has_labels,
-        has_documents=has_documents,
-    )
-
-
-def _check_encodable(value: str, what: str) -> None:
-    """A JSON "\\ud800" escape gives a lone surrogate: a str that is not text and cannot be
-    hashed or written as UTF-8 later, so it is refused here, naming the row."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise DataError(f"{what} holds an unpaired surrogate \\u{ord(value[exc.start]):04x} at character "
-                        f"{exc.start} (a broken \\u escape), which is not valid text") from None
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    s = repr(value)
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write one JSON object per line, atomically (NaN as null); returns the number of rows.
-    The data layer's name for :func:`copyprobe.files.write_jsonl`."""
-    from copyprobe.files import write_jsonl as write
-
-    return write(path, rows)
+            raise ConfigError(f"split={split!r} applies only to a saved Hugging Face dataset directory, "
+                              f"not to {what} {name}")
+        return read_books(path, passage_words=passage_words)
+    if passage_words is not None:
+        raise ConfigError(f"passage_words applies only to books ({BOOK_TYPES}), not to the data file {name}")
+    if p.is_file() and p.suffix.lower() not in TABLE_SUFFIXES:
+        raise DataError(f"unsupported data file type {p.suffix or '(no extension)'!r} for {name}; "
+                        f"supported: {', '.join(SUPPORTED)}; books: {BOOK_TYPES} (or a directory of them)")
+    return read_table(path, text_column=text_column, label_column=label_column, doc_column=doc_column,
+                      id_column=id_column, split=split)

@@ -29,7 +29,7 @@ def test_text_books_are_utf8_without_a_byte_order_mark(tmp_path):
     assert read_book(book) == "Étude\n\nsecond paragraph"
     latin = tmp_path / "latin.txt"
     latin.write_bytes("abc caf\xe9".encode("latin-1"))
-    with pytest.raises(DataError, match=r"not UTF-8 text \(byte 7\)"):
+    with pytest.raises(DataError, match=r"not valid UTF-8: byte 0xe9 at byte offset 7"):
         read_book(latin)
     blank = tmp_path / "blank.md"
     blank.write_text(" \n\n\t")

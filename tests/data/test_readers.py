@@ -92,6 +92,12 @@ def test_hf_dataset_dict_splits(tmp_path):
         load_dataset(path)
     assert [e.id for e in load_dataset(path, split="test").examples] == ["c"]
     assert [e.id for e in load_dataset(path, split="train").examples] == ["a", "b"]
+    # the files of the chosen split only, each with its size and sha256
+    files = load_dataset(path, split="test").files
+    on_disk = sorted(f for f in (path / "test").rglob("*") if f.is_file())
+    assert [f["path"] for f in files] == [str(f) for f in on_disk]
+    assert [(f["bytes"], f["sha256"]) for f in files] == [(f.stat().st_size, hashlib.sha256(f.read_bytes()).hexdigest())
+                                                         for f in on_disk]
     with pytest.raises(DataError, match="no split 'dev'; splits: "):
         load_dataset(path, split="dev")
 
@@ -108,7 +114,7 @@ def test_split_on_plain_file_is_a_config_error(tmp_path):
 
 
 def test_directory_that_is_not_a_dataset(tmp_path):
-    (tmp_path / "x.txt").write_text("hi")
+    (tmp_path / "x.xlsx").write_text("hi")  # neither a saved dataset nor a book
     with pytest.raises(DataError, match="not a Hugging Face dataset saved with save_to_disk"):
         load_dataset(tmp_path)
 

@@ -130,7 +130,7 @@ CASES = [
     Case("csv duplicate header", {"data.csv": b"id,text,text\n1,a b,c d\n"}, [], "column 'text' appears twice", data="data.csv"),
     Case("json object instead of list", {"data.json": b'{"text": "a b c", "label": 1}'}, [], "expected a JSON list", data="data.json"),
     Case("corrupt parquet", {"data.parquet": _corrupt_parquet}, [], "as Parquet", data="data.parquet"),
-    Case("unsupported extension", {"data.txt": b"hello world\n"}, [], "unsupported data file type '.txt'", data="data.txt"),
+    Case("unsupported extension", {"data.xlsx": b"hello world\n"}, [], "unsupported data file type '.xlsx'", data="data.xlsx"),
     Case("missing data file", {}, [], "data file not found", data="nope.jsonl"),
     Case("directory that is not a dataset", {"folder": _mkdir("folder")}, [], "not a Hugging Face dataset", data="folder"),
     Case("split on a plain file", {"data.jsonl": jsonl(GOOD)}, ["--split", "train"], "applies only to a saved Hugging Face dataset"),

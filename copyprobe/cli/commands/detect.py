@@ -7,6 +7,7 @@ import argparse
 from copyprobe.cli._common import (
     add_limit_option,
     add_model_options,
+    add_passage_option,
     add_run_options,
     add_scoring_options,
     check_batch_size,
@@ -27,13 +28,14 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec: smollm2-135m-instruct, gemma-3-270m, hf:DIR, gguf:FILE, openai:MODEL@URL")
-    parser.add_argument("--data", required=True, help="JSONL, CSV, Parquet, a saved Hugging Face dataset, or a dataset name NAME[:SPLIT] (copyprobe datasets)")
+    parser.add_argument("--data", required=True, help="JSONL, CSV, Parquet, a saved Hugging Face dataset, a book file (.txt/.md/.epub/.pdf/.docx/.html) or a directory of them, or a dataset name NAME[:SPLIT] (copyprobe datasets)")
     parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated method names (default {DEFAULT_METHODS})")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--label-column", help="column holding 1 = member / 0 = non-member")
     parser.add_argument("--doc-column", help="column holding the document id")
     parser.add_argument("--id-column", help="column holding the passage id")
     parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
+    add_passage_option(parser)
     add_scoring_options(parser)
     add_limit_option(parser)
     add_run_options(parser)
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         doc_column=args.doc_column,
         id_column=args.id_column,
         split=args.split,
+        passage_words=args.passage_words,
     )
     return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap, limit=args.limit)
 

@@ -1,0 +1,169 @@
+"""Books as passages: a book file, or a directory of them, as a :class:`Dataset`.
+
+Each file is one document. Its ``doc_id`` is the file name without the suffix (the stem);
+in a directory, files whose stems clash get their path relative to the directory (with
+the suffix) instead, so document ids are unique. Passage ids are ``DOC:0001``,
+``DOC:0002`` ... in reading order, and ``meta`` holds ``source`` (the file) and
+``passage`` (the number).
+
+The passage rule (``passage_words`` = N, default 128; words are whitespace-separated):
+
+1. Paragraphs (from :func:`copyprobe.data.books.book_paragraphs`) are packed greedily: a
+   passage takes whole paragraphs while it stays within N words.
+2. When the next paragraph does not fit, the passage ends there if it already holds at
+   least N/2 words; otherwise the paragraph's leading sentences fill it up to N words and
+   the rest of the paragraph continues in the next passage. A paragraph of more than N
+   words is always cut at sentence ends this way.
+3. A sentence of more than N words is cut every N words.
+4. A document's last passage with fewer than N/4 words is merged into the passage before
+   it (so a document's last passage can hold up to N + N/4 - 1 words); a document shorter
+   than that is one passage.
+
+Passages never cross documents. Paragraphs inside one passage are separated by a line
+break.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import warnings
+from collections import Counter
+from pathlib import Path
+
+from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, book_paragraphs
+from copyprobe.data.example import Example
+from copyprobe.data.tables import Dataset, file_record
+from copyprobe.errors import ConfigError, DataError, DataWarning
+
+DEFAULT_PASSAGE_WORDS = 128
+
+# a sentence ends at . ! ? (and closing quotes/brackets) before a space and a capital,
+# digit or opening quote
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
+
+
+def check_passage_words(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"passage_words must be a whole number of words, at least 1, got {value!r}")
+    return value
+
+
+def sentences(paragraph: str) -> list[str]:
+    """A paragraph cut after each sentence end (see ``_SENTENCE_END``)."""
+    out, start = [], 0
+    for m in _SENTENCE_END.finditer(paragraph):
+        out.append(paragraph[start:m.end()].strip())
+        start = m.end()
+    rest = paragraph[start:].strip()
+    return [s for s in out + [rest] if s]
+
+
+def cut_passages(paragraphs: list[str], passage_words: int = DEFAULT_PASSAGE_WORDS) -> list[str]:
+    """One document's paragraphs as passages, by the rule in the module doc."""
+    n = check_passage_words(passage_words)
+    passages: list[list[list[str]]] = []  # passage -> paragraphs (pieces) -> words
+    current: list[list[str]] = []
+    size = 0
+
+    def close() -> None:
+        nonlocal current, size
+        if current:
+            passages.append(current)
+        current, size = [], 0
+
+    for paragraph in paragraphs:
+        words = paragraph.split()
+        if not words:
+            continue
+        if size + len(words) <= n:
+            current.append(words)
+            size += len(words)
+            continue
+        if size >= n / 2:
+            close()
+            if len(words) <= n:
+                current, size = [words], len(words)
+                continue
+        piece: list[str] = []  # the part of this paragraph in the current passage
+        for sentence in sentences(paragraph):
+            sw = sentence.split()
+            for chunk in (sw[i:i + n] for i in range(0, len(sw), n)):
+                if size + len(chunk) > n and size:
+                    if piece:
+                        current.append(piece)
+                    close()
+                    piece = []
+                piece += chunk
+                size += len(chunk)
+        if piece:
+            current.append(piece)
+    if current:
+        tail = sum(len(p) for p in current)
+        if passages and tail < n / 4:
+            passages[-1] += current
+        else:
+            passages.append(current)
+    return ["\n".join(" ".join(p) for p in passage) for passage in passages]
+
+
+def book_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """(book files, other files) under a directory, recursively and in name order; hidden
+    files and folders and Office lock files (``~$...``) are left out of both."""
+    books, others = [], []
+    for p in sorted(root.rglob("*")):
+        parts = p.relative_to(root).parts
+        if any(part.startswith((".", "~$")) for part in parts) or not p.is_file():
+            continue
+        (books if p.suffix.lower() in BOOK_SUFFIXES else others).append(p)
+    return books, others
+
+
+def document_ids(files: list[Path], root: Path | None) -> list[str]:
+    """File stems, or for stems that occur twice the path relative to ``root``."""
+    stems = Counter(f.stem for f in files)
+    if root is None:
+        return [f.stem for f in files]
+    return [f.stem if stems[f.stem] == 1 else f.relative_to(root).as_posix() for f in files]
+
+
+def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> Dataset:
+    """A book file or a directory of book files as passages (see the module doc)."""
+    n = DEFAULT_PASSAGE_WORDS if passage_words is None else check_passage_words(passage_words)
+    name = str(path)
+    p = Path(path).expanduser()
+    if p.is_dir():
+        files, others = book_files(p)
+        if not files:
+            raise DataError(f"{name} is a directory with no book files ({BOOK_TYPES}) and not a Hugging Face "
+                            f"dataset saved with save_to_disk")
+        if others:
+            kinds = sorted({f.suffix.lower() or "(no extension)" for f in others})
+            warnings.warn(DataWarning(
+                f"{name}: {len(others)} file(s) that are not books were left out ({', '.join(kinds)}; e.g. "
+                f"{others[0].relative_to(p).as_posix()}); books: {BOOK_TYPES}"), stacklevel=3)
+        shown = [str(Path(name) / f.relative_to(p)) for f in files]
+        docs = document_ids(files, p)
+    else:
+        files, shown, docs = [p], [name], document_ids([p], None)
+    examples: list[Example] = []
+    records = []
+    for f, where, doc in zip(files, shown, docs):
+        try:
+            raw = f.read_bytes()
+        except OSError as exc:
+            raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
+        records.append(file_record(where, raw))
+        for i, text in enumerate(cut_passages(book_paragraphs(raw, where), n), start=1):
+            examples.append(Example(id=f"{doc}:{i:04d}", text=text, doc_id=doc,
+                                    meta={"source": where, "passage": i}))
+    if len(records) == 1:
+        digest = records[0]["sha256"]
+    else:  # over each file's name and content hash, so renaming a file changes it too
+        listing = "".join(f"{f.relative_to(p).as_posix()}\0{r['sha256']}\n" for f, r in zip(files, records))
+        digest = hashlib.sha256(listing.encode()).hexdigest()
+    return Dataset(examples=examples, path=name, sha256=digest, n_rows=len(examples), n_skipped=0,
+                   columns={"text": None, "label": None, "doc_id": None, "id": None},
+                   has_labels=False, has_documents=True, files=records,
+                   passage_words=n)
