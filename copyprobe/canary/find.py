@@ -1,9 +1,11 @@
 """`canary find`: where the canaries of a kit appear in published copies of the document.
 
-Each file is read with :func:`copyprobe.data.books.read_book` (the same readers as the
-audit), normalised with :func:`copyprobe.canary.normalise.normalise`, and searched for
-every candidate of every canary. Offsets are character offsets in the text ``read_book``
-returns for the file (for a plain-text file, its own characters). A held-out candidate
+Plain-text and Markdown files are searched as they are (offsets are their own
+characters: the normalisation already copes with wrapping, hyphenation and markup);
+HTML, EPUB, PDF and DOCX files are read with :func:`copyprobe.data.books.read_book` (the
+same readers as the audit) and offsets are in the text it returns. The text is
+normalised with :func:`copyprobe.canary.normalise.normalise` and searched for every
+candidate of every canary. A held-out candidate
 found in a file means the private manifest leaked: the test is then void.
 """
 
@@ -56,15 +58,23 @@ def find_in_text(text: str, canaries, file: str = "", context: int = CONTEXT) ->
     return sorted(hits, key=lambda h: (h.file, h.start))
 
 
+def file_text(path: str | os.PathLike) -> str:
+    """The text searched in a file (module docstring)."""
+    from copyprobe.data import books
+
+    p = Path(path)
+    if p.suffix.lower() in books.PLAIN_SUFFIXES + books.MARKDOWN_SUFFIXES:
+        return books.read_text(p)
+    return books.read_book(p)
+
+
 def find_canaries(kit: str | os.PathLike, files: list[str | os.PathLike], context: int = CONTEXT) -> list[Hit]:
     """Hits of the kit's canaries (kit directory or manifest.json) in each file."""
-    from copyprobe.data.books import read_book
-
     _, _, canaries = read_manifest(kit)
     hits: list[Hit] = []
     for f in files:
-        hits.extend(find_in_text(read_book(Path(f)), canaries, str(f), context))
+        hits.extend(find_in_text(file_text(f), canaries, str(f), context))
     return hits
 
 
-__all__ = ["CONTEXT", "Hit", "find_canaries", "find_in_text"]
+__all__ = ["CONTEXT", "Hit", "file_text", "find_canaries", "find_in_text"]

@@ -14,13 +14,11 @@ import zipfile
 import pytest
 
 from copyprobe.backends.fake import FakeBackend
-from copyprobe.canary.find import find_canaries, find_in_text
+from copyprobe.canary.find import file_text, find_canaries, find_in_text
 from copyprobe.canary.kit import make_kit
 from copyprobe.canary.normalise import normalise, normalised_text
 from copyprobe.canary.scoring import canary_test
 from copyprobe.cli.main import main
-from copyprobe.data.books import read_book
-from copyprobe.errors import DataError
 
 PARAGRAPHS = [
     "The harbour at Kellmouth had been quiet for most of that winter. The fishing boats stayed tied to "
@@ -99,7 +97,7 @@ TRANSFORMS = {"rewrap": rewrap, "curly_quotes": curly_quotes, "dashes": dashes, 
 
 def _check_found(kit, path, text=None):
     """Every published canary is found, and the reported offsets hold it in the file's text."""
-    text = read_book(path) if text is None else text
+    text = file_text(path) if text is None else text
     hits = find_canaries(kit.dir, [path])
     for canary in kit.canaries:
         mine = [h for h in hits if h.canary == canary.index and h.published]
@@ -172,16 +170,6 @@ def test_epub_rendering(kit, original_result, tmp_path):
     assert _test_result(kit, copy) == original_result
 
 
-def _reader_supports(suffix: str, tmp_path, writer) -> bool:
-    """Whether read_book reads this format (the readers land on another branch)."""
-    probe = tmp_path / f"probe{suffix}"
-    writer(probe, "Probe text for the reader.")
-    try:
-        return "probe text" in read_book(probe).lower() and "\x00" not in read_book(probe)
-    except (DataError, UnicodeDecodeError):
-        return False
-
-
 def _write_pdf(path, text: str) -> None:
     pytest.importorskip("reportlab")
     from reportlab.lib.pagesizes import A5
@@ -206,8 +194,6 @@ def _write_docx(path, text: str) -> None:
 
 @pytest.mark.parametrize("suffix,writer", [(".pdf", _write_pdf), (".docx", _write_docx)], ids=["pdf", "docx"])
 def test_pdf_and_docx_renderings(kit, original_result, tmp_path, suffix, writer):
-    if not _reader_supports(suffix, tmp_path, writer):
-        pytest.skip(f"read_book does not read {suffix} yet (branch readers)")
     copy = tmp_path / f"book{suffix}"
     writer(copy, curly_quotes(_marked(kit)))
     _check_found(kit, copy)
