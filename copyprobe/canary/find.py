@@ -49,8 +49,11 @@ def find_in_text(text: str, canaries, file: str = "", context: int = CONTEXT) ->
     for canary in canaries:
         for j, cand in enumerate(canary.candidates):
             key = normalised_text(cand)
+            tail = cand[len(cand.rstrip(".!?")):]  # the final full stop is outside the normalised match
             for at in norm.find_all(key):
                 start, end = norm.span(at, at + len(key))
+                if tail and text.startswith(tail, end):
+                    end += len(tail)
                 ctx = (_squash(text[max(0, start - context):start]) + "[" + _squash(text[start:end]) + "]"
                        + _squash(text[end:end + context]))
                 hits.append(Hit(file=file, canary=canary.index, candidate=j, published=j == canary.published,

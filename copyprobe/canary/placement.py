@@ -112,7 +112,7 @@ def _has_quote(sentence: str) -> bool:
         return True
     # a single quote that opens (after a space) or closes (before a space) a quotation,
     # not an apostrophe inside a word ("don't", "Orla's")
-    return bool(re.search(r"(^|\s)['\u2019]|['\u2019](\s|$)", sentence.strip() and " " + sentence.strip() + " "))
+    return bool(re.search(r"(^|\s)['\u2018\u2019]|['\u2019](\s|$)", sentence.strip()))
 
 
 def prose_boundaries(text: str) -> list[int]:
@@ -140,8 +140,8 @@ def preview(text: str, start: int, end: int, width: int = PREVIEW) -> dict[str, 
     def squash(s: str) -> str:
         return re.sub(r"\s+", " ", s)
 
-    return {"before": squash(text[max(0, start - width):start]).lstrip(),
-            "after": squash(text[end:end + width]).rstrip()}
+    return {"before": squash(text[max(0, start - width):start]).strip(),
+            "after": squash(text[end:end + width]).strip()}
 
 
 __all__ = ["MIN_WORDS", "Paragraph", "paragraphs", "preview", "prose_boundaries"]

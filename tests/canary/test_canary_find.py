@@ -211,6 +211,7 @@ def test_find_cli_prints_file_offset_and_context(kit, tmp_path, capsys):
         line = next(x for x in out.splitlines() if f"published canary {canary.index}." in x)
         start, end = map(int, re.match(rf"{re.escape(str(copy))}:(\d+)-(\d+):", line).groups())
         assert normalised_text(text[start:end]) == normalised_text(canary.text)
+        assert text[start:end].endswith(".") and text[start:end].split()[0] == canary.text.split()[0]
         assert "[" in line and "]" in line
 
 

@@ -107,6 +107,6 @@ def test_make_prints_and_records_each_place_with_a_preview(tmp_path, capsys):
     assert [p["offset"] for p in item["placements"]] == item["positions"] and len(item["positions"]) == 2
     for place in item["placements"]:
         pos = place["offset"]
-        assert re.sub(r"\s+", " ", marked[max(0, pos - 80):pos]).lstrip() == place["before"]
+        assert re.sub(r"\s+", " ", marked[max(0, pos - 80):pos]).strip() == place["before"]
         assert marked[pos + len(canary):].replace("\n", " ").lstrip().startswith(place["after"].strip()[:20])
         assert f"at offset {pos}: ...{place['before']} [{canary}]" in out
