@@ -32,6 +32,7 @@ after 1 and 3 epochs, next to a plain membership score on the same documents; an
     python benchmarks/bench_canary.py --stage plant
     python benchmarks/bench_canary.py --stage test --epochs-to-test 1
     python benchmarks/bench_canary.py --stage null --null-kits 1000
+    python benchmarks/bench_canary.py --stage null --null-kits 1000 --null-candidates 100 --null-model zlib
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--null-kits", type=int, default=1000)
     p.add_argument("--null-candidates", type=int, default=10)
-    p.add_argument("--null-model", default="smollm2-135m-instruct")
+    p.add_argument("--null-model", default="smollm2-135m-instruct",
+                   help="model spec, or 'zlib' for a model-free score (compressibility) that runs in seconds")
     p.add_argument("--null-method", default="loss")
     p.add_argument("--null-chunk", type=int, default=50)
     return p.parse_args(argv)
@@ -338,47 +340,77 @@ def stage_null(args, results_dir: Path, command: str) -> dict[str, Any]:
     from copyprobe.scoring import build_methods, score_examples
     from copyprobe.session import Session
 
-    path = results_dir / "canary_null.json"
+    stem = "canary_null_zlib" if args.null_model == "zlib" else "canary_null"
+    path = results_dir / f"{stem}.json"
     previous = read_json(path, required=False) or {}
     same = {k: previous.get("settings", {}).get(k) for k in ("model", "method", "n_candidates")} == {
         "model": args.null_model, "method": args.null_method, "n_candidates": args.null_candidates}
     ranks: list[int] = list(previous.get("ranks", [])) if same else []
-    methods = build_methods([args.null_method])
+    ties: list[int] = list(previous.get("ties", [0] * len(ranks))) if same else []
+    methods = build_methods([args.null_method]) if args.null_model != "zlib" else []
     started = time.perf_counter()
-    with Session(args.null_model, cache=Path(args.work_dir) / "null_cache.sqlite", device=args.device) as session:
+    if args.null_model == "zlib":  # a model-free text statistic: the guarantee holds for any score
+        from contextlib import nullcontext
+
+        context: Any = nullcontext(None)
+    else:
+        context = Session(args.null_model, cache=Path(args.work_dir) / "null_cache.sqlite", device=args.device)
+    with context as session:
         while len(ranks) < args.null_kits:
             first = len(ranks)
             chunk = range(first, min(args.null_kits, first + args.null_chunk))
             kits = [kit_from_manifest(draw_kit(NULL_DOC, "doc.txt", n_candidates=args.null_candidates,
                                                seed=f"null:{i}")[1]) for i in chunk]
             examples = [e for i, kit in zip(chunk, kits) for e in kit_examples(kit, prefix=f"k{i}:")]
-            rows, _ = score_examples(examples, methods, session.backend_for)
-            ranks += [canary_summary(kit, rows, args.null_method, args.alpha, prefix=f"k{i}:")["canaries"][0]["rank"]
-                      for i, kit in zip(chunk, kits)]
-            payload = null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0))
+            if session is None:
+                rows = [{"id": e.id, args.null_method: zlib_score(e.text)} for e in examples]
+            else:
+                rows, _ = score_examples(examples, methods, session.backend_for)
+            for i, kit in zip(chunk, kits):
+                c = canary_summary(kit, rows, args.null_method, args.alpha, prefix=f"k{i}:")["canaries"][0]
+                ranks.append(c["rank"])
+                ties.append(c["n_ties"] + c["n_unscored"])
+            payload = null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0),
+                                   ties)
             write_json(path, payload)
-            atomic_write(results_dir / "canary_null.md", render_null_md(payload))
+            atomic_write(results_dir / f"{stem}.md", render_null_md(payload))
             print(f"null: {len(ranks)} kits, KS p = {payload['ks_p']:.3g}", flush=True)
-    return null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0))
+    return null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0), ties)
 
 
-def null_payload(args, ranks: list[int], command: str, seconds: float) -> dict[str, Any]:
+def zlib_score(text: str) -> float:
+    """Compressibility (higher = more redundant text): zlib-compressed bytes per byte, negated."""
+    import zlib
+
+    raw = text.encode("utf-8")
+    return -len(zlib.compress(raw, 9)) / len(raw)
+
+
+def null_payload(args, ranks: list[int], command: str, seconds: float,
+                 ties: list[int] | None = None) -> dict[str, Any]:
+    """Summary of the null ranks. The KS test uses the randomised p-value with ties broken
+    at random, (rank - 1 - t + U (t + 1)) / n for t tied or unscored held-out candidates,
+    which is exactly Uniform(0, 1) under the null; the reported p = rank / n counts ties
+    against the published canary, so it can only be larger (conservative)."""
     import numpy as np
     from scipy import stats
 
     n = args.null_candidates
     r = np.asarray(ranks)
+    t = np.asarray(ties if ties is not None else [0] * len(r))
     u = np.random.default_rng(0).random(len(r))
+    randomised = (r - 1 - t + u * (t + 1)) / n
     pvals = r / n
     rejected = int((pvals <= args.alpha).sum())
     return {
         "created": utc_now(), "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores", "command": command,
         "settings": {"model": args.null_model, "method": args.null_method, "n_candidates": n,
                      "n_kits_target": args.null_kits, "alpha": args.alpha, "style": "sentences"},
-        "n_kits": len(r), "ranks": [int(x) for x in r], "seconds": round(seconds, 1),
+        "n_kits": len(r), "ranks": [int(x) for x in r], "ties": [int(x) for x in t], "seconds": round(seconds, 1),
+        "n_kits_with_ties": int((t > 0).sum()),
         "rank_counts": np.bincount(r - 1, minlength=n).tolist(),
-        "ks_statistic": float(stats.kstest((r - 1 + u) / n, "uniform").statistic),
-        "ks_p": float(stats.kstest((r - 1 + u) / n, "uniform").pvalue),
+        "ks_statistic": float(stats.kstest(randomised, "uniform").statistic),
+        "ks_p": float(stats.kstest(randomised, "uniform").pvalue),
         "chisquare_p": float(stats.chisquare(np.bincount(r - 1, minlength=n)).pvalue),
         "rejected_at_alpha": rejected,
         "rejection_rate": rejected / len(r),
@@ -399,14 +431,17 @@ def render_null_md(payload: dict[str, Any]) -> str:
         "",
         f"{payload['n_kits']} kits (target {s['n_kits_target']}), each of {n} grammatical candidates "
         f"(`--style sentences`, seeds `null:<i>`), scored with `{s['method']}` on `{s['model']}`, which never saw "
-        f"any of them. Under the null the published canary's rank is uniform on 1..{n}, so p = rank / {n} has "
+        f"any of them{' (zlib: a model-free text statistic, compressed bytes per byte)' if s['model'] == 'zlib' else ''}. "
+        f"Under the null the published canary's rank is uniform on 1..{n}, so p = rank / {n} has "
         f"P(p <= k/{n}) = k/{n} exactly. {payload['seconds']} s of scoring.",
         "",
         "| check | value |",
         "|---|---|",
-        f"| KS test of (rank - 1 + U) / n against Uniform(0, 1) | D = {payload['ks_statistic']:.4f}, "
-        f"p = {payload['ks_p']:.3g} |",
-        f"| chi-square test of the rank counts | p = {payload['chisquare_p']:.3g} |",
+        f"| KS test of the randomised p-value (ties broken at random) against Uniform(0, 1) | "
+        f"D = {payload['ks_statistic']:.4f}, p = {payload['ks_p']:.3g} |",
+        f"| kits with tied or unscored held-out candidates (counted against: p only larger) | "
+        f"{payload.get('n_kits_with_ties', 0)} |",
+        f"| chi-square test of the rank counts (ties counted against) | p = {payload['chisquare_p']:.3g} |",
         f"| rejections at alpha = {s['alpha']} | {payload['rejected_at_alpha']} of {payload['n_kits']} "
         f"({100 * payload['rejection_rate']:.1f}%; binomial p of too many = {payload['binomial_p_too_many']:.3g}) |",
         f"| mean p-value (uniform: {(n + 1) / (2 * n):.3f}) | {payload['mean_p']:.3f} |",

@@ -71,3 +71,12 @@ def test_null_summary_counts_ranks_and_rejections():
     assert skewed["ks_p"] < 1e-6 and skewed["chisquare_p"] < 1e-6
     text = bench_canary.render_null_md(payload)
     assert "| kits | 50 | 50 | 50 | 50 |" in text and "`cmd`" in text
+
+
+def test_null_summary_breaks_ties_at_random_for_the_ks_test():
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "10"])
+    # every candidate tied: the reported rank is always 10 (conservative), the randomised p uniform
+    payload = bench_canary.null_payload(args, [10] * 2000, "cmd", 1.0, ties=[9] * 2000)
+    assert payload["ks_p"] > 0.001 and payload["n_kits_with_ties"] == 2000
+    assert payload["mean_p"] == 1.0 and payload["rejected_at_alpha"] == 0
+    assert bench_canary.null_payload(args, [10] * 2000, "cmd", 1.0)["ks_p"] < 1e-6  # ties ignored: not uniform
