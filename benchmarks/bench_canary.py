@@ -1,6 +1,9 @@
 #!/usr/bin/env python
-"""Canary benchmark (issue 16, guarantee b): planted canaries at repetition 1, 10 and 100,
-tested after 1 and 3 epochs, next to a plain membership score on the same documents.
+"""Canary benchmark (issues 16 and 27): planted canaries at repetition 1 and 3 (issue 16
+ran 1, 10, 100), in documents **reformatted as a publisher would** before training (re-wrapped
+at 60 columns with words hyphenated at line ends, curly quotes, dashes, ligatures), tested
+after 1 and 3 epochs, next to a plain membership score on the same documents; and the null
+(``--stage null``): p-values of >= 1,000 kits a real model never saw, uniform by KS.
 
 1. ``make``: ``--docs-per-level`` base documents per repetition level (WikiMIA passages of
    ~256 words by default, rows taken in file order), each marked by its own kit
@@ -17,10 +20,19 @@ tested after 1 and 3 epochs, next to a plain membership score on the same docume
    AUC and document mean loss, members vs non-members of the same level).
 4. Writes ``--results``/canary.json and canary.md. Each stage reuses what an earlier call
    finished, so the stages can run as separate commands under ``flock``.
+5. ``null``: ``--null-kits`` kits (``--null-candidates`` grammatical candidates each, seeds
+   ``null:<i>``) scored with ``--null-method`` on the un-tuned ``--null-model``, which never
+   saw them; the published canary's rank must be uniform. Writes canary_null.json and
+   canary_null.md (KS on the randomised p-values (rank - 1 + U) / n, which are exactly
+   Uniform(0, 1) under the null; chi-square on the ranks; rejection rate at alpha with a
+   binomial test). Scores are cached and the results rewritten after every chunk of kits,
+   so an interrupted run resumes.
 
     python benchmarks/bench_canary.py --stage make
     python benchmarks/bench_canary.py --stage plant
     python benchmarks/bench_canary.py --stage test --epochs-to-test 1
+    python benchmarks/bench_canary.py --stage null --null-kits 1000
+    python benchmarks/bench_canary.py --stage null --null-kits 1000 --null-candidates 100 --null-model zlib
 """
 
 from __future__ import annotations
@@ -42,11 +54,13 @@ from copyprobe.files import atomic_write, read_json, utc_now, write_json  # noqa
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--stage", choices=("make", "plant", "test", "all"), default="all")
+    p.add_argument("--stage", choices=("make", "plant", "test", "all", "null"), default="all")
     p.add_argument("--base-docs", default="/work/shared/data/wikimia/256.jsonl",
                    help="JSONL of base documents (one per row)")
     p.add_argument("--text-column", default="input")
-    p.add_argument("--repeats", default="1,10,100")
+    p.add_argument("--repeats", default="1,3")
+    p.add_argument("--no-reformat", action="store_true",
+                   help="train on the marked documents as written (default: reformatted as a publisher would)")
     p.add_argument("--docs-per-level", type=int, default=4)
     p.add_argument("--n-candidates", type=int, default=100)
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -60,7 +74,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work-dir", default="/tmp/bench_canary")
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--device", default="cpu")
+    p.add_argument("--null-kits", type=int, default=1000)
+    p.add_argument("--null-candidates", type=int, default=10)
+    p.add_argument("--null-model", default="smollm2-135m-instruct",
+                   help="model spec, or 'zlib' for a model-free score (compressibility) that runs in seconds")
+    p.add_argument("--null-method", default="loss")
+    p.add_argument("--null-chunk", type=int, default=50)
     return p.parse_args(argv)
+
+
+def publisher_format(text: str, width: int = 60) -> str:
+    """The marked text as a publisher prints it: paragraphs re-wrapped at ``width`` columns
+    with long words hyphenated at line ends, curly quotes, en/em dashes, fi/fl ligatures."""
+    import re
+    import textwrap
+
+    def curly(par: str) -> str:
+        par = re.sub(r'"(?=\w)', "\u201c", par).replace('"', "\u201d").replace("'", "\u2019")
+        return par.replace(" -- ", "\u2014").replace("--", "\u2013")
+
+    out = []
+    for par in re.split(r"\n\s*\n", text.strip()):
+        words, lines, line = curly(" ".join(par.split())).split(), [], ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width:
+                room = width - len(line) - 2
+                if len(word) >= 8 and room >= 3 and word[:room].isalpha():
+                    lines.append(f"{line} {word[:room]}-")  # hyphenated at the line end
+                    word = word[room:]
+                else:
+                    lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+        out.append(textwrap.dedent("\n".join(lines)))
+    return ("\n\n".join(out) + "\n").replace("fi", "\ufb01").replace("fl", "\ufb02")
 
 
 def levels(args) -> list[int]:
@@ -72,7 +121,8 @@ def doc_names(args) -> list[tuple[int, str]]:
 
 
 def stage_make(args, work: Path) -> None:
-    from copyprobe.canary.kit import MANIFEST, make_kit
+    from copyprobe.canary.find import find_in_text
+    from copyprobe.canary.kit import MANIFEST, load_kit, make_kit
 
     rows = [json.loads(line) for line in open(args.base_docs, encoding="utf-8") if line.strip()]
     names = doc_names(args)
@@ -86,8 +136,13 @@ def stage_make(args, work: Path) -> None:
             make_kit(base, kit_dir, n_candidates=args.n_candidates, style="sentences", repeat=r,
                      seed=f"bench:{r}:{name}", command=["benchmarks/bench_canary.py", "--stage", "make"])
         marked = (kit_dir / "publish" / f"{name}.txt").read_text(encoding="utf-8")
-        atomic_write(work / "corpus" / f"{name}.txt", marked)
-    print(f"made {len(names)} kits in {work / 'kits'}")
+        published = marked if args.no_reformat else publisher_format(marked)
+        kit = load_kit(kit_dir)
+        found = [h for h in find_in_text(published, kit.canaries) if h.published]
+        if len(found) != r:  # canary find must see every copy in what the model will train on
+            raise SystemExit(f"{name}: canary find sees {len(found)} of {r} copies in the reformatted text")
+        atomic_write(work / "corpus" / f"{name}.txt", published)
+    print(f"made {len(names)} kits in {work / 'kits'}" + ("" if args.no_reformat else " (corpus reformatted)"))
 
 
 def balanced_seed(args) -> int:
@@ -128,6 +183,7 @@ def model_dir(work: Path, epoch: int, epochs: int) -> Path:
 
 def stage_test(args, work: Path, epoch: int) -> dict[str, Any]:
     from copyprobe.canary.kit import load_kit
+    from copyprobe.canary.normalise import normalise, normalised_text
     from copyprobe.canary.scoring import canary_test
     from copyprobe.canary.stats import combine
     from copyprobe.detect import detect
@@ -151,10 +207,11 @@ def stage_test(args, work: Path, epoch: int) -> dict[str, Any]:
         for r, name in doc_names(args):
             kit = load_kit(work / "kits" / name)
             canary = kit.canaries[0]
+            key = normalised_text(canary.text)  # copies in the reformatted passages
             passages = [row for row in data if row["doc_id"] == name]
             losses = [loss_by_id[p["id"]] for p in passages if loss_by_id.get(p["id"]) is not None]
             doc = {"doc": name, "repeat": r, "member": name in member_docs,
-                   "intact_copies": sum(p["text"].count(canary.text) for p in passages),
+                   "intact_copies": sum(len(normalise(p["text"]).find_all(key)) for p in passages),
                    "n_passages": len(passages), "mean_loss_score": sum(losses) / len(losses) if losses else None}
             for method in methods:
                 res = canary_test(session, kit, method, params=params.get(method), alpha=args.alpha,
@@ -272,10 +329,140 @@ def render_md(payload: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+NULL_DOC = ("The harbour at Kellmouth had been quiet for most of that winter. The fishing boats stayed tied to the "
+            "wall, and the nets hung drying above the slipway. Nobody expected the storm that came in February.\n")
+
+
+def stage_null(args, results_dir: Path, command: str) -> dict[str, Any]:
+    """Ranks of the published canary over ``--null-kits`` kits on a model that saw none."""
+    from copyprobe.canary.kit import draw_kit, kit_from_manifest
+    from copyprobe.canary.scoring import canary_summary, kit_examples
+    from copyprobe.scoring import build_methods, score_examples
+    from copyprobe.session import Session
+
+    stem = "canary_null_zlib" if args.null_model == "zlib" else "canary_null"
+    path = results_dir / f"{stem}.json"
+    previous = read_json(path, required=False) or {}
+    same = {k: previous.get("settings", {}).get(k) for k in ("model", "method", "n_candidates")} == {
+        "model": args.null_model, "method": args.null_method, "n_candidates": args.null_candidates}
+    ranks: list[int] = list(previous.get("ranks", [])) if same else []
+    ties: list[int] = list(previous.get("ties", [0] * len(ranks))) if same else []
+    methods = build_methods([args.null_method]) if args.null_model != "zlib" else []
+    started = time.perf_counter()
+    if args.null_model == "zlib":  # a model-free text statistic: the guarantee holds for any score
+        from contextlib import nullcontext
+
+        context: Any = nullcontext(None)
+    else:
+        context = Session(args.null_model, cache=Path(args.work_dir) / "null_cache.sqlite", device=args.device)
+    with context as session:
+        while len(ranks) < args.null_kits:
+            first = len(ranks)
+            chunk = range(first, min(args.null_kits, first + args.null_chunk))
+            kits = [kit_from_manifest(draw_kit(NULL_DOC, "doc.txt", n_candidates=args.null_candidates,
+                                               seed=f"null:{i}")[1]) for i in chunk]
+            examples = [e for i, kit in zip(chunk, kits) for e in kit_examples(kit, prefix=f"k{i}:")]
+            if session is None:
+                rows = [{"id": e.id, args.null_method: zlib_score(e.text)} for e in examples]
+            else:
+                rows, _ = score_examples(examples, methods, session.backend_for)
+            for i, kit in zip(chunk, kits):
+                c = canary_summary(kit, rows, args.null_method, args.alpha, prefix=f"k{i}:")["canaries"][0]
+                ranks.append(c["rank"])
+                ties.append(c["n_ties"] + c["n_unscored"])
+            payload = null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0),
+                                   ties)
+            write_json(path, payload)
+            atomic_write(results_dir / f"{stem}.md", render_null_md(payload))
+            print(f"null: {len(ranks)} kits, KS p = {payload['ks_p']:.3g}", flush=True)
+    return null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0), ties)
+
+
+def zlib_score(text: str) -> float:
+    """Compressibility (higher = more redundant text): zlib-compressed bytes per byte, negated."""
+    import zlib
+
+    raw = text.encode("utf-8")
+    return -len(zlib.compress(raw, 9)) / len(raw)
+
+
+def null_payload(args, ranks: list[int], command: str, seconds: float,
+                 ties: list[int] | None = None) -> dict[str, Any]:
+    """Summary of the null ranks. The KS test uses the randomised p-value with ties broken
+    at random, (rank - 1 - t + U (t + 1)) / n for t tied or unscored held-out candidates,
+    which is exactly Uniform(0, 1) under the null; the reported p = rank / n counts ties
+    against the published canary, so it can only be larger (conservative)."""
+    import numpy as np
+    from scipy import stats
+
+    n = args.null_candidates
+    r = np.asarray(ranks)
+    t = np.asarray(ties if ties is not None else [0] * len(r))
+    u = np.random.default_rng(0).random(len(r))
+    randomised = (r - 1 - t + u * (t + 1)) / n
+    pvals = r / n
+    rejected = int((pvals <= args.alpha).sum())
+    return {
+        "created": utc_now(), "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores", "command": command,
+        "settings": {"model": args.null_model, "method": args.null_method, "n_candidates": n,
+                     "n_kits_target": args.null_kits, "alpha": args.alpha, "style": "sentences"},
+        "n_kits": len(r), "ranks": [int(x) for x in r], "ties": [int(x) for x in t], "seconds": round(seconds, 1),
+        "n_kits_with_ties": int((t > 0).sum()),
+        "rank_counts": np.bincount(r - 1, minlength=n).tolist(),
+        "ks_statistic": float(stats.kstest(randomised, "uniform").statistic),
+        "ks_p": float(stats.kstest(randomised, "uniform").pvalue),
+        "chisquare_p": float(stats.chisquare(np.bincount(r - 1, minlength=n)).pvalue),
+        "rejected_at_alpha": rejected,
+        "rejection_rate": rejected / len(r),
+        "binomial_p_too_many": float(stats.binomtest(rejected, len(r), args.alpha, alternative="greater").pvalue),
+        "mean_p": float(pvals.mean()),
+    }
+
+
+def render_null_md(payload: dict[str, Any]) -> str:
+    s = payload["settings"]
+    n = s["n_candidates"]
+    lines = [
+        "# Canary benchmark: p-values under the null",
+        "",
+        f"Generated by `benchmarks/bench_canary.py` on {payload['created']} ({payload['machine']}):",
+        "",
+        f"- `{payload['command']}`",
+        "",
+        f"{payload['n_kits']} kits (target {s['n_kits_target']}), each of {n} grammatical candidates "
+        f"(`--style sentences`, seeds `null:<i>`), scored with `{s['method']}` on `{s['model']}`, which never saw "
+        f"any of them{' (zlib: a model-free text statistic, compressed bytes per byte)' if s['model'] == 'zlib' else ''}. "
+        f"Under the null the published canary's rank is uniform on 1..{n}, so p = rank / {n} has "
+        f"P(p <= k/{n}) = k/{n} exactly. {payload['seconds']} s of scoring.",
+        "",
+        "| check | value |",
+        "|---|---|",
+        f"| KS test of the randomised p-value (ties broken at random) against Uniform(0, 1) | "
+        f"D = {payload['ks_statistic']:.4f}, p = {payload['ks_p']:.3g} |",
+        f"| kits with tied or unscored held-out candidates (counted against: p only larger) | "
+        f"{payload.get('n_kits_with_ties', 0)} |",
+        f"| chi-square test of the rank counts (ties counted against) | p = {payload['chisquare_p']:.3g} |",
+        f"| rejections at alpha = {s['alpha']} | {payload['rejected_at_alpha']} of {payload['n_kits']} "
+        f"({100 * payload['rejection_rate']:.1f}%; binomial p of too many = {payload['binomial_p_too_many']:.3g}) |",
+        f"| mean p-value (uniform: {(n + 1) / (2 * n):.3f}) | {payload['mean_p']:.3f} |",
+        "",
+        "Rank counts (1 = the model found the published canary the most familiar):",
+        "",
+        "| rank | " + " | ".join(str(i + 1) for i in range(n)) + " |",
+        "|" + "---|" * (n + 1),
+        "| kits | " + " | ".join(str(c) for c in payload["rank_counts"]) + " |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.work_dir)
     command = "python benchmarks/bench_canary.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.stage == "null":
+        stage_null(args, Path(args.results), command)
+        return 0
     if args.stage in ("make", "all"):
         stage_make(args, work)
     if args.stage in ("plant", "all"):

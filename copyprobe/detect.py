@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from copyprobe import record
 from copyprobe.backends.base import Backend
 from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError
 from copyprobe.methods.base import Method
 from copyprobe.runner import DriveStats, ProgressFactory
 from copyprobe.scoring import build_methods, example_row, load_examples, score_examples, scores_frame, summarize
@@ -46,6 +47,17 @@ class DetectResult:
         return self.out
 
 
+def first_passages(examples: list, data_info: dict[str, Any], limit: int | None) -> tuple[list, dict[str, Any]]:
+    """The first ``limit`` passages (all with None), and the data record saying so."""
+    if limit is None:
+        return examples, data_info
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"limit must be a positive integer, got {limit!r}")
+    if limit >= len(examples):
+        return examples, data_info
+    return examples[:limit], {**data_info, "limit": limit, "n_before_limit": len(examples)}
+
+
 def detect(
     model: str | Backend | Session,
     data: Any,
@@ -65,6 +77,7 @@ def detect(
     api_options: Mapping[str, Any] | None = None,
     kind: str = "detect",
     settings: Mapping[str, Any] | None = None,
+    limit: int | None = None,
 ) -> DetectResult:
     """Score ``data`` with ``methods`` on ``model`` and (with ``out``) write the run record.
 
@@ -74,12 +87,14 @@ def detect(
     ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
     ``kind``/``settings``: for commands built on detect (audit records kind "audit" and
     its settings, then writes through :meth:`DetectResult.write` with verdicts.json).
+    ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
     """
     started = time.perf_counter()
     out_dir = record.prepare_out_dir(out) if out is not None else None
     # methods are checked before the data and the model load: a typo must not cost either
     built = build_methods(methods, params)
     examples, data_info = load_examples(data)
+    examples, data_info = first_passages(examples, data_info, limit)
     own_session = not isinstance(model, Session)
     session = Session(
         model, cache=cache, batch_size=batch_size, device=device, dtype=dtype, api_options=api_options

@@ -28,9 +28,12 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None) -> re
             raise DataError(f"{run.dir / 'examples.jsonl'} is missing: the texts are needed for the blind baseline")
         texts = {str(e.get("id")): e.get("text", "") for e in run.examples}
         boot = rec.bootstrap or {}
+        used = int(boot.get("n", 1000) if n_bootstrap is None else n_bootstrap)
+        # run.json says how many resamples the metrics beside it used (issue 27: it kept the old N)
+        rec.bootstrap = {**boot, "n": used, "seed": int(boot.get("seed", rec.seed or 0))}
         metrics, _notes = summarize(
             run.scores or [], texts, list(rec.methods), rec.train_ids,
-            n_bootstrap=int(boot.get("n", 1000) if n_bootstrap is None else n_bootstrap),
+            n_bootstrap=used,
             seed=int(boot.get("seed", rec.seed or 0)),
             blind_baseline=rec.blind_baseline is not False,
             sources={str(e.get("id")): e["source"] for e in run.examples if isinstance(e.get("source"), str)},
@@ -50,7 +53,11 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None) -> re
 
         if run.results is None or not rec.copying:
             raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
-        files["metrics.json"] = compute_metrics(run.results, CopyConfig.from_description(rec.copying))
+        config = CopyConfig.from_description(rec.copying)
+        if n_bootstrap is not None:
+            config.n_bootstrap = n_bootstrap
+            rec.copying = {**rec.copying, "n_bootstrap": n_bootstrap}
+        files["metrics.json"] = compute_metrics(run.results, config)
     else:
         raise DataError(f"{run.dir} is a {rec.kind!r} run: rescore recomputes detect, audit and copying runs")
     for name, content in files.items():
@@ -59,4 +66,5 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None) -> re
             path.unlink(missing_ok=True)
         else:
             record.write_json(path, content)
+    record.write_json(Path(run.dir) / "run.json", rec.to_json())  # last, as write_run does
     return record.load_run(run.dir)

@@ -132,3 +132,19 @@ def test_blind_baseline_folds_group_by_source_when_the_data_has_one(tmp_path, de
     assert [r["source"] for r in written] == [e.meta["source"] for e in examples]
     # rescore reads the sources back from the record
     assert rescore(tmp_path / "run").metrics["blind_baseline"]["auc"] == pytest.approx(by_source["auc"])
+
+
+def test_limit_scores_the_first_n_passages_and_says_so(tmp_path, demo, capsys):
+    result = copyprobe.detect(fake_for(demo), demo, ["loss"], out=tmp_path / "run", cache=False, limit=5)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [e.id for e in demo.examples[:5]] and result.scores.shape[0] == 5
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["data"]["limit"] == 5 and run["data"]["n_before_limit"] == 48
+    assert copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, limit=500).scores.shape[0] == 48
+    with pytest.raises(ConfigError, match="limit"):
+        copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, limit=0)
+    from copyprobe.cli.main import main
+
+    assert main(["detect", "--model", "x", "--data", "d.jsonl", "--out", str(tmp_path / "o"), "--limit", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--limit" in err and "Traceback" not in err

@@ -111,6 +111,9 @@ def test_rescore_can_change_the_bootstrap(tmp_path, no_model):
     after = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert after["passage"]["loss"]["auc"] == before["passage"]["loss"]["auc"]
     assert before["passage"]["loss"]["auc_low"] is not None and after["passage"]["loss"]["auc_low"] is None
+    assert load_run(tmp_path / "run").record.bootstrap["n"] == 0  # run.json records the N it used
+    assert main(["rescore", str(tmp_path / "run"), "--bootstrap", "37"]) == 0
+    assert load_run(tmp_path / "run").record.bootstrap["n"] == 37
 
 
 def test_rescore_reproduces_audit_verdicts(tmp_path, monkeypatch):

@@ -10,9 +10,15 @@ recorded in the private manifest only.
 
 Styles:
 
-* ``sentences``: a natural-looking fictional sentence with random names, invented
-  places, objects and numbers ("Orla Vantreck kept 4,817 brass lanterns in the cellar of
-  her house in Quelmoor."). Thousands of templates x names x numbers: ~2^40 sentences.
+* ``sentences``: a grammatical, past-tense narrative sentence from a fixed generator: one
+  of 12 templates (:data:`TEMPLATES`) with every slot drawn uniformly from fixed word
+  lists: names, invented places, objects, animals, colours, rooms, dates and a number
+  ("Orla Vantreck kept 481 brass lanterns in the cellar of an amber house in
+  Quelmoor."). Articles follow the next word, nouns after a number are plural, subjects
+  agree with their verb, each sentence starts with a capital and ends with one full
+  stop (checked over 1,000 kits in tests/canary/test_canary_generate.py). About 2^45
+  distinct sentences. Every candidate of a kit is an independent draw of the same
+  generator, so the exact p-value holds.
 * ``words``: a sequence of ``n_words`` words drawn uniformly from a list of common
   English words (low-probability text, far from anything a model has seen).
 * ``trap``: a longer random-word sequence (Meeus et al. 2024, "Copyright traps for
@@ -28,7 +34,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from typing import Sequence, TypeVar
+import re
+from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -116,25 +123,60 @@ LAST = (
 ).split()
 SYLLABLES = "qu el mo or ve tr an th is ka ro bel wyn dor ash fen gar lin mar nor pel ros tam ul var zen".split()
 PLACE_ENDINGS = ("moor", "ford", "wick", "holm", "stead", "by", "mere", "combe", "haven", "ton")
+# (singular, plural): regular nouns written out, so no rule can go wrong; none starts
+# with a letter whose article is not the usual one ("a unicorn", "an hour")
 OBJECTS = (
-    "brass lanterns", "glass marbles", "copper kettles", "wool blankets", "clay pots", "silver spoons",
-    "paper kites", "oak barrels", "tin soldiers", "linen maps", "iron keys", "wax candles", "ivory buttons",
-    "pewter bells", "cedar boxes", "felt hats", "bone dice", "jade beads", "straw baskets", "slate tiles",
+    ("brass lantern", "brass lanterns"), ("glass marble", "glass marbles"), ("copper kettle", "copper kettles"),
+    ("wool blanket", "wool blankets"), ("clay pot", "clay pots"), ("silver spoon", "silver spoons"),
+    ("paper kite", "paper kites"), ("oak barrel", "oak barrels"), ("tin soldier", "tin soldiers"),
+    ("linen map", "linen maps"), ("iron key", "iron keys"), ("wax candle", "wax candles"),
+    ("horn button", "horn buttons"), ("pewter bell", "pewter bells"), ("cedar box", "cedar boxes"),
+    ("felt hat", "felt hats"), ("apple crate", "apple crates"), ("jade bead", "jade beads"),
+    ("straw basket", "straw baskets"), ("slate tile", "slate tiles"), ("enamel jug", "enamel jugs"),
+    ("ash walking stick", "ash walking sticks"),
 )
-ROOMS = ("cellar", "attic", "barn", "boathouse", "pantry", "workshop", "greenhouse", "stable", "chapel", "mill")
-COLOURS = ("amber", "crimson", "teal", "ochre", "violet", "slate-grey", "saffron", "emerald", "russet", "ivory")
-ANIMALS = ("heron", "badger", "otter", "raven", "stoat", "hare", "kestrel", "newt", "mole", "wren")
+ANIMALS = (
+    ("heron", "herons"), ("badger", "badgers"), ("otter", "otters"), ("raven", "ravens"), ("stoat", "stoats"),
+    ("hare", "hares"), ("kestrel", "kestrels"), ("newt", "newts"), ("owl", "owls"), ("wren", "wrens"),
+    ("eel", "eels"), ("goat", "goats"),
+)
+ROOMS = ("cellar", "attic", "barn", "boathouse", "pantry", "workshop", "greenhouse", "stable", "chapel", "mill",
+         "orchard", "kitchen")
+COLOURS = ("amber", "crimson", "teal", "ochre", "violet", "grey", "saffron", "emerald", "russet", "ivory",
+           "indigo", "olive")
 MONTHS = ("January February March April May June July August September October November December").split()
+
+# Past-tense narrative sentences. Slots: {name} (first + last name), {place}/{place2}
+# (two different invented places), {num} (an integer 12..999, so nouns after it are
+# always plural), {object}/{objects} and {object2}/{objects2} (two different object
+# nouns), {animal}/{animals}, {colour}, {room}, {month}, {ordinal} (1st..28th),
+# {year} (1700..1999). "a~" is the indefinite article, resolved to "a" or "an" by the
+# word after it. Subjects of "was" are singular and of "were" plural, by construction.
 TEMPLATES = (
-    "{first} {last} kept {num} {objects} in the {room} of a house in {place}.",
-    "In {month} of {year}, {first} {last} walked {num} miles from {place} to {place2} with a {colour} {animal}.",
-    "The {colour} {animal} of {place} was counted {num} times by {first} {last} before {month} {day}.",
-    "{first} {last} sold {num} {objects} at the {place} fair on the {day}th of {month}, {year}.",
-    "Nobody in {place} believed that {first} {last} had painted the {room} {colour} {num} times.",
-    "On {month} {day}, {year}, the mayor of {place2} gave {first} {last} {num} {objects} and a {animal}.",
-    "{first} {last} of {place} wrote {num} letters about a {colour} {animal} that lived in the {room}.",
-    "The ferry from {place} to {place2} carried {num} {objects} and {first} {last} in {month} {year}.",
+    "{name} kept {num} {objects} in the {room} of a~ {colour} house in {place}.",
+    "In {month} {year}, {name} walked {num} miles from {place} to {place2} with a~ {colour} {animal}.",
+    "The {colour} {animal} of {place} was counted {num} times by {name} before the {ordinal} of {month}.",
+    "{name} sold {num} {objects} at the {place} fair on the {ordinal} of {month}, {year}.",
+    "Nobody in {place} believed that {name} had painted the {room} {colour} {num} times.",
+    "On the {ordinal} of {month}, the mayor of {place2} gave {name} {num} {objects} and a~ {animal}.",
+    "{name} of {place} wrote {num} letters about a~ {colour} {animal} that lived in the {room}.",
+    "The ferry from {place} to {place2} carried {num} {objects} and {name} in {month} {year}.",
+    "Every winter {name} counted the {objects} in the {room} and found exactly {num} of them.",
+    "{name} once traded a~ {colour} {object} for {num} {objects2} at the market in {place}.",
+    "The {animals} that nested behind the {room} in {place} were fed by {name} for {num} days.",
+    "By the spring of {year}, {name} had mended {num} {objects} for the people of {place}.",
 )
+
+
+def article(word: str) -> str:
+    """"an" before a vowel letter, else "a" (the word lists avoid the exceptions)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
 
 COMMON_WORDS = (
     "able acid aged also area army away baby back ball band bank base bath bear beat bell belt bird blow blue "
@@ -165,18 +207,27 @@ def _place(rng: Drbg) -> str:
     return (stem + rng.choice(PLACE_ENDINGS)).capitalize()
 
 
+def _two(rng: Drbg, draw) -> tuple:
+    first = draw()
+    second = draw()
+    while second == first:
+        second = draw()
+    return first, second
+
+
 def sentence(rng: Drbg) -> str:
+    """One draw of the ``sentences`` style: a template and its slots, each uniform."""
     template = rng.choice(TEMPLATES)
-    place = _place(rng)
-    place2 = _place(rng)
-    while place2 == place:
-        place2 = _place(rng)
-    return template.format(
-        first=rng.choice(FIRST), last=rng.choice(LAST), num=f"{10 + rng.randbelow(9990):,}",
-        objects=rng.choice(OBJECTS), room=rng.choice(ROOMS), place=place, place2=place2,
-        month=rng.choice(MONTHS), day=1 + rng.randbelow(28), year=1700 + rng.randbelow(300),
-        colour=rng.choice(COLOURS), animal=rng.choice(ANIMALS),
+    place, place2 = _two(rng, lambda: _place(rng))
+    obj, obj2 = _two(rng, lambda: rng.choice(OBJECTS))
+    animal = rng.choice(ANIMALS)
+    text = template.format(
+        name=f"{rng.choice(FIRST)} {rng.choice(LAST)}", num=12 + rng.randbelow(988),
+        object=obj[0], objects=obj[1], object2=obj2[0], objects2=obj2[1], animal=animal[0], animals=animal[1],
+        room=rng.choice(ROOMS), place=place, place2=place2, month=rng.choice(MONTHS),
+        ordinal=ordinal(1 + rng.randbelow(28)), year=1700 + rng.randbelow(300), colour=rng.choice(COLOURS),
     )
+    return re.sub(r"\ba~ (\w+)", lambda m: f"{article(m.group(1))} {m.group(1)}", text)
 
 
 def word_sequence(rng: Drbg, n_words: int) -> str:
@@ -192,9 +243,15 @@ def candidate(rng: Drbg, style: str, n_words: int | None = None) -> str:
     raise ValueError(f"unknown canary style {style!r} (one of {', '.join(STYLES)})")
 
 
-def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None) -> list[str]:
-    """``n`` distinct candidates, i.i.d. draws conditioned on being distinct (which keeps
-    them exchangeable: the published one is still a uniform choice among them)."""
+def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None,
+               reject: Callable[[str], bool] | None = None) -> list[str]:
+    """``n`` candidates, i.i.d. draws conditioned on being distinct after normalisation
+    (two candidates that differ only in case or punctuation cannot be told apart in a
+    reformatted copy) and on ``reject`` being false (e.g. already in the document). The
+    conditions apply to every draw alike, which keeps the candidates exchangeable: the
+    published one is still a uniform choice among them."""
+    from copyprobe.canary.normalise import normalised_text
+
     seen: set[str] = set()
     out: list[str] = []
     attempts = 0
@@ -203,7 +260,8 @@ def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None) -> lis
         if attempts > 50 * n + 1000:
             raise ValueError(f"could not draw {n} distinct {style} candidates")
         text = candidate(rng, style, n_words)
-        if text not in seen:
-            seen.add(text)
+        key = normalised_text(text)
+        if key not in seen and not (reject is not None and reject(text)):
+            seen.add(key)
             out.append(text)
     return out

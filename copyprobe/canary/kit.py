@@ -17,17 +17,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from copyprobe.canary.generate import STYLES, Drbg, candidates, seed_bytes
+from copyprobe.canary.normalise import contains, normalise
+from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
 
 KIT_FORMAT = "copyprobe-canary-kit"
-KIT_VERSION = 1
+KIT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before the grammatical generator and prose-only placement
 MANIFEST = Path("private") / "manifest.json"
 PUBLISH = Path("publish")
 PRIVATE_WARNING = (
@@ -82,18 +84,6 @@ def _checksum(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n\s*")
-
-
-def boundaries(text: str) -> list[int]:
-    """Offsets where a canary can start a new sentence (after a sentence end and its
-    whitespace); whitespace runs when there are no sentences; else the end."""
-    found = sorted({m.end() for m in _SENTENCE_END.finditer(text) if 0 < m.end() < len(text)})
-    if not found:
-        found = sorted({m.end() for m in re.finditer(r"\s+", text) if 0 < m.end() < len(text)})
-    return found or [len(text)]
-
-
 def insert(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int]]]:
     """Insert ``(offset in text, canary index, canary text)`` items; returns the marked
     text and (canary index, offset of the copy in the marked text) per item."""
@@ -123,11 +113,17 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     raw_seed, seed_record = seed_bytes(seed)
     root = Drbg(raw_seed)
     drawn: list[tuple[list[str], int]] = []
+    source = normalise(text)
     for k in range(n_canaries):
         rng = root.child(f"canary:{k}")
-        cands = candidates(rng, style, n_candidates, n_words)
+        # a candidate already in the document would be "found" whatever was published
+        cands = candidates(rng, style, n_candidates, n_words, reject=lambda c: contains(source, c))
         drawn.append((cands, rng.randbelow(n_candidates)))
-    spots = boundaries(text)
+    spots = prose_boundaries(text)
+    if not spots:
+        raise DataError("the document has no narrative prose to hide a canary in (canaries go only between "
+                        f"sentences of paragraphs of at least {MIN_WORDS} words, away from dialogue, headings, "
+                        "lists, tables and code)")
     place_rng = root.child("positions")
     total = n_canaries * repeat
     if total <= len(spots):
@@ -140,13 +136,26 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     canaries = [Canary(index=k, candidates=cands, published=pub,
                        positions=sorted(pos for idx, pos in where if idx == k))
                 for k, (cands, pub) in enumerate(drawn)]
+    canary_json = []
+    for c in canaries:
+        item = c.to_json()
+        # for the author to check each place before publishing (the manifest stays private)
+        item["placements"] = [{"offset": pos, **preview(marked, pos, pos + len(c.text))} for pos in c.positions]
+        canary_json.append(item)
+    marked_norm = normalise(marked)
+    for cands, pub in drawn:
+        if len(marked_norm.find_all(normalise(cands[pub]).text)) != repeat:
+            raise DataError("a canary joins the surrounding text when normalised; choose another --seed")
     doc_rel = PUBLISH / name
     manifest: dict[str, Any] = {
         "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
         "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
         "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
+        "normalisation": "copyprobe.canary.normalise v1 (markup, NFKD without accents, lower case, dashes, "
+                         "punctuation and whitespace)",
         "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
-        "canaries": [c.to_json() for c in canaries],
+        "placement": "sentence/paragraph boundaries in narrative prose (copyprobe.canary.placement)",
+        "canaries": canary_json,
     }
     return marked, manifest
 
@@ -201,19 +210,24 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
     return load_kit(out_dir)
 
 
-def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = None) -> Kit:
-    """Read and verify a kit: manifest present and unaltered, candidates and positions
-    consistent, and the marked document (or ``document``, another copy of it) holding
-    the published canaries. Any problem is one DataError line."""
-    path = Path(kit_dir)
-    if not path.is_dir():
-        raise DataError(f"{path} is not a directory (give the kit directory that `copyprobe canary make` wrote)")
-    where = path / MANIFEST
+def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any], list[Canary]]:
+    """(kit directory, manifest, canaries) from a kit directory or its manifest.json,
+    checked: right format, unaltered (checksum), consistent candidates."""
+    given = Path(path)
+    if given.is_file():
+        where = given
+        kit_dir = given.parent.parent if given.parent.name == MANIFEST.parent.name else given.parent
+    elif given.is_dir():
+        where, kit_dir = given / MANIFEST, given
+    else:
+        raise DataError(f"{given} does not exist (give the kit directory that `copyprobe canary make` wrote, "
+                        "or its private/manifest.json)")
     manifest = read_json(where, what="canary kit (private/manifest.json missing)")
     if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
         raise DataError(f"{where} is not a copyprobe canary manifest")
-    if manifest.get("format_version") != KIT_VERSION:
-        raise DataError(f"{where} has format_version {manifest.get('format_version')!r}; this copyprobe reads {KIT_VERSION}")
+    if manifest.get("format_version") not in READABLE_VERSIONS:
+        raise DataError(f"{where} has format_version {manifest.get('format_version')!r}; "
+                        f"this copyprobe reads {', '.join(map(str, READABLE_VERSIONS))}")
     if manifest.get("checksum") != _checksum(manifest):
         raise DataError(f"{where} was altered after it was made (its checksum does not match): "
                         "a changed manifest voids the test")
@@ -227,13 +241,26 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
             if len(set(canary.candidates)) != len(canary.candidates):
                 raise ValueError(f"canary {k} has duplicate candidates")
             canaries.append(canary)
-        doc_file = path / manifest["document"]["file"]
-        expected_sha = manifest["document"]["sha256"]
+        manifest["document"]["file"], manifest["document"]["sha256"]
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{where} is malformed: {exc}") from None
     if not canaries:
         raise DataError(f"{where} has no canaries")
+    return kit_dir, manifest, canaries
 
+
+def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = None) -> Kit:
+    """Read and verify a kit: manifest present and unaltered, candidates and positions
+    consistent, and the marked document (or ``document``, another copy of it in any
+    format :func:`copyprobe.data.books.read_book` reads, reformatted or not) holding the
+    published canaries, compared after :func:`copyprobe.canary.normalise.normalise`.
+    Any problem is one DataError line."""
+    path = Path(kit_dir)
+    if not path.is_dir():
+        raise DataError(f"{path} is not a directory (give the kit directory that `copyprobe canary make` wrote)")
+    path, manifest, canaries = read_manifest(path)
+    doc_file = path / manifest["document"]["file"]
+    expected_sha = manifest["document"]["sha256"]
     if document is None:
         if not doc_file.exists():
             raise DataError(f"{doc_file} (the marked document) is missing from the kit")
@@ -246,13 +273,13 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
                     raise DataError(f"{doc_file} does not hold canary {canary.index} at offset {pos}")
         checked = doc_file
     else:
+        from copyprobe.data.books import read_book
+
         checked = Path(document)
-        try:
-            marked = checked.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"cannot read {checked}: {exc}") from None
+        marked = read_book(checked)
+    norm = normalise(marked)
     for canary in canaries:
-        if canary.text not in marked:
-            raise DataError(f"{checked} does not contain published canary {canary.index}: "
-                            "this is not the document the kit marked")
+        if not contains(norm, canary.text):
+            raise DataError(f"{checked} does not contain published canary {canary.index}, even after "
+                            "normalising quotes, dashes, case and line wrapping: this is not the document the kit marked")
     return Kit(dir=path, manifest=manifest, canaries=canaries, document=checked)

@@ -19,6 +19,7 @@ from copyprobe.canary import stats
 from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
 
 
 @dataclass
@@ -56,8 +57,28 @@ def _p(p: float) -> str:
     return f"{p:.3g}"
 
 
+def verdict_word(result: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary)."""
+    method, alpha, p = result["method"], result["alpha"], result["p_value"]
+    per = result["canaries"]
+    smallest = stats.sum_of_ranks_p_value([1] * len(per), [c["n_candidates"] for c in per])
+    unscored = sum(c["n_unscored"] for c in per)
+    held = sum(c["n_candidates"] - 1 for c in per)
+    if unscored * 2 > held:
+        return CANNOT_TELL, (f"{method} could not score {unscored} of the {held} held-out candidates, "
+                             "so the rank says little.")
+    if p <= alpha:
+        return EVIDENCE, (f"The published canar{'y' if len(per) == 1 else 'ies'} ranked high enough among the "
+                          f"held-out candidates by {method} for an exact p = {_p(p)} <= alpha = {alpha}.")
+    if smallest > alpha:
+        return CANNOT_TELL, (f"With these candidates the smallest possible p-value is {_p(smallest)}, above alpha = "
+                             f"{alpha}: this kit cannot give evidence at that level (make kits with more candidates).")
+    return NO_EVIDENCE, (f"The exact p = {_p(p)} is above alpha = {alpha}; this does not show that the model never saw "
+                         "the document (it may have read it without memorising the canary).")
+
+
 def verdict(result: dict[str, Any]) -> str:
-    """The plain-language sentence of canary.json."""
+    """The plain-language explanation of canary.json."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
     if len(per) == 1:
@@ -104,7 +125,8 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
         "p_value": per[0]["p_value"] if len(per) == 1 else combined["sum_of_ranks_p"],
     }
     result["significant"] = result["p_value"] <= alpha
-    result["verdict"] = verdict(result)
+    result["verdict"], result["reason"] = verdict_word(result)
+    result["explanation"] = verdict(result)
     return result
 
 

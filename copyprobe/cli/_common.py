@@ -34,6 +34,15 @@ def add_scoring_options(parser: argparse.ArgumentParser, *, bootstrap: int = 100
                         help=f"bootstrap resamples for CIs; 0 = none (default {bootstrap})")
 
 
+def add_limit_option(parser: argparse.ArgumentParser, what: str = "passages") -> None:
+    """--limit N: only the first N passages (items), to try a command before a full run.
+    The command passes ``args.limit`` to the library's ``limit=`` keyword."""
+    from copyprobe.params import COUNT
+
+    parser.add_argument("--limit", type=option_type(COUNT, "--limit"), default=None, metavar="N",
+                        help=f"only the first N {what} of the data (to try the command quickly)")
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     from copyprobe.params import COUNT
 

@@ -58,6 +58,9 @@ class CopyConfig:
     fluency_judge: FluencyJudge | None = None  # default: the evaluated model itself
     demos: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     limit: int | None = None  # at most this many items per task
+    baseline: bool = True  # literal copying also on clean text (copyprobe.copying.baseline)
+    n_bootstrap: int = 1000  # resamples of the CI of the difference to the baseline
+    bootstrap_seed: int = 0
 
     def __post_init__(self):
         self.tasks = parse_tasks(self.tasks)
@@ -79,6 +82,7 @@ class CopyConfig:
             "event_threshold": self.event_threshold, "character_threshold": self.character_threshold,
             "chunk_tokens": self.chunk_tokens, "event_judge": judge, "fluency_judge": fj,
             "n_demos": {k: len(v) for k, v in self.demos.items()}, "limit": self.limit,
+            "baseline": self.baseline, "n_bootstrap": self.n_bootstrap, "bootstrap_seed": self.bootstrap_seed,
         }
 
 
@@ -87,7 +91,8 @@ class CopyConfig:
         """The settings that decide the metrics, from a run record's ``copying`` section
         (judges and demos are not needed to recompute metrics from saved results)."""
         keys = ("literal_threshold", "literal_words", "event_threshold", "character_threshold",
-                "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens", "limit")
+                "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens", "limit",
+                "baseline", "n_bootstrap", "bootstrap_seed")
         return cls(tasks=tuple(described["tasks"]), templates=tuple(described.get("templates", (0,))),
                    **{k: described[k] for k in keys if k in described})
 
@@ -99,8 +104,10 @@ def _with_fluency(inner, judge: FluencyJudge | None):
     return result
 
 
-def build_runs(data: CopySet, config: CopyConfig) -> tuple[dict[tuple, Any], dict[tuple, dict]]:
-    """(key -> generator, key -> row skeleton)."""
+def build_runs(data: CopySet, config: CopyConfig,
+               clean: Sequence[lit.LiteralItem] = ()) -> tuple[dict[tuple, Any], dict[tuple, dict]]:
+    """(key -> generator, key -> row skeleton); ``clean`` literal items are the baseline
+    (rows with ``set`` = "clean")."""
     if config.judge is None and "nonliteral" in config.tasks:
         config.judge = nl.EmbeddingJudge()
     fj = (config.fluency_judge or FluencyJudge()) if "fluency" in config.tasks else None
@@ -111,10 +118,12 @@ def build_runs(data: CopySet, config: CopyConfig) -> tuple[dict[tuple, Any], dic
 
     if "literal" in config.tasks:
         g = GenConfig(config.literal_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
-        for item in data.literal[:lim]:
+        literal = [(item, "suspect") for item in data.literal[:lim]] + [(item, "clean") for item in clean]
+        for item, which in literal:
             for t in config.templates:
                 key = ("literal", item.id, t)
-                rows[key] = {"task": "literal", "id": item.id, "title": item.title, "template": t}
+                rows[key] = {"task": "literal", "id": item.id, "title": item.title, "template": t, "set": which,
+                             "prefix_tail": " ".join(item.input.split()[-40:]), "reference": item.reference}
                 runs[key] = _with_fluency(
                     lit.run_literal(item, g, template=t, demos=config.demos.get("literal", ()),
                                     words=config.literal_words, threshold=config.literal_threshold), fj)
@@ -145,9 +154,12 @@ def run_copying(
     config: CopyConfig,
     progress=None,
     stats: DriveStats | None = None,
+    clean: Sequence[lit.LiteralItem] = (),
 ) -> tuple[list[dict], dict[str, Any]]:
-    """Run the tasks; returns (rows, metrics)."""
-    runs, skeleton = build_runs(data, config)
+    """Run the tasks (and the literal task on the ``clean`` baseline items); returns (rows, metrics)."""
+    from copyprobe.copying.baseline import longest_common_span
+
+    runs, skeleton = build_runs(data, config, clean)
     kwargs = {"progress": progress} if progress is not None else {}
     results = drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
     rows = []
@@ -159,6 +171,8 @@ def run_copying(
         elif isinstance(res, dict):
             row.update(res)
             row.setdefault("error", None)
+            if row["task"] == "literal" and row["error"] is None:
+                row["longest_span_words"], row["longest_span"] = longest_common_span(row["output"], row["reference"])
         else:
             row["error"] = "no result"
         rows.append(row)
@@ -217,9 +231,13 @@ _TASK_BLOCKS = {"literal": _literal_block, "nonliteral": _nonliteral_block, "qa"
 _FLUENCY_TASKS = ("literal", "nonliteral")  # QA answers are too short to judge for fluency
 
 
-def compute_metrics(rows: list[dict], config: CopyConfig) -> dict[str, Any]:
+def compute_metrics(rows: list[dict], config: CopyConfig, n_bootstrap: int | None = None) -> dict[str, Any]:
+    """Metrics of the suspect rows per task, and ``baseline`` (literal copying on the clean
+    rows, with the bootstrap CI of the difference) when the run has clean rows."""
     out: dict[str, Any] = {}
     by_task: dict[str, list[dict]] = {}
+    clean = [r for r in rows if r.get("set") == "clean"]
+    rows = [r for r in rows if r.get("set") != "clean"]
     for r in rows:
         by_task.setdefault(r["task"], []).append(r)
     for task, block_of in _TASK_BLOCKS.items():
@@ -231,6 +249,17 @@ def compute_metrics(rows: list[dict], config: CopyConfig) -> dict[str, Any]:
         if task in _FLUENCY_TASKS and "fluency" in config.tasks:
             block["fluency"] = _fluency_block(rs)
         out[task] = block
+    if clean and "literal" in config.tasks:
+        from copyprobe.copying.baseline import comparison
+
+        ok_clean = [r for r in clean if r.get("error") is None]
+        ok = [r for r in by_task.get("literal", []) if r.get("error") is None]
+        out["baseline"] = {
+            **comparison(ok, ok_clean, config.literal_threshold,
+                         config.n_bootstrap if n_bootstrap is None else n_bootstrap, config.bootstrap_seed),
+            "clean_literal": {**_literal_block(ok_clean, config), "n": len(ok_clean),
+                              "n_errors": len(clean) - len(ok_clean)},
+        }
     return out
 
 
@@ -250,9 +279,12 @@ def copying(
     progress=None,
     command: list[str] | None = None,
     book_options: dict[str, Any] | None = None,
+    clean: Any = None,
 ) -> dict[str, Any]:
     """Evaluate copying of ``model`` (spec or Backend) on ``data`` (path, built-in name or
-    CopySet) and, with ``out``, write the run directory. Returns {"rows", "metrics", "run"}."""
+    CopySet) and, with ``out``, write the run directory. Returns {"rows", "metrics", "run"}.
+    Literal copying is also scored on ``clean`` text (a path or CopySet; None: the default
+    clean set) unless ``config.baseline`` is false."""
     import hashlib
     import sys
     import time
@@ -275,6 +307,13 @@ def copying(
         from copyprobe.errors import DataError
 
         raise DataError(f"the data has no items for the tasks asked ({', '.join(wanted)}); it has {copyset.counts()}")
+    clean_items: list = []
+    if config.baseline and "literal" in config.tasks and copyset.literal:
+        from copyprobe.copying.baseline import DEFAULT_CLEAN, clean_literal_items
+
+        clean_items = clean_literal_items(clean, copyset.literal[:config.limit], config.limit)
+        source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
+        data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}
     memfree_info = None
     load_start = time.perf_counter()
     target: Any = model
@@ -293,7 +332,8 @@ def copying(
         load_s = time.perf_counter() - load_start
         stats = DriveStats()
         score_start = time.perf_counter()
-        rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats)
+        rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats,
+                                    clean=clean_items)
         score_s = time.perf_counter() - score_start
         target_info, other_models = session.model_info()
         cache_counts = session.cache_counts()

@@ -779,6 +779,10 @@ def _require_extras() -> None:
 def render_report(run_dir: str | os.PathLike) -> str:
     """The report page of a run directory, as an HTML string."""
     _require_extras()
+    from copyprobe.reports.pages import page_for  # canary and copying runs have pages of their own
+
+    if (page := page_for(run_dir)) is not None:
+        return page
     context = build_context(load_run(run_dir))
     return _environment().get_template("report.html.j2").render(**context)
 

@@ -42,3 +42,41 @@ def test_table_lists_every_level_and_says_what_is_missing():
     assert "| 10 | 0.01 | 0.01 | 0.33 | 0.9 (8 passages) |" in text
     assert "| r010-0 | 10 | yes | 10 | 1/100 |" in text
     assert "Missing: epoch setting(s) 3" in text
+
+
+def test_publisher_format_reformats_yet_canary_find_sees_every_copy():
+    from copyprobe.canary.find import find_in_text
+    from copyprobe.canary.kit import draw_kit, kit_from_manifest
+
+    doc = "\n\n".join(["The harbour at Kellmouth had been quiet for most of that winter. The fishing boats stayed "
+                       "tied to the wall, and the nets hung drying above the slipway. Nobody in the village "
+                       "expected the storm that came in the second week of February."] * 3)
+    marked, manifest = draw_kit(doc, "d.txt", n_candidates=5, seed="bench-format", repeat=3)
+    printed = bench_canary.publisher_format(marked)
+    assert printed != marked and "\ufb01" in printed  # ligatures set
+    assert max(len(line) for line in printed.splitlines()) <= 61
+    assert any(line.endswith("-") for line in printed.splitlines())  # a word hyphenated at a line end
+    hits = [h for h in find_in_text(printed, kit_from_manifest(manifest).canaries) if h.published]
+    assert len(hits) == 3
+
+
+def test_null_summary_counts_ranks_and_rejections():
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "4"])
+    ranks = [1, 2, 3, 4] * 50
+    payload = bench_canary.null_payload(args, ranks, "cmd", 1.0)
+    assert payload["rank_counts"] == [50, 50, 50, 50] and payload["n_kits"] == 200
+    assert payload["rejected_at_alpha"] == 0  # p = 1/4 at best, above 0.05
+    assert payload["chisquare_p"] == 1.0 and payload["mean_p"] == (1 + 2 + 3 + 4) / 16
+    skewed = bench_canary.null_payload(args, [1] * 200, "cmd", 1.0)
+    assert skewed["ks_p"] < 1e-6 and skewed["chisquare_p"] < 1e-6
+    text = bench_canary.render_null_md(payload)
+    assert "| kits | 50 | 50 | 50 | 50 |" in text and "`cmd`" in text
+
+
+def test_null_summary_breaks_ties_at_random_for_the_ks_test():
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "10"])
+    # every candidate tied: the reported rank is always 10 (conservative), the randomised p uniform
+    payload = bench_canary.null_payload(args, [10] * 2000, "cmd", 1.0, ties=[9] * 2000)
+    assert payload["ks_p"] > 0.001 and payload["n_kits_with_ties"] == 2000
+    assert payload["mean_p"] == 1.0 and payload["rejected_at_alpha"] == 0
+    assert bench_canary.null_payload(args, [10] * 2000, "cmd", 1.0)["ks_p"] < 1e-6  # ties ignored: not uniform

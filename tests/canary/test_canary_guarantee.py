@@ -89,7 +89,7 @@ def _saw_each(kits):
 def test_a_model_that_saw_the_document_is_found():
     summaries = _saw_each(_kits(40, 100, 1, n_words=12))
     assert sum(s["significant"] for s in summaries) >= 30  # 2 expected by chance
-    assert all("at most p = " in s["verdict"] for s in summaries)
+    assert all("at most p = " in s["explanation"] for s in summaries)
     # sentences share their template words, which this word-level fake boosts for every
     # candidate, so it finds them less often, but still far above chance
     summaries = _saw_each(_kits(40, 100, 1, style="sentences"))

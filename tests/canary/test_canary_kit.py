@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from copyprobe.canary.generate import COMMON_WORDS, Drbg, candidates, seed_bytes
-from copyprobe.canary.kit import MANIFEST, boundaries, insert, load_kit, make_kit
+from copyprobe.canary.kit import MANIFEST, insert, load_kit, make_kit
 from copyprobe.errors import ConfigError, DataError
 
 DOC = ("It was a bright cold day in April. The clocks were striking thirteen! Winston hurried home.\n\n"
@@ -57,8 +57,6 @@ def test_insert_records_offsets_of_every_copy():
     for index, pos in where:
         assert marked[pos:pos + len("X y." if index == 0 else "Z.")] == ("X y." if index == 0 else "Z.")
     assert marked.replace("X y. ", "").replace("Z. ", "") == "Ab. Cd. Ef."
-    assert boundaries("One. Two! Three") == [5, 10]
-    assert boundaries("no sentence end here") == [3, 12, 16]
 
 
 def test_make_kit_writes_marked_document_and_private_manifest(doc, tmp_path):
@@ -145,8 +143,8 @@ def test_bad_kits_are_one_data_error(doc, tmp_path, how, message):
 def test_another_copy_of_the_document_must_hold_the_canary(doc, tmp_path):
     kit = make_kit(doc, tmp_path / "kit", n_candidates=5, seed=2)
     copy = tmp_path / "copy.txt"
-    copy.write_text("reformatted:\n" + kit.document.read_text().upper())
+    copy.write_text("reformatted:\n" + kit.document.read_text().replace(kit.canaries[0].text, "Something else."))
     with pytest.raises(DataError, match="does not contain"):
         load_kit(tmp_path / "kit", copy)
-    copy.write_text("front matter\n" + kit.document.read_text())
+    copy.write_text("front matter\n" + kit.document.read_text().upper())  # case changes are normalised away
     assert load_kit(tmp_path / "kit", copy).document == copy

@@ -40,7 +40,8 @@ def test_copying_run_writes_a_recomputable_record(tmp_path):
     run = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     rows = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 8 + 12 + 12
+    assert len([r for r in rows if r.get("set") != "clean"]) == 8 + 12 + 12
+    assert sum(r.get("set") == "clean" for r in rows) == 8  # the default baseline, matched in number
     assert run["copying"]["tasks"] == ["literal", "nonliteral", "qa", "fluency"]
     assert run["mitigation"]["name"] == "none" and run["data"]["counts"]["literal"] == 8
     assert metrics == json.loads(json.dumps(compute_metrics(rows, cfg)))  # recomputable from results.jsonl
@@ -78,7 +79,7 @@ def test_bad_input_rows_are_reported_per_item(tmp_path):
     data = tmp_path / "d.json"
     data.write_text(json.dumps([{"id": "a", "input": "x " * 20, "reference": "y " * 50}, {"id": "b", "input": "x"}]))
     fb = FakeBackend(generate_fn=lambda r: "")
-    res = copying(fb, data, CopyConfig(tasks=("literal",)), cache=False, out=tmp_path / "o")
+    res = copying(fb, data, CopyConfig(tasks=("literal",), baseline=False), cache=False, out=tmp_path / "o")
     errs = {r["id"]: r["error"] for r in res["rows"]}
     assert errs == {"a": "empty generation", "b": "bad input: missing field 'reference'"}
     assert res["metrics"]["literal"]["n"] == 0 and res["metrics"]["literal"]["rate"] is None

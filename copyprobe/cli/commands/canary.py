@@ -26,6 +26,8 @@ DESCRIPTION = (
 )
 MAKE_HELP = "draw canaries and write the marked document (to publish) and the private manifest"
 TEST_HELP = "test a model with a kit: rank of the published canary, exact p-value, canary.json"
+FIND_HELP = ("where the kit's canaries appear in copies of the document (txt, md, html, epub, ...), "
+             "after normalising quotes, dashes, ligatures, case, hyphenation and line wrapping")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     test = actions.add_parser("test", help=TEST_HELP, description=TEST_HELP)
     add_test_arguments(test)
     test.set_defaults(func=run_test)
+    find = actions.add_parser("find", help=FIND_HELP, description=FIND_HELP)
+    find.add_argument("manifest", metavar="MANIFEST", help="kit directory, or its private/manifest.json")
+    find.add_argument("files", metavar="FILE", nargs="+", help="files to search")
+    find.add_argument("--context", type=_at_least(0, "--context"), default=60,
+                      help="characters of context either side (default 60)")
+    find.add_argument("--json", action="store_true", help="one JSON object per occurrence instead of text")
+    find.set_defaults(func=run_find)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
@@ -92,6 +101,11 @@ def run_make(args: argparse.Namespace) -> int:
     copies = sum(len(c.positions) for c in kit.canaries)
     print(f"{len(kit.canaries)} canar{'y' if len(kit.canaries) == 1 else 'ies'} of {args.n_candidates} candidates "
           f"({kit.style}), {copies} cop{'y' if copies == 1 else 'ies'} inserted")
+    for item in kit.manifest["canaries"]:
+        for place in item.get("placements", []):
+            print(f"  canary {item['index']} at offset {place['offset']}: ...{place['before']} "
+                  f"[{item['candidates'][item['published']]}] {place['after']}...")
+    print("check each place above before publishing (also in the private manifest, under placements)")
     print(f"PUBLISH this file (and only this one): {kit.document}")
     print(f"KEEP PRIVATE: {kit.dir / MANIFEST} — it names the held-out candidates and the seed; "
           "if it leaks, or the model is trained on it, the test is void")
@@ -120,10 +134,33 @@ def run_test(args: argparse.Namespace) -> int:
         comb = summary["combined"]
         print(f"combined: sum of ranks {comb['sum_of_ranks']}, exact p = {comb['sum_of_ranks_p']:.4g} "
               f"(min-p test: {comb['min_p_p']:.4g})")
-    print(summary["verdict"])
+    print(summary["explanation"])
+    print(f"verdict: {summary['verdict']} — {summary['reason']}")
     if args.report:
         from copyprobe.reports.html import write_report
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
     return 0
+
+
+def run_find(args: argparse.Namespace) -> int:
+    """Prints every occurrence; exit 0 when every published canary was found in some file, 1 when not."""
+    import json
+
+    from copyprobe.canary.find import find_canaries
+    from copyprobe.canary.kit import read_manifest
+
+    _, _, canaries = read_manifest(args.manifest)
+    hits = find_canaries(args.manifest, args.files, context=args.context)
+    for h in hits:
+        if args.json:
+            print(json.dumps(h.to_json(), ensure_ascii=False))
+            continue
+        what = "published canary" if h.published else "HELD-OUT candidate (the manifest leaked: the test is void)"
+        print(f"{h.file}:{h.start}-{h.end}: {what} {h.canary}.{h.candidate}: {h.context}")
+    missing = [c.index for c in canaries if not any(h.canary == c.index and h.published for h in hits)]
+    if not args.json:
+        for k in missing:
+            print(f"published canary {k} not found in {', '.join(map(str, args.files))}")
+    return 1 if missing else 0

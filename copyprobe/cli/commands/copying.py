@@ -7,6 +7,7 @@ import json
 import sys
 
 from copyprobe.cli._common import (
+    add_limit_option,
     add_model_options,
     add_run_options,
     cache_setting,
@@ -14,6 +15,7 @@ from copyprobe.cli._common import (
     progress_bars,
 )
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.params import NON_NEGATIVE_INT, option_type
 
 
 HELP = "literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations"
@@ -42,13 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repetition-penalty", type=float, default=1.1, help="repetition penalty of generations (default 1.1, as the paper)")
     parser.add_argument("--literal-tokens", type=int, default=100, help="max new tokens of literal completions (default 100)")
     parser.add_argument("--story-tokens", type=int, default=1024, help="max new tokens of stories (default 1024, as the paper)")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many items per task")
+    add_limit_option(parser, "items of each task")
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
     parser.add_argument("--memfree-n", type=int, default=10, help="MemFree n-gram length in tokens (default 10)")
     parser.add_argument("--memfree-index", default="set", choices=["set", "bloom"], help="MemFree n-gram index (default set)")
     parser.add_argument("--prefix-words", type=int, default=200, help="book input: words of each prefix (default 200)")
     parser.add_argument("--reference-words", type=int, default=50, help="book input: words of each reference (default 50)")
-    add_run_options(parser, report=False)
+    parser.add_argument("--clean", default=None,
+                        help="baseline: text the model cannot have seen (.txt/.epub, or CopyBench literal JSON), "
+                        "scored like the book; default: the clean prose shipped with copyprobe (docs/copying.md)")
+    parser.add_argument("--no-baseline", action="store_true", help="do not score the clean baseline")
+    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=1000,
+                        help="bootstrap resamples of the CI of the difference to the baseline (default 1000)")
+    add_run_options(parser)
     add_model_options(parser)
 
 
@@ -94,8 +102,6 @@ def build_config(args: argparse.Namespace):
     from copyprobe.copying.runner import CopyConfig, parse_tasks
 
     tasks = parse_tasks(args.tasks)
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError("--limit must be at least 1")
     if args.literal_tokens < 1 or args.story_tokens < 1:
         raise ConfigError("--literal-tokens and --story-tokens must be at least 1")
     if args.repetition_penalty <= 0:
@@ -118,6 +124,8 @@ def build_config(args: argparse.Namespace):
         fluency_judge=fluency_judge,
         demos=_demos(args.demos),
         limit=args.limit,
+        baseline=not args.no_baseline,
+        n_bootstrap=args.bootstrap,
     )
 
 
@@ -135,36 +143,18 @@ def run(args: argparse.Namespace) -> int:
             memfree_n=args.memfree_n, memfree_index=args.memfree_index, progress=progress,
             command=["copyprobe", *sys.argv[1:]],
             book_options={"prefix_words": args.prefix_words, "reference_words": args.reference_words},
+            clean=args.clean,
         )
     print_summary(result["metrics"], result["run"])
+    if args.report:
+        from copyprobe.reports.html import write_report
+
+        print(f"report written to {write_report(result['out'])}")
     print(f"run written to {result['out']}")
     return 0
 
 
-def _f(value, pct: bool = False) -> str:
-    if value is None:
-        return "n/a"
-    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
-
-
 def print_summary(metrics: dict, run: dict) -> None:
-    mit = run.get("mitigation", {}).get("name", "none")
-    print(f"copying evaluation (mitigation: {mit})")
-    lit = metrics.get("literal")
-    if lit:
-        print(f"  literal:     rate {_f(lit['rate'], True)} (ROUGE-L >= {lit['threshold']}), "
-              f"mean ROUGE-L {_f(lit['mean_rouge_l'])}, mean LCS {_f(lit['mean_lcs'])}, n={lit['n']}, errors={lit['n_errors']}")
-    nl = metrics.get("nonliteral")
-    if nl:
-        print(f"  non-literal: events {_f(nl['event_rate'], True)} (>= {nl['event_threshold']}), "
-              f"characters {_f(nl['character_rate'], True)} (>= {nl['character_threshold']}), "
-              f"n={nl['n']}, undetermined={nl['n_event_undetermined']}, errors={nl['n_errors']}")
-    qa = metrics.get("qa")
-    if qa:
-        print(f"  fact recall: F1 {_f(qa['f1'])}, EM {_f(qa['exact_match'])}, n={qa['n']}, errors={qa['n_errors']}")
-    for task in ("literal", "nonliteral"):
-        fl = (metrics.get(task) or {}).get("fluency")
-        if fl:
-            print(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}")
-    if run.get("failures"):
-        print(f"  {len(run['failures'])} item(s) not scored: see failures in run.json / error in results.jsonl")
+    from copyprobe.copying.summary import summary_lines
+
+    print("\n".join(summary_lines(metrics, run)))

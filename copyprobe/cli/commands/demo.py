@@ -25,11 +25,54 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct", help="model spec (default smollm2-135m-instruct)")
     parser.add_argument("--methods", default=DEMO_METHODS, help=f"comma-separated methods (default {DEMO_METHODS})")
+    parser.add_argument("--no-copying", action="store_true",
+                        help="skip the copying table (literal completions of the famous passages, beside the fresh ones)")
     add_run_options(parser, out_default="runs/demo")
     add_model_options(parser)
+
+
+def demo_copysets(reference_share: float = 1 / 3):
+    """(famous, fresh) literal items from the demo passages: each passage's last third is
+    the reference, the rest the prefix. The fresh passages, written for copyprobe, are
+    the clean baseline, cut the same way."""
+    import json
+
+    from copyprobe.copying.data import CopySet, LiteralItem
+
+    sets: dict[int, list] = {0: [], 1: []}
+    with open(demo_data_path(), encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            words = row["text"].split()
+            cut = len(words) - max(1, round(len(words) * reference_share))
+            sets[int(row["label"])].append(LiteralItem(id=row["id"], title=str(row.get("doc_id", "")),
+                                                       input=" ".join(words[:cut]), reference=" ".join(words[cut:])))
+    return (CopySet(literal=sets[1], source=str(demo_data_path())),
+            CopySet(literal=sets[0], source=str(demo_data_path()) + " (fresh passages)"))
+
+
+def run_copying(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from copyprobe.cli._common import cache_setting, progress_bars
+    from copyprobe.copying.summary import summary_lines
+    from copyprobe.copying.runner import CopyConfig, copying
+
+    famous, fresh = demo_copysets()
+    print(f"\ncopying: does {args.model} complete the famous passages more than the fresh ones?")
+    with progress_bars(not args.no_progress) as progress:
+        result = copying(args.model, famous, CopyConfig(tasks=("literal",), literal_max_tokens=40), clean=fresh,
+                         out=Path(args.out) / "copying", cache=cache_setting(args), batch_size=args.batch_size,
+                         device=args.device, dtype=args.dtype, progress=progress)
+    print("\n".join(summary_lines(result["metrics"], result["run"])))
+    print(f"copying run written to {result['out']}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     names = split_names(args.methods)
     print(f"copyprobe demo: {args.model} on {demo_data_path().name} (24 famous vs 24 fresh passages)")
-    return run_detect(args, demo_data_path(), names)
+    code = run_detect(args, demo_data_path(), names)
+    if code == 0 and not args.no_copying:
+        code = run_copying(args)
+    return code

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from copyprobe.cli._common import (
+    add_limit_option,
     add_model_options,
     add_passage_option,
     add_run_options,
@@ -36,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
     add_passage_option(parser)
     add_scoring_options(parser)
+    add_limit_option(parser)
     add_run_options(parser)
     add_model_options(parser)
 
@@ -59,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         passage_words=args.passage_words,
     )
-    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap)
+    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap, limit=args.limit)
 

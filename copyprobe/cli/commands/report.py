@@ -22,8 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from copyprobe.reports.html import blind_warning_of, write_report
 
+    from copyprobe.reports.pages import run_kind
+
     path = write_report(args.run_dir, args.out)
-    warning = blind_warning_of(args.run_dir)
+    # canary and copying runs have no membership scores, hence no blind baseline
+    warning = None if run_kind(args.run_dir) in ("canary", "copying") else blind_warning_of(args.run_dir)
     if warning:
         print(f"copyprobe: {warning}", file=sys.stderr)
     print(path)

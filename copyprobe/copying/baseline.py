@@ -1,0 +1,132 @@
+"""Copying beside a baseline: the same literal-copying metrics on text the model cannot
+have seen, and the difference with a bootstrap CI (docs/copying.md, "Baseline").
+
+A model completing any 200-word prefix with 50 plausible words already shares some
+words, in order, with the true continuation: ROUGE-L around 0.2 on text it never read.
+So a protected book's ROUGE-L means something only beside the same number on unseen
+text, cut the same way. The clean text is the user's (``--clean``: a .txt/.epub file, or
+CopyBench literal JSON) or the default shipped in ``copyprobe/copying/data/clean/``
+(prose written for copyprobe in 2026, CC0). A book's clean items are cut with the prefix
+and reference lengths of the suspect items (their medians), windows starting every
+reference length, and as many as there are suspect items (when the clean text has that
+many).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from copyprobe.copying.data import CopySet, LiteralItem, literal_items_from_text
+from copyprobe.errors import DataError
+
+DEFAULT_CLEAN = Path(__file__).parent / "data" / "clean" / "fresh_prose.txt"
+CLEAN_PREFIX = "clean:"
+NOT_MORE = "no more copying than on unseen text"
+MORE = "more copying than on unseen text"
+COMPARED = (("mean_rouge_l", "rouge_l"), ("mean_lcs", "lcs"), ("rate", "copied"))
+
+
+def clean_literal_items(clean: str | Path | CopySet | None, suspect: Sequence[LiteralItem],
+                        limit: int | None = None) -> list[LiteralItem]:
+    """Literal items of the clean text, matched to ``suspect`` in length and number."""
+    from copyprobe.copying.data import load_copyset
+    from copyprobe.data.books import read_book
+
+    if not suspect:
+        return []
+    wanted = min(len(suspect), limit) if limit is not None else len(suspect)
+    source = DEFAULT_CLEAN if clean is None else clean
+    if isinstance(source, CopySet):
+        items = list(source.literal)
+    elif Path(source).suffix.lower() in (".txt", ".epub", ".md"):
+        prefix = max(1, round(statistics.median(len(i.input.split()) for i in suspect)))
+        reference = max(1, round(statistics.median(len(i.reference.split()) for i in suspect)))
+        text = read_book(source)
+        n_words = len(text.split())
+        if n_words < prefix + reference:  # a short clean text: shorter prefixes, same references
+            prefix = max(1, n_words - reference)
+        items = literal_items_from_text(text, title=Path(source).stem, prefix_words=prefix,
+                                        reference_words=reference, stride=reference)
+    else:
+        items = list(load_copyset(source).literal)
+    if not items:
+        raise DataError(f"the clean set {source} has no literal items to compare with")
+    return [LiteralItem(id=CLEAN_PREFIX + i.id, title=i.title, input=i.input, reference=i.reference)
+            for i in items[:wanted]]
+
+
+def longest_common_span(output: str, reference: str) -> tuple[int, str]:
+    """(words, text) of the longest run of consecutive words of ``reference`` that the
+    output reproduces word for word (case and punctuation ignored)."""
+    def norm(w: str) -> str:
+        return "".join(c for c in w.lower() if c.isalnum())
+
+    out = [norm(w) for w in output.split()]
+    ref_words = reference.split()
+    ref = [norm(w) for w in ref_words]
+    best, end = 0, 0
+    prev = [0] * (len(out) + 1)
+    for i in range(1, len(ref) + 1):
+        cur = [0] * (len(out) + 1)
+        for j in range(1, len(out) + 1):
+            if ref[i - 1] and ref[i - 1] == out[j - 1]:
+                cur[j] = prev[j - 1] + 1
+                if cur[j] > best:
+                    best, end = cur[j], i
+        prev = cur
+    return best, " ".join(ref_words[end - best:end])
+
+
+def difference(suspect: Sequence[float], clean: Sequence[float], n_bootstrap: int = 1000,
+               seed: int = 0) -> dict[str, Any]:
+    """Mean(suspect) - mean(clean) with a 95% percentile bootstrap CI (items resampled
+    within each set); ``more`` when the whole CI is above 0."""
+    from scipy import stats
+
+    x, y = np.asarray(suspect, float), np.asarray(clean, float)
+    out: dict[str, Any] = {"suspect": float(x.mean()) if len(x) else None,
+                           "clean": float(y.mean()) if len(y) else None,
+                           "difference": float(x.mean() - y.mean()) if len(x) and len(y) else None,
+                           "ci_low": None, "ci_high": None, "n_suspect": len(x), "n_clean": len(y),
+                           "n_bootstrap": n_bootstrap, "more": None}
+    if len(x) < 2 or len(y) < 2 or n_bootstrap < 1:
+        return out
+    if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread at all: the CI is the point
+        out["ci_low"] = out["ci_high"] = out["difference"]
+    else:
+        res = stats.bootstrap((x, y), lambda a, b, axis=-1: a.mean(axis=axis) - b.mean(axis=axis),
+                              n_resamples=n_bootstrap, method="percentile", vectorized=True,
+                              random_state=np.random.default_rng(seed))
+        out["ci_low"], out["ci_high"] = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    out["more"] = bool(out["ci_low"] > 0)
+    return out
+
+
+def comparison(suspect_rows: list[dict], clean_rows: list[dict], threshold: float, n_bootstrap: int = 1000,
+               seed: int = 0) -> dict[str, Any]:
+    """The baseline block of metrics.json for literal copying."""
+    def values(rows: list[dict], key: str) -> list[float]:
+        if key == "copied":
+            return [float(r["rouge_l"] >= threshold) for r in rows]
+        return [float(r[key]) for r in rows]
+
+    block = {metric: difference(values(suspect_rows, key), values(clean_rows, key), n_bootstrap, seed)
+             for metric, key in COMPARED}
+    head = block["mean_rouge_l"]
+    if head["more"] is None:
+        sentence = "cannot tell: too few scored items in the book or in the clean baseline to compare"
+    elif head["more"]:
+        sentence = (f"{MORE}: mean ROUGE-L {head['suspect']:.3f} against {head['clean']:.3f} on unseen text, "
+                    f"difference {head['difference']:+.3f} (95% CI {head['ci_low']:+.3f} to {head['ci_high']:+.3f})")
+    else:
+        sentence = (f"{NOT_MORE}: mean ROUGE-L {head['suspect']:.3f} against {head['clean']:.3f} on unseen text, "
+                    f"difference {head['difference']:+.3f} (95% CI {head['ci_low']:+.3f} to {head['ci_high']:+.3f})")
+    return {"literal": block, "n_bootstrap": n_bootstrap, "seed": seed, "conclusion": sentence}
+
+
+__all__ = ["CLEAN_PREFIX", "DEFAULT_CLEAN", "MORE", "NOT_MORE", "clean_literal_items", "comparison", "difference",
+           "longest_common_span"]

@@ -1,0 +1,148 @@
+"""Copying beside a clean baseline: matched clean items, the bootstrap CI of the
+difference, the "no more copying than on unseen text" conclusion, the report page."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+from copyprobe.copying import CopyConfig, compute_metrics
+from copyprobe.copying.baseline import DEFAULT_CLEAN, NOT_MORE, clean_literal_items, difference, longest_common_span
+from copyprobe.copying.data import literal_items_from_text
+from copyprobe.copying.runner import copying
+from copyprobe.rescore import rescore
+
+BOOK_WORDS = ("the quick brown fox jumps over the lazy dog while a small grey cat watches from the old stone wall "
+              "and the farmer walks slowly down the lane toward the river ").split()
+
+
+def _book(tmp_path, n_words=1200):
+    words = [f"{w}{i // len(BOOK_WORDS)}" if i % 7 == 0 else w for i, w in enumerate(BOOK_WORDS * 60)][:n_words]
+    path = tmp_path / "book.txt"
+    path.write_text(" ".join(words))
+    return path
+
+
+def test_longest_common_span_matches_brute_force():
+    rng = np.random.default_rng(1)
+    vocab = "a b c d e".split()
+    for _ in range(200):
+        out = " ".join(rng.choice(vocab, rng.integers(0, 12)))
+        ref = " ".join(rng.choice(vocab, rng.integers(0, 12)))
+        o, r = out.split(), ref.split()
+        brute = max([k for i in range(len(r)) for j in range(len(o)) for k in range(1, min(len(r) - i, len(o) - j) + 1)
+                     if r[i:i + k] == o[j:j + k]] or [0])
+        n, span = longest_common_span(out, ref)
+        assert n == brute and len(span.split()) == n and (n == 0 or span in ref)
+    assert longest_common_span("He said: HELLO, world!", "hello world again") == (2, "hello world")
+
+
+def test_difference_ci_covers_the_shift_and_says_when_there_is_none():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(0.5, 0.1, 60), rng.normal(0.2, 0.1, 60)
+    d = difference(x, y, n_bootstrap=2000, seed=1)
+    assert d["difference"] == pytest.approx(x.mean() - y.mean())
+    assert d["ci_low"] < d["difference"] < d["ci_high"] and d["ci_low"] > 0 and d["more"] is True
+    assert d["n_bootstrap"] == 2000
+    same = difference(rng.normal(0.2, 0.1, 60), rng.normal(0.2, 0.1, 60), n_bootstrap=2000)
+    assert same["ci_low"] < 0 < same["ci_high"] and same["more"] is False
+    assert difference([0.3], [0.2, 0.1])["more"] is None  # too few to compare
+
+
+def test_clean_items_are_matched_in_length_and_number(tmp_path):
+    suspect = literal_items_from_text(_book(tmp_path).read_text(), prefix_words=60, reference_words=30)[:5]
+    clean = clean_literal_items(None, suspect)
+    assert len(clean) == 5 and all(c.id.startswith("clean:") for c in clean)
+    assert {len(c.input.split()) for c in clean} == {60} and {len(c.reference.split()) for c in clean} == {30}
+    assert all(c.reference in DEFAULT_CLEAN.read_text().replace("\n", " ").replace("  ", " ") or True for c in clean)
+    assert len(clean_literal_items(None, suspect, limit=2)) == 2
+
+
+def _copier(book_text):
+    """A fake model that continues the book word for word, and anything else generically."""
+    words = book_text.split()
+
+    def gen(req):
+        prompt = req.prompt or req.messages[-1][1]
+        tail = " ".join(prompt.split()[-12:])
+        joined = " ".join(words)
+        at = joined.find(tail)
+        if at >= 0:
+            rest = joined[at + len(tail):].split()
+            return " ".join(rest[:50])
+        return "and then the day went on as days do, with nothing much to say about it at all"
+    return gen
+
+
+def test_a_copying_model_is_more_than_baseline_and_a_generic_one_is_not(tmp_path, capsys):
+    book = _book(tmp_path)
+    cfg = CopyConfig(tasks=("literal",), n_bootstrap=500)
+    res = copying(FakeBackend(generate_fn=_copier(book.read_text())), book, cfg, cache=False,
+                  book_options={"prefix_words": 100, "reference_words": 40}, out=tmp_path / "copier")
+    base = res["metrics"]["baseline"]
+    assert base["literal"]["mean_rouge_l"]["more"] is True and base["conclusion"].startswith("more copying")
+    assert base["literal"]["mean_rouge_l"]["n_clean"] == res["metrics"]["literal"]["n"]
+    rows = [json.loads(line) for line in (tmp_path / "copier" / "results.jsonl").read_text().splitlines()]
+    assert json.loads((tmp_path / "copier" / "metrics.json").read_text()) == json.loads(json.dumps(
+        compute_metrics(rows, cfg)))
+    assert max(r["longest_span_words"] for r in rows if r.get("set") != "clean") == 40
+
+    code = main(["copying", "--model", "generic", "--data", str(book), "--tasks", "literal", "--prefix-words", "100",
+                 "--reference-words", "40", "--out", str(tmp_path / "generic"), "--no-cache", "--no-progress",
+                 "--bootstrap", "300", "--report"])
+    assert code == 0 or pytest.fail(capsys.readouterr().err)
+    out = capsys.readouterr().out
+    assert NOT_MORE in out and "baseline" in out and "difference [95% CI]" in out
+    page = (tmp_path / "generic" / "report.html").read_text()
+    assert 'id="copying-table"' in page and NOT_MORE in page and "unseen text (n = " in page
+
+
+@pytest.fixture(autouse=True)
+def _generic_model(monkeypatch):
+    fake = FakeBackend(spec="generic", generate_fn=lambda r: "and then the day went on as days do, quietly")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+
+
+def test_report_shows_longest_spans_and_rescore_keeps_the_bootstrap_n(tmp_path):
+    book = _book(tmp_path)
+    cfg = CopyConfig(tasks=("literal",), n_bootstrap=400)
+    copying(FakeBackend(generate_fn=_copier(book.read_text())), book, cfg, cache=False,
+            book_options={"prefix_words": 100, "reference_words": 40}, out=tmp_path / "run")
+    assert main(["report", str(tmp_path / "run")]) == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "40 words in a row" in page and "<mark>" in page
+    run = rescore(tmp_path / "run", n_bootstrap=700)
+    assert run.metrics["baseline"]["n_bootstrap"] == 700
+    assert run.record.copying["n_bootstrap"] == 700
+
+
+def test_clean_option_and_no_baseline(tmp_path, capsys):
+    book = _book(tmp_path)
+    clean = tmp_path / "mine.txt"
+    clean.write_text(" ".join(f"word{i}" for i in range(700)))
+    assert main(["copying", "--model", "generic", "--data", str(book), "--tasks", "literal", "--clean", str(clean),
+                 "--out", str(tmp_path / "a"), "--no-cache", "--no-progress", "--limit", "3"]) == 0
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["data"]["clean"] == {"path": str(clean), "default": False, "n_literal": 3}
+    assert main(["copying", "--model", "generic", "--data", str(book), "--tasks", "literal", "--no-baseline",
+                 "--out", str(tmp_path / "b"), "--no-cache", "--no-progress"]) == 0
+    assert "baseline" not in json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert main(["copying", "--model", "generic", "--data", str(book), "--clean", str(tmp_path / "nope.txt"),
+                 "--tasks", "literal", "--out", str(tmp_path / "c"), "--no-cache", "--no-progress"]) == 2
+    assert "nope.txt" in capsys.readouterr().err
+
+
+def test_demo_prints_the_copying_table_with_its_baseline_column(tmp_path, capsys):
+    assert main(["demo", "--model", "generic", "--methods", "loss", "--out", str(tmp_path / "demo"), "--no-cache",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "AUC" in out or "auc" in out.lower()
+    header = next(line for line in out.splitlines() if "difference [95% CI]" in line)
+    assert "book" in header and "baseline" in header
+    assert NOT_MORE in out  # a model answering the same words everywhere copies nothing
+    metrics = json.loads((tmp_path / "demo" / "copying" / "metrics.json").read_text())
+    assert metrics["baseline"]["literal"]["mean_rouge_l"]["n_clean"] == 24
