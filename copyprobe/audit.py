@@ -147,6 +147,7 @@ def audit(
     out: str | Path | None = None,
     read_options: Mapping[str, Any] | None = None,
     n_bootstrap: int = 200,
+    limit: int | None = None,
     **detect_options: Any,
 ) -> AuditResult:
     """Score ``suspect`` and ``clean`` (paths, Datasets or lists of texts/Examples) with
@@ -155,7 +156,7 @@ def audit(
     ``test``: ``rank`` (exact, distribution-free) or ``t`` (assumes normal document
     scores). ``params``: the method's parameters (with ``method="auto"``: a mapping from
     method name to its parameters, used for the method chosen); other options go to
-    :func:`detect`."""
+    :func:`detect`. ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
     from copyprobe.evaluation.verdicts import TESTS, audit_verdicts
     from copyprobe.session import Session
 
@@ -178,6 +179,11 @@ def audit(
     read_files: dict[str, list] = {"suspect": [], "clean": []}
     suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], **options)
     clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], **options)
+    if limit is not None:
+        from copyprobe.detect import first_passages
+
+        suspect_examples, _ = first_passages(suspect_examples, {}, limit)
+        clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
     examples = suspect_examples + clean_examples
 
@@ -198,6 +204,7 @@ def audit(
             "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
             "clean": str(clean) if isinstance(clean, (str, Path)) else None,
             "input_files": read_files,
+            "limit": limit,
         }
         result = detect(session, examples, [method], params={method: dict(params)} if params else None,
                         n_bootstrap=n_bootstrap, kind="audit", settings=settings, **detect_options)

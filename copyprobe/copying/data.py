@@ -32,7 +32,7 @@ from typing import Any
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
 from copyprobe.copying.common import text_of
-from copyprobe.data.books import read_book
+from copyprobe.data.books import BOOK_SUFFIXES, read_book
 from copyprobe.errors import DataError, RowError
 
 TASK_FILES = {"literal": "data.literal.json", "nonliteral": "data.nonliteral.json", "qa": "data.qa.json"}
@@ -299,7 +299,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
         if not found:
             raise DataError(f"{p}: no {', '.join(TASK_FILES.values())} in this directory")
         return out
-    if p.suffix.lower() in (".txt", ".epub"):
+    if p.suffix.lower() in BOOK_SUFFIXES:
         text = read_book(p)
         items = literal_items_from_text(text, title=book_options.pop("title", p.stem), **book_options)
         return CopySet(literal=items, protected=[text], source=str(p))

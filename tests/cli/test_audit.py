@@ -140,3 +140,20 @@ def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, c
     assert report["test"]["n_clean_documents"] == 2
     assert all(r["verdict"] == "cannot tell" for r in report["documents"])  # 2 clean documents can show nothing
     assert capsys.readouterr().out.startswith("Of 2 suspect documents")
+
+
+def test_audit_limit_takes_the_first_passages_of_each_side(tmp_path, monkeypatch):
+    import random
+
+    rng = random.Random(3)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": f"b{p // 3}"} for p in range(9)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"c{k}"} for k in range(8)])
+    fake = FakeBackend(spec="fake-audit")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
+                 "--method", "loss", "--limit", "4", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress",
+                 "--bootstrap", "0"])
+    assert code == 0
+    scored = [json.loads(line)["id"] for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert scored == [f"suspect:s{p}" for p in range(4)] + [f"clean:c{k}" for k in range(4)]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["audit"]["limit"] == 4

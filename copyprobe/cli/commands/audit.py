@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from copyprobe.cli._common import (
+    add_limit_option,
     add_model_options,
     add_passage_option,
     add_run_options,
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
     add_passage_option(parser)
+    add_limit_option(parser, "passages of each side")
     add_scoring_options(parser, bootstrap=200)
     add_run_options(parser)
     add_model_options(parser)
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         result = audit(
             args.model, args.suspect, args.clean, args.method,
             params=params if args.method == "auto" else params.get(args.method),
-            alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap,
+            alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap, limit=args.limit,
             read_options={"text_column": args.text_column, "doc_column": args.doc_column,
                           "passage_words": args.passage_words},
             cache=cache_setting(args), batch_size=args.batch_size, device=args.device, dtype=args.dtype,

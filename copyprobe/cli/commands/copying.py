@@ -30,7 +30,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec: smollm2-135m-instruct, gemma-3-270m, hf:DIR, gguf:FILE, openai:MODEL@URL")
-    parser.add_argument("--data", required=True, help="copy-eval data: JSON/JSONL file, CopyBench data directory, .txt/.epub book, kjv / kjv_incontext, or copybench:literal|nonliteral|qa")
+    parser.add_argument("--data", required=True, help="copy-eval data: JSON/JSONL file, CopyBench data directory, a book (.txt, .md, .epub, .pdf, .docx, .html; docs/input-files.md), kjv / kjv_incontext, or copybench:literal|nonliteral|qa")
     parser.add_argument("--tasks", default="literal,nonliteral,qa,fluency", help="comma-separated: literal, nonliteral, qa, fluency (default all)")
     parser.add_argument("--mitigation", default="none", choices=["none", "memfree", "system_prompt"], help="inference-time mitigation (default none)")
     parser.add_argument("--judge", default="embedding", help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
