@@ -49,7 +49,7 @@ def direct_logprobs(backend, text: str, n: int):
             return {p: float(logp[p - 1, ids[p]]) for p in range(1, len(ids))}
         for p in range(len(lead) + n, len(ids)):
             context = lead + ids[p - n:p]
-            logits = backend.model(torch.tensor([context])).logits[0, -1].float()
+            logits = backend.model(torch.tensor([context]), logits_to_keep=1).logits[0, -1].float()
             out[p] = float(torch.log_softmax(logits, -1)[ids[p]])
     return out
 
@@ -100,9 +100,9 @@ def check_detect(backend, cache) -> None:
     """The whole path (runner, batching, record) for every n, several texts at once; the
     cache makes the normalisations after the first of each n free."""
     for n, normalize in itertools.product(range(6), NORMALIZATIONS):
-        for variant in ("notebook", "legacy"):
-            result = copyprobe.detect(backend, TEXTS, ["slope"],
-                                      params={"slope": {"ngram": n, "normalize": normalize, "variant": variant}},
+        for variant in (None, "legacy"):  # None: the default, as a user leaves it
+            params = {"ngram": n, "normalize": normalize} | ({"variant": variant} if variant else {})
+            result = copyprobe.detect(backend, TEXTS, ["slope"], params={"slope": params},
                                       cache=cache, blind_baseline=False)
             scored = result.scores["slope"].notna().sum()
             assert scored >= len(TEXTS) - 2, (n, normalize, variant, result.scores)
@@ -111,8 +111,8 @@ def check_detect(backend, cache) -> None:
 @pytest.mark.model
 def test_slope_every_ngram_and_normalisation_smollm2(smollm2, tmp_path):
     assert smollm2.lead_ids == []  # the case that crashed: no leading special token
-    check_model(smollm2)
     check_detect(smollm2, tmp_path / "cache.sqlite")
+    check_model(smollm2)
 
 
 @pytest.mark.model
@@ -129,7 +129,8 @@ def test_ngram_requests_of_one_token_prefixes_batch_without_error(smollm2):
     for size in (1, 2, 4, 5, 9):
         texts = (TEXTS * 2)[:size]
         for drop in (False, True):
-            answers = smollm2.answer([TokenLogprobsRequest(t, ngram=1, ngram_drop_short=drop) for t in texts])
+            extra = {"ngram_drop_short": True} if drop else {}
+            answers = smollm2.answer([TokenLogprobsRequest(t, ngram=1, **extra) for t in texts])
             for text, answer in zip(texts, answers):
                 ids = smollm2.tokenizer(text).input_ids
                 assert len(answer.logprobs) == len(ids) - 1
@@ -148,3 +149,15 @@ def test_ngram_drop_short_answers_the_last_tokens_of_the_full_ngram_answer(tiny_
             assert len(part.logprobs) == max(text_tokens - n, 0), (text, n)
             tail = whole.logprobs[len(whole.logprobs) - len(part.logprobs):]
             assert np.allclose(part.logprobs, tail, atol=1e-5)
+
+
+def test_ngram_requests_that_keep_short_tokens_keep_their_old_cache_key():
+    """Cached legacy n-gram answers stay valid; the new alignment is a different entry."""
+    import hashlib
+    import json
+
+    old_payload = {"kind": "token_logprobs", "text": "some text", "ngram": 2, "stats": True}
+    old_key = hashlib.sha256(json.dumps(old_payload, sort_keys=True, ensure_ascii=False,
+                                        separators=(",", ":")).encode()).hexdigest()
+    assert TokenLogprobsRequest("some text", ngram=2, stats=True).key() == old_key
+    assert TokenLogprobsRequest("some text", ngram=2, stats=True, ngram_drop_short=True).key() != old_key
