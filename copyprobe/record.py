@@ -112,11 +112,29 @@ class RunRecord:
         values.setdefault("command", [])
         values.setdefault("created", "")
         record = cls(**values)
+        record.methods = _recorded_method_params(record.methods)
         record.extra = {k: v for k, v in data.items() if k not in known}
         return record
 
 
 _OPTIONAL_SECTIONS = {"blind_baseline", "model", "n_passages", "n_tokens", "seed", "audit", "copying", "mitigation", "canary", "plant"}
+
+
+def _recorded_method_params(methods: dict[str, Any]) -> dict[str, Any]:
+    """Each method's recorded parameters, with the keys added since the record was
+    written set to what that older run used (``Method.recorded_defaults``), so the record
+    names the variant that produced each column. Unknown methods stay as they are."""
+    from copyprobe.registry import method_class
+
+    out: dict[str, Any] = {}
+    for name, params in methods.items():
+        try:
+            cls = method_class(name)
+        except ConfigError:  # a plugin that is not installed here
+            cls = None
+        fill = getattr(cls, "recorded_params", None)
+        out[name] = fill(params) if fill is not None and isinstance(params, dict) else params
+    return out
 
 
 def _legacy_kind(data: dict[str, Any]) -> str:

@@ -81,7 +81,10 @@ class TokenLogprobsRequest(Request):
 
     ``ngram``: None scores each token given its whole prefix; an integer n scores each
     token given only its n preceding tokens (n-gram normalization of the slope method);
-    tokens with fewer than n predecessors get their full-prefix value.
+    tokens with fewer than n predecessors get their full-prefix value, unless
+    ``ngram_drop_short``: then they are left out and the lists hold only the T - n
+    tokens that have n predecessors (leading special tokens do not count), aligned
+    with the last T - n entries of ``token_ids`` (T = the text's own tokens).
     ``context``: text the model reads before ``text`` whose own tokens are not scored
     (ReCaLL's prefix). With a context every token of ``text`` is scored (the first one
     given the context), so the lists have ``len(token_ids)`` entries instead of
@@ -98,6 +101,7 @@ class TokenLogprobsRequest(Request):
     stats: bool = False
     model: str | None = None
     context: str = ""
+    ngram_drop_short: bool = False
 
     kind: ClassVar[str] = "token_logprobs"
 
@@ -105,6 +109,8 @@ class TokenLogprobsRequest(Request):
         data = super().payload()
         if not self.context:  # requests without a context keep their old cache keys
             del data["context"]
+        if not self.ngram_drop_short:  # so do requests that keep the short-context tokens
+            del data["ngram_drop_short"]
         return data
 
     def capabilities(self) -> set[str]:

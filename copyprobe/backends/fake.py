@@ -100,6 +100,10 @@ class FakeBackend(Backend):
             mus.append(-3.0 - _unit("mu", words[i - 1]))
             sigmas.append(1.0 + _unit("sigma", words[i - 1]))
             ranks.append(1 + int(math.exp(-lp)))
+        if request.ngram is not None and request.ngram_drop_short:
+            # only the words with n predecessors (the fake has no leading special tokens)
+            keep = max(len(words) - request.ngram, 0)
+            lps, mus, sigmas, ranks = (values[len(values) - keep:] for values in (lps, mus, sigmas, ranks))
         stats = request.stats
         return TokenLogprobs(
             token_ids=ids,

@@ -85,6 +85,9 @@ class Method:
     access: ClassVar[str] = GREY_BOX
     summary: ClassVar[str] = ""
     trains: ClassVar[bool] = False
+    # Parameters added after runs were recorded: the value that reproduces what an older
+    # run.json, whose parameters lack the key, computed (see recorded_params).
+    recorded_defaults: ClassVar[dict[str, Any]] = {}
     # True when a class in the hierarchy wrote its own __init__: its signature, not
     # declared fields, then defines the parameters.
     _signature_params: ClassVar[bool] = False
@@ -137,6 +140,12 @@ class Method:
     def param_help(cls) -> dict[str, str]:
         declared = cls._declared()
         return {name: f.metadata.get("help", "") for name, f in declared.items()}
+
+    @classmethod
+    def recorded_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """The parameters a run record holds, with every key it lacks that is in
+        ``recorded_defaults`` filled with the value that reproduces the older run."""
+        return {**{k: v for k, v in cls.recorded_defaults.items() if k not in params}, **params}
 
     def get_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.param_names()}

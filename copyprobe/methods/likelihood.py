@@ -2,9 +2,11 @@
 lowercase, Min-K% and Min-K%++. All of them share one forward pass per text: they ask
 for the same TokenLogprobsRequest, which the runner answers once.
 
-Formulas follow the Min-K%++ authors' code (zjysteven/mink-plus-plus, run.py) and the
-Min-K% authors' code (swj0419/detect-pretrain-code) for lowercase; in all of them
-``ll`` is the mean token log-likelihood (= -loss) over the scored tokens.
+Formulas follow the Min-K%++ authors' code (zjysteven/mink-plus-plus: run.py for loss,
+zlib, Min-K% and Min-K%++, run_ref.py for lowercase), which agrees with the Min-K%
+authors' code (swj0419/detect-pretrain-code, src/run.py) up to its sign convention; in
+all of them ``ll`` is the mean token log-likelihood (= -loss) over the scored tokens.
+docs/methods.md gives the file and line of each formula.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Zlib(_OwnLogprobsMethod):
 @register
 class Lowercase(Method):
     name = "lowercase"
-    summary = "Loss of the text relative to the loss of its lower-cased copy (Carlini et al. 2021)"
+    summary = "Log-likelihood of the lower-cased copy divided by the text's own (Carlini et al. 2021)"
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:
         return [
@@ -87,13 +89,15 @@ class Lowercase(Method):
         ]
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
-        # Min-K% code: -(log ppl / log ppl_lower) = -(loss / loss_lower). A member's
-        # original casing is much likelier than its lower-cased copy, so the ratio is small.
-        loss = -mean_loglik(responses[0])
-        loss_lower = -mean_loglik(responses[1])
-        if loss_lower == 0:
-            raise RowError("lower-cased text has zero loss: ratio undefined")
-        return -(loss / loss_lower)
+        # ll_lower / ll, the Min-K%++ authors' run_ref.py (scores['lowercase']) and, with
+        # their evaluation's sign flip, the Min-K% authors' src/run.py (-(log ppl_lower /
+        # log ppl), ranked by its negative). A member's own casing is much likelier than
+        # its lower-cased copy, so ll is near 0 and the ratio large.
+        ll = mean_loglik(responses[0])
+        ll_lower = mean_loglik(responses[1])
+        if ll == 0:
+            raise RowError("the text has zero loss: lowercase ratio undefined")
+        return ll_lower / ll
 
 
 @register

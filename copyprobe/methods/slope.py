@@ -1,14 +1,36 @@
 """Probability Slope (AI Disclosures Project, SSRC; shared/papers/004).
 
 A model grows more confident as it reads text it has seen, so the least-squares slope
-of token probabilities over position is higher for members. N-gram normalization
-subtracts, per token, the probability the model gives it from only its last n tokens,
+of the per-token values over position is higher for members. N-gram normalization
+subtracts, per token, the value the model gives it from only its last n tokens,
 removing what is predictable from local structure alone.
+
+Three variants (``variant``), all with the same ``ngram`` (0-5) and ``normalize``
+(none / mean / zscore), 18 settings each; docs/methods.md has the comparison:
+
+``notebook`` (default): the computation of the authors' notebook, which produced the
+    seed's published table (as described in copyprobe issue 29; the notebook itself is
+    not public where we could look). Values are token **log**-probabilities, minus the
+    n-gram log-probability for n >= 1; only the T - n tokens that have n text tokens
+    before them are fitted (T = the text's own tokens, leading special tokens such as
+    <bos> do not count); ``mean`` = slope - mean(values), ``zscore`` = (slope -
+    mean(values)) / std(values) (population std, ddof = 0).
+``probability``: the seed text's literal reading ("fit a line through the predicted
+    probabilities", 004 section 1): the same alignment and normalisations over
+    probabilities p(t | prefix) - p(t | last n tokens).
+``legacy``: what copyprobe computed before issue 29, kept so old runs can be
+    reproduced and named (a run.json whose slope parameters have no ``variant`` was
+    written by it): probabilities over all T - 1 scored tokens, the first ones without an
+    n-token context getting the value 0; ``mean`` = slope / |mean|, ``zscore`` = slope / std.
+
+The notebook's ``mean`` and ``zscore`` subtract the mean log-probability, which is
+higher for likely text, so for those settings a member does not necessarily score
+higher; copyprobe keeps the notebook's sign so that its values are the notebook's.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 from scipy import stats
@@ -22,45 +44,74 @@ from copyprobe.params import Integer, OneOf, param
 from copyprobe.registry import register
 
 NORMALIZATIONS = ("none", "mean", "zscore")
+VARIANTS = ("notebook", "probability", "legacy")
 
 
 @register
 class Slope(Method):
     name = "slope"
-    summary = "Slope of token probabilities over position, optionally n-gram normalized (004)"
+    summary = "Slope of token log-probabilities over position, optionally n-gram normalized (004, authors' notebook)"
+    # a run.json written before `variant` existed was computed by the legacy variant
+    recorded_defaults: ClassVar[dict[str, Any]] = {"variant": "legacy"}
 
-    ngram: int = param(0, Integer(0, 5), "0 = raw probabilities; n in 1..5 = p(t | prefix) - p(t | last n tokens)")
+    ngram: int = param(0, Integer(0, 5), "0 = raw values; n in 1..5 = value(t | prefix) - value(t | last n tokens)")
     normalize: str = param(
         "none", OneOf(*NORMALIZATIONS),
-        "none | mean (slope / |mean value|) | zscore (slope / std of values)",
+        "none | mean (slope - mean of the values) | zscore ((slope - mean) / std of the values); "
+        "legacy variant: slope / |mean|, slope / std",
+    )
+    variant: str = param(
+        "notebook", OneOf(*VARIANTS),
+        "notebook (log-probs, the authors' notebook) | probability (probabilities) | "
+        "legacy (copyprobe before issue 29, to reproduce old runs)",
     )
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:
         own = TokenLogprobsRequest(example.text, stats=False)
         if self.ngram == 0:
             return [own]
-        return [own, TokenLogprobsRequest(example.text, ngram=self.ngram, stats=False)]
+        # the notebook's alignment: only the tokens that have their n-token context
+        local = TokenLogprobsRequest(example.text, ngram=self.ngram, stats=False,
+                                     ngram_drop_short=self.variant != "legacy")
+        return [own, local]
 
     def values(self, responses: Sequence[TokenLogprobs]) -> np.ndarray:
-        probs = np.exp(token_logprobs(responses[0]))
-        if self.ngram:
-            local = np.exp(token_logprobs(responses[1]))
-            if local.shape != probs.shape:
+        """The per-token values the line is fitted through."""
+        full = token_logprobs(responses[0])
+        if not self.ngram:
+            return full if self.variant == "notebook" else np.exp(full)
+        local = np.asarray(responses[1].logprobs, dtype=np.float64)
+        if self.variant == "legacy":
+            if local.shape != full.shape:
                 raise RowError("n-gram and full-context scores have different lengths")
-            probs = probs - local
-        return probs
+            return np.exp(full) - np.exp(local)
+        # the n-gram answer holds the last T - n scored tokens
+        if len(local) > len(full):
+            raise RowError("the n-gram answer has more tokens than the full-context one")
+        full = full[len(full) - len(local):]
+        if self.variant == "notebook":
+            return full - local
+        return np.exp(full) - np.exp(local)
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         values = self.values(responses)
         if len(values) < 2:
-            raise RowError("slope needs at least two scored tokens")
-        slope = stats.linregress(np.arange(len(values), dtype=np.float64), values).slope
+            needed = "two scored tokens" if not self.ngram else f"two tokens with {self.ngram} tokens before them"
+            raise RowError(f"slope needs at least {needed}")
+        slope = float(stats.linregress(np.arange(len(values), dtype=np.float64), values).slope)
         if self.normalize == "none":
-            return float(slope)
-        # The source describes dividing the slope by the mean / standard deviation of
-        # the same values; n-gram-adjusted values can have a negative mean, so divide by
-        # its magnitude to keep "higher = member".
-        scale = abs(values.mean()) if self.normalize == "mean" else values.std()
-        if scale < 1e-12:
-            raise RowError(f"slope normalization by {self.normalize}: values are constant or zero")
-        return float(slope / scale)
+            return slope
+        if self.variant == "legacy":
+            # dividing by the magnitude of the mean kept "higher = member" for n-gram
+            # values with a negative mean
+            scale = abs(values.mean()) if self.normalize == "mean" else values.std()
+            if scale < 1e-12:
+                raise RowError(f"slope normalization by {self.normalize}: values are constant or zero")
+            return slope / scale
+        centred = slope - float(values.mean())
+        if self.normalize == "mean":
+            return centred
+        std = float(values.std())
+        if std < 1e-12:
+            raise RowError("slope zscore normalization: the values are constant")
+        return centred / std

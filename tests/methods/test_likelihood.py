@@ -33,9 +33,14 @@ def test_zlib_divides_by_compressed_length():
     assert make_method("zlib").score(EX, [tl([-1.0, -3.0])]) == pytest.approx(expected)
 
 
-def test_lowercase_is_negative_loss_ratio():
-    # loss 1.0 on the original, 4.0 on the lower-cased copy -> -(1/4)
-    assert make_method("lowercase").score(EX, [tl([-1.0, -1.0]), tl([-4.0, -4.0])]) == pytest.approx(-0.25)
+def test_lowercase_is_lowercase_loglik_over_loglik():
+    # ll -1.0 on the original, -4.0 on the lower-cased copy -> -4 / -1 (Min-K%++ run_ref.py)
+    assert make_method("lowercase").score(EX, [tl([-1.0, -1.0]), tl([-4.0, -4.0])]) == pytest.approx(4.0)
+
+
+def test_lowercase_of_a_text_with_zero_loss_is_a_row_error():
+    with pytest.raises(RowError, match="zero loss"):
+        make_method("lowercase").score(EX, [tl([0.0, 0.0]), tl([-4.0, -4.0])])
 
 
 def test_min_k_averages_lowest_fraction_with_at_least_one():
@@ -73,26 +78,40 @@ def test_k_outside_unit_interval_rejected(k):
             make_method(name, k=k)
 
 
-def test_slope_matches_least_squares_fit():
+def test_slope_fits_log_probabilities_by_default():
+    lps = [-3.0, -2.0, -2.5, -1.0, -0.5]
+    expected = np.polyfit(np.arange(5), lps, 1)[0]
+    assert make_method("slope").score(EX, [tl(lps)]) == pytest.approx(expected)
+    assert make_method("slope", normalize="mean").score(EX, [tl(lps)]) == pytest.approx(expected - np.mean(lps))
+    assert make_method("slope", normalize="zscore").score(EX, [tl(lps)]) == pytest.approx(
+        (expected - np.mean(lps)) / np.std(lps))
+
+
+def test_slope_ngram_fits_only_the_tokens_with_an_ngram_context():
+    full = [-1.0, -0.5, -0.2, -0.1, -0.3]
+    local = [-2.0, -2.5, -3.0]  # the n-gram answer for the last T - n = 3 tokens
+    expected = np.polyfit(np.arange(3), np.array(full[2:]) - local, 1)[0]
+    assert make_method("slope", ngram=2).score(EX, [tl(full), tl(local)]) == pytest.approx(expected)
+
+
+def test_slope_ngram_text_too_short_is_a_row_error():
+    with pytest.raises(RowError, match="two tokens with 3 tokens before them"):
+        make_method("slope", ngram=3).score(EX, [tl([-1.0, -2.0, -3.0]), tl([-1.0])])
+
+
+def test_slope_legacy_variant_is_the_old_probability_computation():
     lps = [-3.0, -2.0, -2.5, -1.0, -0.5]
     probs = np.exp(lps)
     expected = np.polyfit(np.arange(5), probs, 1)[0]
-    assert make_method("slope").score(EX, [tl(lps)]) == pytest.approx(expected)
-    assert make_method("slope", normalize="zscore").score(EX, [tl(lps)]) == pytest.approx(expected / probs.std())
-    assert make_method("slope", normalize="mean").score(EX, [tl(lps)]) == pytest.approx(expected / probs.mean())
+    legacy = {"variant": "legacy"}
+    assert make_method("slope", **legacy).score(EX, [tl(lps)]) == pytest.approx(expected)
+    assert make_method("slope", normalize="zscore", **legacy).score(EX, [tl(lps)]) == pytest.approx(
+        expected / probs.std())
+    assert make_method("slope", normalize="mean", **legacy).score(EX, [tl(lps)]) == pytest.approx(
+        expected / probs.mean())
 
 
-def test_slope_ngram_subtracts_local_probability():
-    full = [-1.0, -0.5, -0.2, -0.1]
-    local = [-1.0, -2.0, -2.5, -3.0]
-    adjusted = np.exp(full) - np.exp(local)
-    expected = np.polyfit(np.arange(4), adjusted, 1)[0]
-    method = make_method("slope", ngram=2)
-    assert [r.ngram for r in method.requests(EX)] == [None, 2]
-    assert method.score(EX, [tl(full), tl(local)]) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("params", [{"ngram": 6}, {"ngram": -1}, {"normalize": "max"}])
+@pytest.mark.parametrize("params", [{"ngram": 6}, {"ngram": -1}, {"normalize": "max"}, {"variant": "paper"}])
 def test_slope_bad_params(params):
     with pytest.raises(ConfigError):
         make_method("slope", **params)

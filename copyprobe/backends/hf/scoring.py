@@ -27,7 +27,10 @@ full-context ones.
 **N-gram scores** (``TokenLogprobsRequest.ngram = n``): a token with at least n text
 tokens before it (leading special tokens do not count) is scored given only the leading
 tokens and its n predecessors; earlier tokens get their full-prefix value (which is the
-same thing with fewer predecessors). All such contexts have the same length, so they run
+same thing with fewer predecessors), or are left out with ``ngram_drop_short`` (then the
+text's T - n tokens that have n predecessors are scored, the Probability Slope notebook's
+alignment). A prefix window that would score no token (one token, which happens for
+n = 1 without a leading special token) is not planned at all. All such contexts have the same length, so they run
 in large unpadded batches, identical contexts are computed once, contexts that share a
 prefix compute it once (:func:`copyprobe.backends.prefix_tree.context_states`), and the
 LM head is applied to the last position only.
@@ -101,6 +104,9 @@ def score_rows(hidden, targets, head, softcap: float | None = None) -> dict[str,
     weight = head.weight
     bias = getattr(head, "bias", None)
     vocab_size = int(weight.shape[0])
+    if hidden.shape[0] == 0:  # nothing to score (a batch of windows without scored tokens)
+        empty = torch.zeros(0, dtype=torch.float64)
+        return {"logprobs": empty, "mu": empty, "sigma": empty, "rank": torch.zeros(0, dtype=torch.long)}
     rows_per_chunk, block_elements = SCORE_BLOCKS["cuda" if hidden.device.type == "cuda" else "cpu"]
     parts = []
     for start in range(0, hidden.shape[0], rows_per_chunk):
@@ -256,6 +262,8 @@ class TokenLogprobsMixin:
         empty = 0
         prefixed: dict[tuple[int, ...], list[int]] = {}  # context ids -> requests run on its KV cache
         for index, (request, ids) in enumerate(zip(requests, token_ids)):
+            if request.ngram_drop_short and request.ngram is None:
+                raise ConfigError("ngram_drop_short needs an ngram")
             if request.context:
                 ids = self._plan_context(index, request, token_ids, results, prefixed, jobs, tracker)
                 if ids is None:
@@ -266,19 +274,25 @@ class TokenLogprobsMixin:
                     or not 1 <= request.ngram <= self.max_length - n_lead - 1):
                 raise ConfigError(f"ngram must be an integer in [1, {self.max_length - n_lead - 1}], "
                                   f"got {request.ngram!r}")
-            if len(ids) < 2:
+            lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
+            first_ngram = len(lead) + (request.ngram or 0)  # first position with n text predecessors
+            if request.ngram_drop_short:
+                results[index] = ScoreBuffer(max(len(ids) - first_ngram, 0))
+            if len(ids) < 2 or not len(results[index].filled):
                 empty += 1
                 continue
-            lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
             if request.ngram is None:
                 planned = windows(ids, lead, self.max_length)
             else:
                 # full-prefix values for the tokens with fewer than n text predecessors
-                first_ngram = len(lead) + request.ngram
-                planned = windows(ids[:min(len(ids), first_ngram)], lead, self.max_length)
+                # (none with ngram_drop_short); a one-token prefix scores nothing
+                short = [] if request.ngram_drop_short else ids[:min(len(ids), first_ngram)]
+                planned = windows(short, lead, self.max_length) if len(short) >= 2 else []
+                # slot of position p: p - 1, or p - first_ngram when short tokens are left out
+                shift = first_ngram if request.ngram_drop_short else 1
                 for position in range(first_ngram, len(ids)):
                     key = tuple(lead) + tuple(ids[position - request.ngram:position])
-                    contexts.setdefault(key, []).append((index, position - 1, ids[position]))
+                    contexts.setdefault(key, []).append((index, position - shift, ids[position]))
                     tracker.add(index)
             for window in planned:
                 jobs.append((index, window))
