@@ -10,7 +10,7 @@ from typing import Any
 
 from copyprobe.errors import DataError
 from copyprobe.evaluation.vocabulary import EVIDENCE, NO_EVIDENCE, normalise_verdict
-from copyprobe.reports.pages import environment, verdict_css
+from copyprobe.reports.templating import environment, verdict_css
 
 _SCORE_ID = "c{index}:{j}"
 

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from copyprobe.errors import DataError
-from copyprobe.reports.pages import environment
+from copyprobe.reports.templating import environment
 
 N_SPANS = 10
 

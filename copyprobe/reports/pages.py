@@ -36,16 +36,4 @@ def page_for(run_dir: str | os.PathLike) -> str | None:
     return None
 
 
-def environment():
-    import jinja2
-
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True)
-
-
-def verdict_css(word: str) -> str:
-    return word.replace(" ", "")
-
-
-__all__ = ["environment", "page_for", "run_kind", "verdict_css"]
+__all__ = ["page_for", "run_kind"]
