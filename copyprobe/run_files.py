@@ -155,7 +155,9 @@ METRICS = obj(required={"passage": dict_of(_METRIC_BLOCK)}, optional={
     "notes": lst(STR),
 })
 # task -> its block: numbers or null, as compute_metrics writes, and the fluency block
-COPYING_METRICS = dict_of(obj(optional={"fluency": dict_of(opt(NUM))}, rest=opt(NUM)))
+# "baseline": the same metrics on unseen text and the differences with their CIs (nested)
+COPYING_METRICS = obj(optional={"baseline": obj()},
+                      rest=obj(optional={"fluency": dict_of(opt(NUM))}, rest=opt(NUM)))
 
 VERDICTS = obj(required={"documents": lst(obj(required={"doc_id": ID}))},
                optional={"alpha": opt(NUM), "method": STR})

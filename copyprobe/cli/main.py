@@ -20,11 +20,18 @@ import warnings
 from copyprobe.errors import CopyprobeError, DataWarning, one_line
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (the rule for every bad input), pointing to --help."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from copyprobe._version import __version__
     import copyprobe.cli.commands as commands
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="copyprobe",
         description="Was a language model trained on this text, and how much of it does it reproduce?",
     )

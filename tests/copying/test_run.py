@@ -91,7 +91,7 @@ def test_bad_input_rows_are_reported_per_item(tmp_path):
     (["--tasks", "fluency"], "fluency grades the outputs"),
     (["--templates", "0,5"], "template index 5 out of range"),
     (["--data", "/nonexistent.json"], "does not exist"),
-    (["--limit", "0"], "--limit must be at least 1"),
+    (["--limit", "0"], "--limit: must be an integer >= 1, got 0"),
 ])
 def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
     base = ["copying", "--model", "smollm2-135m-instruct", "--data", "kjv", "--out", str(tmp_path / "o")]
