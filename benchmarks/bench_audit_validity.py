@@ -155,8 +155,20 @@ def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float
     for suspects, clean in audits:
         s_ex = [e for d in suspects for e in by_doc[d]]
         c_ex = [e for d in clean for e in by_doc[d]]
-        result = copyprobe.audit(session, s_ex, c_ex, "feature_agg", params={"n_train": max(4, (len(s_ex) + len(c_ex)) // 2)},
-                                 blind_baseline=False, n_bootstrap=0, seed=seed)
+        try:
+            result = copyprobe.audit(session, s_ex, c_ex, "feature_agg",
+                                     params={"n_train": max(4, (len(s_ex) + len(c_ex)) // 2)},
+                                     blind_baseline=False, n_bootstrap=0, seed=seed)
+        except copyprobe.CopyprobeError:  # too few suspect passages to fit on and test: no claim possible
+            for test in TESTS:
+                for alpha in ALPHAS:
+                    c = out.setdefault((test, alpha), {"audits": 0, "documents": 0, "evidence": 0,
+                                                       "no evidence": 0, "cannot tell": 0, "unguarded_claims": 0,
+                                                       "guard_withheld": 0, "collections": 0, "collection_claims": 0})
+                    c["audits"] += 1
+                    c["documents"] += len(suspects)
+                    c["cannot tell"] += len(suspects)
+            continue
         texts = {e.id: e.text for e in result.detect.examples}
         for test in TESTS:
             for alpha in ALPHAS:

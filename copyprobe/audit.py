@@ -8,8 +8,10 @@ document per input (named after the file).
 
 The method defaults to ``auto``: with a model that gives token log-probabilities, the
 score chosen by ``benchmarks/bench_audit_validity.py`` (no false claim on its battery of
-texts no model has seen, the most power on planted documents); DE-COP for a model that
-only generates, and only with paraphrases supplied in the data or a paraphrasing model.
+texts no model has seen at the default alpha, the most power on planted documents: the
+reference-model difference); DE-COP for a model that only generates, and only with
+paraphrases supplied in the data or a paraphrasing model. The test defaults to ``t`` for
+the same reason: the exact rank test needs 99 clean documents for a claim at alpha 0.01.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def audit(
     *,
     params: Mapping[str, Any] | None = None,
     alpha: float = 0.01,
-    test: str = "rank",
+    test: str = "t",
     out: str | Path | None = None,
     read_options: Mapping[str, Any] | None = None,
     n_bootstrap: int = 200,
@@ -153,8 +155,8 @@ def audit(
     """Score ``suspect`` and ``clean`` (paths, Datasets or lists of texts/Examples) with
     ``method`` on ``model`` and give a verdict per suspect document (``verdicts.json``
     in ``out``): ``evidence`` / ``no evidence`` / ``cannot tell``, each with its reason.
-    ``test``: ``rank`` (exact, distribution-free) or ``t`` (assumes normal document
-    scores). ``params``: the method's parameters (with ``method="auto"``: a mapping from
+    ``test``: ``t`` (default; assumes normal document scores) or ``rank`` (exact,
+    distribution-free, needs at least 1/alpha - 1 clean documents). ``params``: the method's parameters (with ``method="auto"``: a mapping from
     method name to its parameters, used for the method chosen); other options go to
     :func:`detect`. ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
     from copyprobe.evaluation.verdicts import TESTS, audit_verdicts

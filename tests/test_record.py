@@ -127,7 +127,7 @@ def test_rescore_reproduces_audit_verdicts(tmp_path, monkeypatch):
     run_dir = tmp_path / "audit"
     recorded = load_run(run_dir).record.audit
     assert {k: recorded[k] for k in ("method", "alpha", "test", "suspect", "clean")} == {
-        "method": "loss", "alpha": 0.05, "test": "rank", "suspect": str(suspect), "clean": str(clean)}
+        "method": "loss", "alpha": 0.05, "test": "t", "suspect": str(suspect), "clean": str(clean)}
     for side, path in (("suspect", suspect), ("clean", clean)):
         (entry,) = recorded["input_files"][side]
         assert entry["bytes"] == path.stat().st_size

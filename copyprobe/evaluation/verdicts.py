@@ -12,14 +12,15 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
    score is their mean, so no document's score is less noisy than another's.
 2. Each suspect document's score is compared with the k clean documents' scores:
 
-   - ``rank`` (default): p = (1 + #clean documents scoring at least as high) / (k + 1).
+   - ``rank``: p = (1 + #clean documents scoring at least as high) / (k + 1).
      Exact whenever the suspect document is exchangeable with the clean ones under
      "never trained on"; no assumption about the scores' distribution. The smallest
      p it can give is 1 / (k + 1), so a claim at alpha needs k >= 1/alpha - 1 clean
      documents; with fewer the verdict is "cannot tell" and says how many to give.
-   - ``t``: the one-sided prediction t-test, (x - mean) / (sd * sqrt(1 + 1/k)) with
-     k - 1 degrees of freedom. Also assumes the clean documents' scores are normal;
-     reaches small p-values with few clean documents only by that assumption.
+   - ``t`` (the audit's default): the one-sided prediction t-test, (x - mean) /
+     (sd * sqrt(1 + 1/k)) with k - 1 degrees of freedom. Also assumes the clean documents'
+     scores are normal; reaches small p-values with few clean documents only by that
+     assumption, which benchmarks/bench_audit_validity.py puts to the test.
 
    With several suspect documents, the p-values are Holm-adjusted, so the chance of any
    false "evidence" among them stays at most alpha.

@@ -38,7 +38,7 @@ def test_audit_command_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
     out = tmp_path / "run"
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
-                 "--clean", str(tmp_path / "clean.jsonl"), "--method", "loss",
+                 "--clean", str(tmp_path / "clean.jsonl"), "--method", "loss", "--test", "rank",
                  "--alpha", "0.1", "--out", str(out), "--no-cache", "--no-progress", "--bootstrap", "0"])
     assert code == 0
     report = json.loads((out / "verdicts.json").read_text())
@@ -68,12 +68,12 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
                  "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0",
-                 "--param", "reference.model=fake"])
+                 "--param", "reference.model=fake", "--test", "rank"])
     assert code == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     from copyprobe.audit import DEFAULT_LOGIT_METHOD
 
-    assert run["audit"]["method"] == DEFAULT_LOGIT_METHOD
+    assert run["audit"]["method"] == DEFAULT_LOGIT_METHOD and run["audit"]["test"] == "rank"
     out = capsys.readouterr().out
     assert out.startswith("Cannot tell whether the model was trained on book")
     assert "give at least 99 documents" in out  # alpha 0.01, rank test, 4 clean documents
@@ -157,3 +157,20 @@ def test_audit_limit_takes_the_first_passages_of_each_side(tmp_path, monkeypatch
     scored = [json.loads(line)["id"] for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
     assert scored == [f"suspect:s{p}" for p in range(4)] + [f"clean:c{k}" for k in range(4)]
     assert json.loads((tmp_path / "run" / "run.json").read_text())["audit"]["limit"] == 4
+
+
+def test_audit_default_test_is_t(tmp_path, monkeypatch, capsys):
+    import random
+
+    rng = random.Random(6)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"c{k // 2}"}
+                                       for k in range(12)])
+    fake = FakeBackend(spec="fake-audit")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
+                 "--method", "loss", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0
+    report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
+    assert report["test"]["name"] == "t" and "normal" in report["test"]["assumptions"]
+    assert report["documents"][0]["p"] is not None
