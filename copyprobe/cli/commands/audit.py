@@ -104,7 +104,8 @@ def _print(report: dict[str, Any]) -> None:
     base = report["baseline"]
     print(f"method {report['method']}, {test['name']} test over documents, alpha {report['alpha']}; "
           f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}), "
-          f"{test['passages_per_document']} passages per document; smallest attainable p {_fmt(test['min_p'])}")
+          f"{test['passages_per_document']} passages per document; smallest attainable p "
+          f"{_fmt(test['min_p']) if test['min_p'] else 'none (parametric test)'}")
     print(f"assumes: {test['assumptions']}")
     header = f"{'document':<28} {'score':>8} {'rank':>7} {'p':>9} {'style':>7} {'length':>7}  verdict"
     print(header)
