@@ -83,4 +83,8 @@ def test_unknown_method_in_an_old_record_is_kept_as_it_is(tmp_path):
     record = json.loads(run_json.read_text())
     record["methods"]["someone_elses_plugin"] = {"alpha": 1}
     run_json.write_text(json.dumps(record))
+    # a method in the record has a column in scores.jsonl (the run-file loader insists)
+    scores = run_dir / "scores.jsonl"
+    rows = [json.loads(line) for line in scores.read_text().splitlines() if line.strip()]
+    scores.write_text("".join(json.dumps({**r, "someone_elses_plugin": None}) + "\n" for r in rows))
     assert load_run(run_dir).record.methods["someone_elses_plugin"] == {"alpha": 1}
