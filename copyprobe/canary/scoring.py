@@ -20,6 +20,7 @@ from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
+from copyprobe.evaluation.vocabulary import ordinal
 
 
 @dataclass
@@ -46,11 +47,6 @@ def kit_examples(kit: Kit, prefix: str = "") -> list[Example]:
     """One passage per candidate: id ``<prefix>c<canary>:<candidate>``, doc_id ``canary-<k>``."""
     return [Example(id=f"{prefix}c{c.index}:{j}", text=text, doc_id=f"{prefix}canary-{c.index}")
             for c in kit.canaries for j, text in enumerate(c.candidates)]
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _p(p: float) -> str:
@@ -83,7 +79,7 @@ def verdict(result: dict[str, Any]) -> str:
     per = result["canaries"]
     if len(per) == 1:
         c = per[0]
-        what = (f"The published canary ranked {_ordinal(c['rank'])} of {c['n_candidates']} candidates "
+        what = (f"The published canary ranked {ordinal(c['rank'])} of {c['n_candidates']} candidates "
                 f"by {method} (1st = most likely seen).")
     else:
         ranks = ", ".join(f"{c['rank']}/{c['n_candidates']}" for c in per)

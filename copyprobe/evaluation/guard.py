@@ -120,18 +120,17 @@ def guard(doc_passages: Mapping[str, Sequence[str]], suspects: Sequence[str],
                 "length": standings(length, index[s], clean_idx)} for s in suspects}
 
 
-def collection_standing(doc_passages: Mapping[str, Sequence[str]], suspects: Sequence[str],
-                        clean: Sequence[str]) -> dict[str, float]:
+def collection_standing(per_suspect: Mapping[str, Mapping[str, Standing]]) -> dict[str, float]:
     """Do the suspect documents as a group stand out from the clean ones by text alone?
     One-sided Mann-Whitney p-values (exact for small sets) of the suspects' style and
-    length distances to the clean documents against the clean documents' own."""
+    length distances to the clean documents against the clean documents' own, from the
+    standings :func:`guard` already computed."""
     from scipy.stats import mannwhitneyu
 
-    per = guard(doc_passages, suspects, clean)
     out = {}
     for part in ("style", "length"):
-        s_values = [per[s][part].value for s in suspects]
-        c_values = list(per[suspects[0]][part].clean_values) if suspects else []
+        s_values = [st[part].value for st in per_suspect.values()]
+        c_values = list(next(iter(per_suspect.values()))[part].clean_values) if per_suspect else []
         if len(s_values) < 1 or len(c_values) < 2 or not all(map(math.isfinite, s_values + c_values)):
             out[part] = math.nan
             continue

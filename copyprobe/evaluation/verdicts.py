@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
-from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, ordinal as _ordinal
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
 TESTS = ("rank", "t")
@@ -126,11 +126,6 @@ def _fmt_p(p: float) -> str:
     if math.isnan(p):
         return "n/a"
     return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _guard_trips(standing: Standing | None, p_model: float) -> bool:
@@ -244,7 +239,7 @@ def verdicts(
         "documents": rows,
     }
     if len(tested) >= 2 and k >= 2:
-        report["collection"] = _collection(tested, clean, doc_score, doc_passages, alpha, standings)
+        report["collection"] = _collection(tested, clean, doc_score, alpha, standings)
     report["summary"] = summary_sentence(report)
     return report
 
@@ -291,7 +286,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
                       f"more than the text alone does")
 
 
-def _collection(suspects, clean, doc_score, doc_passages, alpha, standings) -> dict[str, Any]:
+def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
     """The group test. Its guard is the Mann-Whitney over the suspects' style and length
     distances, and also each suspect's own guard: one suspect in another style among
     several could otherwise carry the group claim on its style alone."""
@@ -300,7 +295,7 @@ def _collection(suspects, clean, doc_score, doc_passages, alpha, standings) -> d
     s_scores = [doc_score[s] for s in suspects]
     c_scores = [doc_score[c] for c in clean]
     p = float(mannwhitneyu(s_scores, c_scores, alternative="greater", method="exact").pvalue)
-    text = collection_standing(doc_passages, suspects, clean)
+    text = collection_standing({s: standings[s] for s in suspects})
     min_possible = 1.0 / math.comb(len(suspects) + len(clean), len(suspects))
     blocked = [part for part in ("style", "length")
                if math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p)]

@@ -39,3 +39,9 @@ def normalise_verdict(word: object) -> str:
     if text in VERDICTS:
         return text
     return LEGACY_VERDICTS.get(text, CANNOT_TELL)
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st: ranks in verdict sentences."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
