@@ -111,14 +111,33 @@ def load_battery(passage_words: int):
     return examples + short
 
 
+def new_counts() -> dict[str, int]:
+    return {"audits": 0, "documents": 0, "evidence": 0, "no evidence": 0, "cannot tell": 0,
+            "unguarded_claims": 0, "guard_withheld": 0, "collections": 0, "collection_claims": 0}
+
+
+def tally(counts: dict[str, int], report: dict[str, Any], alpha: float) -> None:
+    """Add one audit's verdicts.json to the counts (a claim the test alone makes is 'unguarded')."""
+    counts["audits"] += 1
+    for doc in report["documents"]:
+        counts["documents"] += 1
+        counts[doc["verdict"]] += 1
+        p = doc.get("p_adjusted")
+        if p is not None and p <= alpha:
+            counts["unguarded_claims"] += 1
+            counts["guard_withheld"] += doc["verdict"] != "evidence"
+    if report.get("collection"):
+        counts["collections"] += 1
+        counts["collection_claims"] += report["collection"]["verdict"] == "evidence"
+
+
 def verdict_counts(rows, texts, method, audits, alpha, test):
     from copyprobe.evaluation.verdicts import audit_verdicts
 
     by_doc: dict[str, list[dict]] = {}
     for r in rows:
         by_doc.setdefault(r["doc_id"], []).append(r)
-    counts = {"audits": 0, "documents": 0, "evidence": 0, "no evidence": 0, "cannot tell": 0,
-              "unguarded_claims": 0, "guard_withheld": 0, "collections": 0, "collection_claims": 0}
+    counts = new_counts()
     for suspects, clean in audits:
         subset = []
         for label, docs in ((1, suspects), (0, clean)):
@@ -126,18 +145,7 @@ def verdict_counts(rows, texts, method, audits, alpha, test):
                 for r in by_doc[d]:
                     subset.append({**r, "label": label, "doc_id": f"{'suspect' if label else 'clean'}:{d}"})
         report = audit_verdicts(subset, method, {}, alpha, texts, test=test)
-        counts["audits"] += 1
-        for doc in report["documents"]:
-            counts["documents"] += 1
-            counts[doc["verdict"]] += 1
-            p = doc.get("p_adjusted")
-            if p is not None and p <= alpha:
-                counts["unguarded_claims"] += 1
-                if doc["verdict"] != "evidence":
-                    counts["guard_withheld"] += 1
-        if report.get("collection"):
-            counts["collections"] += 1
-            counts["collection_claims"] += report["collection"]["verdict"] == "evidence"
+        tally(counts, report, alpha)
     return counts
 
 
@@ -162,9 +170,7 @@ def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float
         except copyprobe.CopyprobeError:  # too few suspect passages to fit on and test: no claim possible
             for test in TESTS:
                 for alpha in ALPHAS:
-                    c = out.setdefault((test, alpha), {"audits": 0, "documents": 0, "evidence": 0,
-                                                       "no evidence": 0, "cannot tell": 0, "unguarded_claims": 0,
-                                                       "guard_withheld": 0, "collections": 0, "collection_claims": 0})
+                    c = out.setdefault((test, alpha), new_counts())
                     c["audits"] += 1
                     c["documents"] += len(suspects)
                     c["cannot tell"] += len(suspects)
@@ -174,19 +180,7 @@ def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float
             for alpha in ALPHAS:
                 report = audit_verdicts(result.detect.rows, "feature_agg", result.detect.record.train_ids, alpha, texts,
                                         test=test)
-                c = out.setdefault((test, alpha), {"audits": 0, "documents": 0, "evidence": 0, "no evidence": 0,
-                                                   "cannot tell": 0, "unguarded_claims": 0, "guard_withheld": 0,
-                                                   "collections": 0, "collection_claims": 0})
-                c["audits"] += 1
-                for doc in report["documents"]:
-                    c["documents"] += 1
-                    c[doc["verdict"]] += 1
-                    if doc.get("p_adjusted") is not None and doc["p_adjusted"] <= alpha:
-                        c["unguarded_claims"] += 1
-                        c["guard_withheld"] += doc["verdict"] != "evidence"
-                if report.get("collection"):
-                    c["collections"] += 1
-                    c["collection_claims"] += report["collection"]["verdict"] == "evidence"
+                tally(out.setdefault((test, alpha), new_counts()), report, alpha)
     return out
 
 
