@@ -213,7 +213,8 @@ PLANT = obj(required={"format": INT, "status": one_of("training", "done"), "sett
                       "split": obj(required={"n_members": INT, "n_nonmembers": INT, "seed": INT})},
             optional={"losses_eval": dict_of(opt(NUM)), "command": opt(lst(STR)), "created": STR,
                       "base_model": obj(), "corpus": obj(), "training": obj(), "versions": dict_of(STR),
-                      "timings": obj(), "steps": INT})
+                      "timings": obj(), "steps": INT,
+                      "peak_memory": dict_of(opt(at_least(INT, 0)))})
 
 # file name -> (shape of the file, or of each line of a JSON-lines file)
 SHAPES: dict[str, Shape] = {
