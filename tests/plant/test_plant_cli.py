@@ -317,6 +317,16 @@ def test_out_dir_that_is_not_a_plant_is_left_alone(tiny, tmp_path, capsys):
     ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", '
      '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 1' + "0" * 400 + '}}', "beyond the float range"),
     ('{"format": 1, "status": "done", "model": "m", "split": {}}', "'settings_key' is missing"),
+    ("not json", "plant.json is not valid JSON"),
+    ("", "plant.json is not valid JSON"),
+    ('{"format": 1, "status": "paused", "settings_key": "k", "model": "m", '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'status' must be one of 'training', 'done'"),
+    ('{"format": 1, "status": "done", "settings_key": 7, "model": "m", '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'settings_key' must be a string, got a number"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", "losses_eval": [], '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'losses_eval' must be an object, got a list"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", "peak_memory": {"max_rss_bytes": "1"}, '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'peak_memory.max_rss_bytes' must be an integer"),
 ])
 def test_damaged_plant_json_in_out_is_one_line(tiny, tmp_path, capsys, content, needle):
     out = tmp_path / "o"
