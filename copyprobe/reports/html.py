@@ -32,28 +32,18 @@ from copyprobe.reports.templating import environment
 
 # ---------------------------------------------------------------- reading the run
 
-
 def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     """The run directory as the templates use it: run (run.json as a dict), scores,
-    metrics, examples, verdicts, canary (None if absent)."""
+    metrics, examples, verdicts, canary (None if absent); every file already checked
+    against its shape by copyprobe.run_files."""
     from copyprobe.record import load_run as read
 
     loaded = read(run_dir)
     if loaded.scores is None:
         raise DataError(f"{loaded.dir / 'scores.jsonl'} does not exist (the report shows detect and audit runs)")
-    if loaded.verdicts is not None:
-        _check_verdicts(loaded.verdicts, loaded.dir / "verdicts.json")
     return {"dir": loaded.dir, "run": loaded.record.to_json(), "scores": loaded.scores,
             "metrics": loaded.metrics, "examples": loaded.examples, "verdicts": loaded.verdicts,
             "canary": loaded.canary}
-
-
-def _check_verdicts(verdicts: Any, path: Path) -> None:
-    if not isinstance(verdicts, dict) or not isinstance(verdicts.get("documents"), list):
-        raise DataError(f"{path} must be an object with a 'documents' list (see docs/report.md)")
-    for i, doc in enumerate(verdicts["documents"]):
-        if not isinstance(doc, dict) or "doc_id" not in doc:
-            raise DataError(f"{path}: documents[{i}] has no 'doc_id'")
 
 
 # ---------------------------------------------------------------- the page
