@@ -159,13 +159,39 @@ METRICS = obj(required={"passage": dict_of(_METRIC_BLOCK)}, optional={
 COPYING_METRICS = obj(optional={"baseline": obj()},
                       rest=obj(optional={"fluency": dict_of(opt(NUM))}, rest=opt(NUM)))
 
-VERDICTS = obj(required={"documents": lst(obj(required={"doc_id": ID}))},
-               optional={"alpha": opt(NUM), "method": STR})
+# verdicts.json: format 2 (copyprobe.evaluation.verdicts) and the older layouts the report
+# still reads (the audit's "score"/"mann_whitney_p", the report's own "mean_score"/...)
+_STANDING = obj(optional={"rank": opt(INT), "of": opt(INT), "p": opt(NUM), "distance": opt(NUM),
+                          "clean_median": opt(NUM)})
+_VERDICT_DOCUMENT = obj(required={"doc_id": ID}, optional={
+    "verdict": STR, "reason": opt(STR), "sentence": opt(STR), "n_passages": opt(INT), "n_failed": opt(INT),
+    "n_used": opt(INT), "rank": opt(INT), "of": opt(INT), "style": opt(_STANDING), "length": opt(_STANDING),
+    "passage_scores": lst(opt(NUM)), **{k: opt(NUM) for k in (
+        "score", "score_all_passages", "p", "p_adjusted", "mean_score", "baseline_mean", "baseline_std",
+        "welch_p", "mannwhitney_p", "mann_whitney_p")}})
+VERDICTS = obj(required={"documents": lst(_VERDICT_DOCUMENT)}, optional={
+    "alpha": opt(NUM), "method": STR, "format": INT, "summary": STR, "rule": STR, "notes": lst(STR),
+    "test": obj(), "guard": obj(optional={"level": opt(NUM)}), "baseline": obj(), "collection": opt(obj()),
+    "baseline_scores": lst(opt(NUM)), "baseline_ids": lst(ID)})
 
 CANARY = obj(required={"method": STR, "alpha": NUM, "p_value": NUM, "canaries": lst(obj(
-    required={"index": INT, "rank": INT, "n_candidates": INT, "p_value": NUM},
+    required={"index": at_least(INT, 0), "rank": at_least(INT, 1), "n_candidates": at_least(INT, 1),
+              "p_value": NUM},
     optional={"n_ties": INT, "n_unscored": INT, "repeat": INT, "published_score": opt(NUM)}))},
-    optional={"combined": obj(), "significant": BOOL, "verdict": STR})
+    optional={"combined": obj(), "significant": BOOL, "verdict": STR, "reason": STR, "explanation": STR,
+              "test": STR, "kit": obj()})
+
+# a canary kit's private/manifest.json (copyprobe.canary.kit): what `canary test` relies on,
+# checked after its checksum, so a hand-made manifest with a matching checksum is one line too
+KIT_MANIFEST = obj(required={
+    "format": STR, "format_version": INT, "style": STR, "repeat": at_least(INT, 1),
+    "document": obj(required={"file": STR, "sha256": STR}, optional={"n_chars": at_least(INT, 0)}),
+    "canaries": lst(obj(required={"index": at_least(INT, 0), "published": at_least(INT, 0),
+                                  "positions": lst(at_least(INT, 0)), "candidates": lst(STR)},
+                        optional={"placements": lst(obj())}))},
+    optional={"checksum": STR, "n_candidates": at_least(INT, 2), "n_words": opt(at_least(INT, 1)),
+              "rng": STR, "normalisation": STR, "placement": STR, "created": STR, "command": lst(STR),
+              "versions": dict_of(STR), "source": obj(), "warning": STR})
 
 EXAMPLE = obj(required={"id": ID, "text": STR},
               optional={"doc_id": opt(ID), "label": opt(one_of(0, 1)), "source": STR})
@@ -201,7 +227,9 @@ RUN = obj(optional={
     "n_tokens": opt(at_least(INT, 0)), "timings": dict_of(opt(ANY)), "cache": obj(), "requests": obj(),
     "seed": opt(INT), "bootstrap": obj(optional={"n": at_least(INT, 0), "seed": INT}),
     "blind_baseline": opt(BOOL), "train_ids": dict_of(lst(ID)), "failures": lst(obj()), "notes": lst(STR),
-    "audit": opt(obj(required={"method": STR, "alpha": NUM}, optional={"suspect": opt(STR), "clean": opt(STR)})),
+    "audit": opt(obj(required={"method": STR, "alpha": NUM},
+                     optional={"suspect": opt(STR), "clean": opt(STR), "test": one_of("rank", "t"),
+                               "input_files": dict_of(lst(obj())), "limit": opt(INT)})),  # tests: evaluation.verdicts.TESTS
     "copying": opt(obj(required={"tasks": lst(one_of(*_COPY_TASKS))},
                        optional={"templates": lst(INT), "limit": opt(INT), **{k: opt(NUM) for k in (
                            "literal_threshold", "literal_words", "event_threshold", "character_threshold",
@@ -213,7 +241,8 @@ PLANT = obj(required={"format": INT, "status": one_of("training", "done"), "sett
                       "split": obj(required={"n_members": INT, "n_nonmembers": INT, "seed": INT})},
             optional={"losses_eval": dict_of(opt(NUM)), "command": opt(lst(STR)), "created": STR,
                       "base_model": obj(), "corpus": obj(), "training": obj(), "versions": dict_of(STR),
-                      "timings": obj(), "steps": INT})
+                      "timings": obj(), "steps": INT,
+                      "peak_memory": dict_of(opt(at_least(INT, 0)))})
 
 # file name -> (shape of the file, or of each line of a JSON-lines file)
 SHAPES: dict[str, Shape] = {
@@ -248,4 +277,4 @@ def read_checked(path: str | os.PathLike, shape: Shape | None = None, *, require
     return None if value is None else check(value, shape, path)
 
 
-__all__ = ["SHAPES", "check", "read_checked", "scores_row"]
+__all__ = ["KIT_MANIFEST", "SHAPES", "check", "read_checked", "scores_row"]

@@ -179,10 +179,6 @@ def check_method(method: type | Method, *, model: Any = "fake", params: dict[str
     check the contract above. ``model``: "fake" (the in-process fake model), a model
     spec such as "smollm2-135m-instruct", or a Backend. ``params``: settings it needs to
     run (e.g. a frequency table). ``examples`` replace the built-in corpus."""
-    import copyprobe
-    from copyprobe.registry import register
-    from copyprobe.session import Session
-
     cls = method if isinstance(method, type) else type(method)
     problems: list[str] = []
     _check_declaration(cls, problems)
@@ -190,45 +186,78 @@ def check_method(method: type | Method, *, model: Any = "fake", params: dict[str
         raise AssertionError(f"check_method: {problems[0]}")
     params = {**(method.get_params() if isinstance(method, Method) else {}), **(params or {})}
     name = cls.name
-    try:  # detect finds methods by name: an unregistered plugin class is registered here
-        from copyprobe.registry import method_class
-
-        if method_class(name) is not cls:
-            problems.append(f"the name {name!r} is registered to another class")
-    except CopyprobeError:
-        register(cls)
+    _register_if_new(cls, problems)
     fake = isinstance(model, str) and model == "fake"
     corpus = examples or (fake_corpus() if fake else model_corpus())
-    labels = {e.id: e.label for e in corpus}
-
-    def run_once():
-        if fake:
-            target = RecordingBackend(spec="fake-target", member_texts=[e.text for e in corpus if e.label == 1],
-                                generate_fn=answer_letter_then_echo)
-            session = Session(target, cache=False, loader=lambda spec: FakeBackend(spec=spec))
-        else:
-            target = None
-            session = model if isinstance(model, Session) else Session(model, cache=False)
-        result = copyprobe.detect(session, corpus, [name], params={name: params} if params else None,
-                                  n_bootstrap=0, blind_baseline=False)
-        return result, target
 
     def stop(why: str) -> AssertionError:
         listed = [*problems, why]
         return AssertionError(f"check_method({name}) found {len(listed)} problem(s):\n- " + "\n- ".join(listed))
 
     try:
-        result, target = run_once()
+        result, target = _run_once(name, params, corpus, model, fake)
     except CopyprobeError as exc:
         raise stop(f"the run stopped: {exc}") from None
     except Exception as exc:  # a bug in the method, reaching the user as a traceback
         raise stop(f"the run crashed: {type(exc).__name__}: {exc} (raise copyprobe.errors.RowError for a "
                    "passage the method cannot score)") from exc
+    scores, errors = _check_rows(result.rows, name, len(corpus), problems)
+    n_scored = sum(v is not None for v in scores.values())
+    if n_scored == 0:
+        problems.append(f"no passage was scored; first reasons: {list(errors.values())[:2]}")
+    auc = _auc(scores, {e.id: e.label for e in corpus})
+    if fake and target is not None:
+        _check_access(cls, target, problems)
+        again, _ = _run_once(name, params, corpus, model, fake)
+        if again.rows != result.rows:
+            problems.append("two runs on the same inputs gave different scores (seed what is random)")
+        _check_direction(cls, target, auc, problems)
+    check = MethodCheck(name=name, model=model if isinstance(model, str) else getattr(model, "spec", repr(model)),
+                        n_passages=len(corpus), n_scored=n_scored, scores=scores, errors=errors, auc=auc,
+                        problems=problems)
+    if problems and raise_on_problems:
+        raise AssertionError(f"check_method({name}) found {len(problems)} problem(s):\n- " + "\n- ".join(problems))
+    return check
+
+
+def _register_if_new(cls: type, problems: list[str]) -> None:
+    """detect finds methods by name: an unregistered plugin class is registered here; a name
+    taken by another class is a problem."""
+    from copyprobe.registry import method_class, register
+
+    try:
+        if method_class(cls.name) is not cls:
+            problems.append(f"the name {cls.name!r} is registered to another class")
+    except CopyprobeError:
+        register(cls)
+
+
+def _run_once(name: str, params: dict[str, Any], corpus: list[Example], model: Any, fake: bool):
+    """(detect's result, the recording fake target or None) of one run of the method."""
+    import copyprobe
+    from copyprobe.session import Session
+
+    if fake:
+        target = RecordingBackend(spec="fake-target", member_texts=[e.text for e in corpus if e.label == 1],
+                                  generate_fn=answer_letter_then_echo)
+        session = Session(target, cache=False, loader=lambda spec: FakeBackend(spec=spec))
+    else:
+        target = None
+        session = model if isinstance(model, Session) else Session(model, cache=False)
+    result = copyprobe.detect(session, corpus, [name], params={name: params} if params else None,
+                              n_bootstrap=0, blind_baseline=False)
+    return result, target
+
+
+def _check_rows(rows: list[dict], name: str, n_passages: int,
+                problems: list[str]) -> tuple[dict[str, float | None], dict[str, str]]:
+    """(passage id -> score or None, passage id -> reason of a null): one row per passage,
+    each a finite number or null with a reason."""
     scores: dict[str, float | None] = {}
     errors: dict[str, str] = {}
-    if len(result.rows) != len(corpus):
-        problems.append(f"{len(result.rows)} score rows for {len(corpus)} passages (one per passage expected)")
-    for row in result.rows:
+    if len(rows) != n_passages:
+        problems.append(f"{len(rows)} score rows for {n_passages} passages (one per passage expected)")
+    for row in rows:
         value = row.get(name, "missing")
         reason = (row.get("errors") or {}).get(name)
         if value is None:
@@ -241,29 +270,25 @@ def check_method(method: type | Method, *, model: Any = "fake", params: dict[str
             scores[str(row["id"])] = float(value)
             continue
         scores[str(row["id"])] = None
-    n_scored = sum(v is not None for v in scores.values())
-    if n_scored == 0:
-        problems.append(f"no passage was scored; first reasons: {list(errors.values())[:2]}")
-    auc = _auc(scores, labels)
-    if fake and target is not None:
-        allowed = ACCESS_CAPABILITIES.get(cls.access, frozenset())
-        if not target.asked:
-            problems.append("it asked the model nothing")
-        elif not target.asked <= allowed:
-            problems.append(f"access is {cls.access!r} but it asked the target for "
-                            f"{sorted(target.asked - allowed)}")
-        again, _ = run_once()
-        if again.rows != result.rows:
-            problems.append("two runs on the same inputs gave different scores (seed what is random)")
-        if cls.access in _SIGNAL_ACCESS and TOKEN_LOGPROBS in target.asked and auc is not None and auc <= 0.5:
-            problems.append(f"members score lower than non-members (AUC {auc:.3f}) on a model whose members are "
-                            "known: higher must mean member (negate the score?)")
-    check = MethodCheck(name=name, model=model if isinstance(model, str) else getattr(model, "spec", repr(model)),
-                        n_passages=len(corpus), n_scored=n_scored, scores=scores, errors=errors, auc=auc,
-                        problems=problems)
-    if problems and raise_on_problems:
-        raise AssertionError(f"check_method({name}) found {len(problems)} problem(s):\n- " + "\n- ".join(problems))
-    return check
+    return scores, errors
+
+
+def _check_access(cls: type, target: RecordingBackend, problems: list[str]) -> None:
+    """On the fake target: it asked the model something, and only what its access allows."""
+    allowed = ACCESS_CAPABILITIES.get(cls.access, frozenset())
+    if not target.asked:
+        problems.append("it asked the model nothing")
+    elif not target.asked <= allowed:
+        problems.append(f"access is {cls.access!r} but it asked the target for "
+                        f"{sorted(target.asked - allowed)}")
+
+
+def _check_direction(cls: type, target: RecordingBackend, auc: float | None, problems: list[str]) -> None:
+    """On the fake target, whose members are known: a method that read token log-probs
+    scores members higher."""
+    if cls.access in _SIGNAL_ACCESS and TOKEN_LOGPROBS in target.asked and auc is not None and auc <= 0.5:
+        problems.append(f"members score lower than non-members (AUC {auc:.3f}) on a model whose members are "
+                        "known: higher must mean member (negate the score?)")
 
 
 __all__ = ["MethodCheck", "RecordingBackend", "answer_letter_then_echo", "check_method", "fake_corpus", "model_corpus"]

@@ -59,7 +59,8 @@ def runs(tmp_path_factory):
 def _damage(run_dir, name, at, how):
     """Rewrite ``name`` in ``run_dir``: the value at key path ``at`` (a row number first in
     JSON lines; [] = the whole file or row) made into a list, a string, a 400-digit
-    number, removed, or replaced by another tool's JSON."""
+    number, the number 5 or -1, removed, or replaced by another tool's JSON. A key the
+    file lacks is added with the damaged value (of "x")."""
     path = run_dir / name
     lines = name.endswith(".jsonl")
     data = [json.loads(line) for line in path.read_text().splitlines()] if lines else json.loads(path.read_text())
@@ -70,11 +71,12 @@ def _damage(run_dir, name, at, how):
         root = holder = {None: data}
         for key in parents:
             holder = holder[key]
-        value = holder[last]
+        value = holder.get(last, "x") if isinstance(holder, dict) and how != "missing" else holder[last]
         if how == "missing":
             del holder[last]
         else:
-            holder[last] = {"list": lambda v: [v], "string": lambda v: str(v), "huge": lambda v: HUGE}[how](value)
+            holder[last] = {"list": lambda v: [v], "string": lambda v: str(v), "huge": lambda v: HUGE,
+                            "number": lambda v: 5, "negative": lambda v: -1}[how](value)
         data = root[None]
     path.write_text("".join(json.dumps(r) + "\n" for r in data) if lines else json.dumps(data))
 
@@ -126,9 +128,78 @@ CASES = [
     ("canary", "canary.json", ["method"], "missing"),
     ("canary", "canary.json", [], "foreign"),
     ("canary", "scores.jsonl", [4, "loss"], "huge"),
+    # the sweep beyond the fields above: every file, each field a reader or the report uses
+    ("detect", "run.json", ["methods"], "list"),
+    ("detect", "run.json", ["methods", "loss"], "string"),
+    ("detect", "run.json", ["created"], "missing"),
+    ("detect", "run.json", ["format_version"], "huge"),
+    ("detect", "run.json", ["format_version"], "string"),
+    ("detect", "run.json", ["n_passages"], "string"),
+    ("detect", "run.json", ["timings"], "list"),
+    ("detect", "run.json", ["model"], "list"),
+    ("detect", "run.json", ["command"], "string"),
+    ("detect", "run.json", ["notes"], "string"),
+    ("detect", "scores.jsonl", [0, "label"], "string"),
+    ("detect", "scores.jsonl", [0, "label"], "number"),
+    ("detect", "scores.jsonl", [0, "doc_id"], "list"),
+    ("detect", "scores.jsonl", [0, "errors"], "list"),
+    ("detect", "scores.jsonl", [0, "details"], "list"),
+    ("detect", "scores.jsonl", [0, "train"], "string"),
+    ("detect", "scores.jsonl", [0, "id"], "list"),
+    ("detect", "examples.jsonl", [0], "list"),
+    ("detect", "examples.jsonl", [0, "id"], "missing"),
+    ("detect", "examples.jsonl", [0, "doc_id"], "huge"),
+    ("detect", "metrics.json", ["passage"], "missing"),
+    ("detect", "metrics.json", ["document"], "list"),
+    ("detect", "metrics.json", ["blind_baseline"], "list"),
+    ("detect", "metrics.json", ["notes"], "string"),
+    ("detect", "metrics.json", ["passage", "loss"], "list"),
+    ("detect", "metrics.json", ["passage", "loss", "n"], "huge"),
+    ("audit", "run.json", ["audit", "test"], "list"),
+    ("audit", "run.json", ["audit", "test"], "number"),
+    ("audit", "run.json", ["audit", "input_files"], "string"),
+    ("audit", "verdicts.json", ["documents", 0], "list"),
+    ("audit", "verdicts.json", ["documents", 0, "rank"], "string"),
+    ("audit", "verdicts.json", ["documents", 0, "score"], "string"),
+    ("audit", "verdicts.json", ["documents", 0, "score"], "huge"),
+    ("audit", "verdicts.json", ["documents", 0, "verdict"], "list"),
+    ("audit", "verdicts.json", ["documents", 0, "style"], "list"),
+    ("audit", "verdicts.json", ["test"], "list"),
+    ("audit", "verdicts.json", ["guard"], "string"),
+    ("audit", "verdicts.json", ["baseline"], "list"),
+    ("audit", "verdicts.json", ["collection"], "list"),
+    ("audit", "verdicts.json", ["format"], "string"),
+    ("audit", "metrics.json", [], "foreign"),
+    ("copying", "run.json", [], "list"),
+    ("copying", "run.json", [], "foreign"),
+    ("copying", "run.json", ["copying", "tasks"], "string"),
+    ("copying", "results.jsonl", [0, "task"], "list"),
+    ("copying", "results.jsonl", [0, "id"], "missing"),
+    ("copying", "metrics.json", [], "list"),
+    ("copying", "metrics.json", ["literal", "rate"], "huge"),
+    ("copying", "metrics.json", [], "foreign"),
+    ("canary", "canary.json", ["canaries", 0, "n_candidates"], "huge"),
+    ("canary", "canary.json", ["canaries", 0, "n_candidates"], "string"),
+    ("canary", "canary.json", ["canaries", 0, "n_candidates"], "missing"),
+    ("canary", "canary.json", ["canaries", 0, "n_candidates"], "negative"),
+    ("canary", "canary.json", ["canaries", 0, "index"], "negative"),
+    ("canary", "canary.json", ["canaries", 0, "index"], "missing"),
+    ("canary", "canary.json", ["canaries", 0], "list"),
+    ("canary", "canary.json", ["canaries", 0, "published_score"], "string"),
+    ("canary", "canary.json", ["alpha"], "string"),
+    ("canary", "canary.json", ["combined"], "list"),
+    ("canary", "canary.json", ["combined", "sum_of_ranks_p"], "huge"),
+    ("canary", "canary.json", ["kit"], "list"),
+    ("canary", "canary.json", ["reason"], "list"),
+    ("canary", "canary.json", ["verdict"], "list"),
+    ("canary", "run.json", ["canary"], "list"),
+    ("canary", "run.json", ["kind"], "number"),
+    ("canary", "scores.jsonl", [0, "id"], "missing"),
+    ("canary", "scores.jsonl", [], "foreign"),
+    ("canary", "examples.jsonl", [], "foreign"),
 ]
 # the report shows runs with scores; rescore reads every kind (and refuses canary runs by name)
-COMMANDS = {"detect": ("rescore", "report"), "audit": ("rescore", "report"), "copying": ("rescore",),
+COMMANDS = {"detect": ("rescore", "report"), "audit": ("rescore", "report"), "copying": ("rescore", "report"),
             "canary": ("rescore", "report")}
 
 
@@ -168,6 +239,41 @@ def test_canary_runs_still_load_and_report(runs, tmp_path):
     shutil.copytree(runs / "canary", run_dir)
     assert copyprobe.load_run(run_dir).canary["method"] == "loss"
     assert main(["report", str(run_dir)]) == 0
+
+
+# hand edits of a kit manifest that keep its checksum right (recomputed): the reader checks
+# the shape too, so each is one line, never an OverflowError or TypeError further down
+KIT_EDITS = {
+    "published-infinite": lambda m: m["canaries"][0].update(published=float("inf")),
+    "position-huge": lambda m: m["canaries"][0].update(positions=[HUGE]),
+    "position-negative": lambda m: m["canaries"][0].update(positions=[-3]),
+    "document-file-number": lambda m: m["document"].update(file=7),
+    "document-list": lambda m: m.update(document=[1]),
+    "canaries-object": lambda m: m.update(canaries={"0": 1}),
+    "candidates-string": lambda m: m["canaries"][0].update(candidates="abc"),
+    "style-list": lambda m: m.update(style=["words"]),
+    "repeat-string": lambda m: m.update(repeat="1"),
+    "repeat-missing": lambda m: m.pop("repeat"),
+    "n_candidates-huge": lambda m: m.update(n_candidates=HUGE),
+}
+
+
+@pytest.mark.parametrize("edit", list(KIT_EDITS))
+def test_hand_edited_kit_manifest_with_a_valid_checksum(runs, tmp_path, monkeypatch, capsys, edit):
+    from copyprobe.canary.kit import MANIFEST, _checksum
+
+    kit = tmp_path / "kit"
+    shutil.copytree(runs / "kit", kit)
+    manifest = json.loads((kit / MANIFEST).read_text())
+    KIT_EDITS[edit](manifest)
+    manifest["checksum"] = _checksum(manifest)
+    (kit / MANIFEST).write_text(json.dumps(manifest))
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **o: FakeBackend(spec="fake"))
+    code = main(["canary", "test", "--model", "fake", "--kit", str(kit), "--out", str(tmp_path / "run"),
+                 "--no-cache", "--no-progress"])
+    assert code == 2
+    _one_line_error(capsys, "manifest.json")
+    assert not (tmp_path / "run" / "canary.json").exists()
 
 
 @pytest.mark.parametrize("content", [[1, 2], FOREIGN, {"format": "copyprobe-canary-kit"}, "not json"],

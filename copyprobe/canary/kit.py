@@ -26,6 +26,7 @@ from copyprobe.canary.normalise import contains, normalise
 from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
+from copyprobe.run_files import KIT_MANIFEST, check
 
 KIT_FORMAT = "copyprobe-canary-kit"
 KIT_VERSION = 2
@@ -231,6 +232,7 @@ def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any], list[C
     if manifest.get("checksum") != _checksum(manifest):
         raise DataError(f"{where} was altered after it was made (its checksum does not match): "
                         "a changed manifest voids the test")
+    check(manifest, KIT_MANIFEST, where)
     canaries: list[Canary] = []
     try:
         for k, item in enumerate(manifest["canaries"]):

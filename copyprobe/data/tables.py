@@ -510,6 +510,61 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
            label_column: str | None, doc_column: str | None, id_column: str | None) -> Dataset:
     if not rows:
         raise DataError(f"{name} has no rows")
+    text_col, label_col, doc_col, id_col = _column_roles(columns, name, text_column, label_column, doc_column,
+                                                         id_column)
+    used = {c for c in (text_col, label_col, doc_col, id_col) if c is not None}
+    examples: list[Example] = []
+    seen_ids: dict[str, str] = {}
+    labels, documents = _FirstOfEach(), _FirstOfEach()  # to name one row of each kind when they mix
+    n_skipped = 0
+    for index, (where, record) in enumerate(rows):
+        text = _row_text(record.get(text_col), name, where, text_col)
+        if not text.strip():
+            # nothing to score: the row's other columns (even a bad label) do not matter
+            n_skipped += 1
+            continue
+        _check_encodable(text, f"{name}: {where}: column {text_col!r}")
+        ex_id = _row_id(record, index, id_col, name, where)
+        here = f"{name}: {where} (id {ex_id!r})"
+        if ex_id in seen_ids:
+            raise DataError(f"{name}: duplicate id {ex_id!r} ({seen_ids[ex_id]} and {where})")
+        seen_ids[ex_id] = where
+
+        label = _row_label(record, label_col, here)
+        if labels.mixed(label is not None, where, ex_id):
+            (w_has, id_has), (w_lacks, id_lacks) = labels.with_value, labels.without_value
+            raise DataError(f"{name}: some rows have a label and some do not (e.g. {w_has} id {id_has!r} has one, "
+                            f"{w_lacks} id {id_lacks!r} has none in column {label_col!r}); label all rows or none")
+        doc_id = _row_document(record, doc_col, here)
+        if documents.mixed(doc_id is not None, where, ex_id):
+            w_lacks, id_lacks = documents.without_value
+            raise DataError(f"{name}: some rows have a document id and some do not (e.g. {w_lacks} id "
+                            f"{id_lacks!r} has none in column {doc_col!r}); give every row a document or none")
+
+        meta = {k: _jsonable(v) for k, v in record.items() if k not in used}
+        examples.append(Example(id=ex_id, text=text, label=label, doc_id=doc_id, meta=meta))
+
+    if not examples:
+        raise DataError(f"{name}: all {len(rows)} rows have empty text in column {text_col!r}")
+    has_labels = labels.with_value is not None
+    has_documents = documents.with_value is not None
+    return Dataset(
+        examples=examples,
+        path=name,
+        sha256=digest,
+        n_rows=len(rows),
+        n_skipped=n_skipped,
+        columns={"text": text_col, "label": label_col if has_labels else None,
+                 "doc_id": doc_col if has_documents else None, "id": id_col},
+        has_labels=has_labels,
+        has_documents=has_documents,
+    )
+
+
+def _column_roles(columns: list[str], name: str, text_column: str | None, label_column: str | None,
+                  doc_column: str | None, id_column: str | None) -> tuple[str, str | None, str | None, str | None]:
+    """(text, label, document, id) column: the ones given, else found by name; a text
+    column is required and no column plays two roles."""
     text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
     if text_col is None:
         raise DataError(f"{name}: no text column; columns found: {_column_list(columns)}; "
@@ -522,97 +577,71 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         raise DataError(f"{name}: one column is used for two roles "
                         f"(text={text_col!r}, label={label_col!r}, document={doc_col!r}, "
                         f"id={id_col!r})")
-    used = set(roles)
+    return text_col, label_col, doc_col, id_col
 
-    examples: list[Example] = []
-    seen_ids: dict[str, str] = {}
-    # (where, id) of the first labelled and first unlabelled row, to report a mix
-    labelled: tuple[str, str] | None = None
-    unlabelled: tuple[str, str] | None = None
-    with_doc: tuple[str, str] | None = None
-    without_doc: tuple[str, str] | None = None
-    n_skipped = 0
-    for index, (where, record) in enumerate(rows):
-        text = record.get(text_col)
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{name}: {where}: column {text_col!r} is not valid UTF-8 "
-                                f"(byte offset {exc.start} of the value)") from None
-        if text is None or (isinstance(text, float) and math.isnan(text)):
-            text = ""
-        if not isinstance(text, str):
-            raise DataError(f"{name}: {where}: column {text_col!r} holds a "
-                            f"{type(text).__name__} ({_short(text)}), expected text")
-        if not text.strip():
-            # nothing to score: the row's other columns (even a bad label) do not matter
-            n_skipped += 1
-            continue
-        _check_encodable(text, f"{name}: {where}: column {text_col!r}")
 
-        if id_col is not None:
-            raw_id = record.get(id_col)
-            if _is_missing(raw_id):
-                raise DataError(f"{name}: {where} has no id in column {id_col!r}")
-            ex_id = _key_str(raw_id)
+class _FirstOfEach:
+    """(where, id) of the first row with a value and of the first without one."""
+
+    def __init__(self) -> None:
+        self.with_value: tuple[str, str] | None = None
+        self.without_value: tuple[str, str] | None = None
+
+    def mixed(self, has_value: bool, where: str, ex_id: str) -> bool:
+        """Note this row; True once rows of both kinds were seen."""
+        if has_value:
+            self.with_value = self.with_value or (where, ex_id)
         else:
-            ex_id = str(index)
-        _check_encodable(ex_id, f"{name}: {where}: the id")
-        here = f"{name}: {where} (id {ex_id!r})"
-        if ex_id in seen_ids:
-            raise DataError(f"{name}: duplicate id {ex_id!r} ({seen_ids[ex_id]} and {where})")
-        seen_ids[ex_id] = where
+            self.without_value = self.without_value or (where, ex_id)
+        return self.with_value is not None and self.without_value is not None
 
-        label: int | None = None
-        raw = record.get(label_col) if label_col is not None else None
-        # null / empty cell = no label; NaN is not a missing marker here but a bad value
-        if raw is not None and raw != "":
-            label = _parse_label(raw)
-            if label is None:
-                raise DataError(f"{here}: label must be 0 or 1, got {_short(raw)} in column "
-                                f"{label_col!r}")
-        if label is None:
-            unlabelled = unlabelled or (where, ex_id)
-        else:
-            labelled = labelled or (where, ex_id)
-        if labelled and unlabelled:
-            raise DataError(f"{name}: some rows have a label and some do not (e.g. "
-                            f"{labelled[0]} id {labelled[1]!r} has one, {unlabelled[0]} id "
-                            f"{unlabelled[1]!r} has none in column {label_col!r}); label all "
-                            f"rows or none")
 
-        doc_id: str | None = None
-        if doc_col is not None and not _is_missing(record.get(doc_col)):
-            doc_id = _key_str(record[doc_col])
-            _check_encodable(doc_id, f"{here}: column {doc_col!r}")
-        if doc_id is None:
-            without_doc = without_doc or (where, ex_id)
-        else:
-            with_doc = with_doc or (where, ex_id)
-        if with_doc and without_doc:
-            raise DataError(f"{name}: some rows have a document id and some do not (e.g. "
-                            f"{without_doc[0]} id {without_doc[1]!r} has none in column "
-                            f"{doc_col!r}); give every row a document or none")
+def _row_text(text: Any, name: str, where: str, text_col: str) -> str:
+    """A row's text: bytes decoded as UTF-8, null or NaN read as empty, anything else refused."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{name}: {where}: column {text_col!r} is not valid UTF-8 "
+                            f"(byte offset {exc.start} of the value)") from None
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        text = ""
+    if not isinstance(text, str):
+        raise DataError(f"{name}: {where}: column {text_col!r} holds a "
+                        f"{type(text).__name__} ({_short(text)}), expected text")
+    return text
 
-        meta = {k: _jsonable(v) for k, v in record.items() if k not in used}
-        examples.append(Example(id=ex_id, text=text, label=label, doc_id=doc_id, meta=meta))
 
-    if not examples:
-        raise DataError(f"{name}: all {len(rows)} rows have empty text in column {text_col!r}")
-    has_labels = labelled is not None
-    has_documents = with_doc is not None
-    return Dataset(
-        examples=examples,
-        path=name,
-        sha256=digest,
-        n_rows=len(rows),
-        n_skipped=n_skipped,
-        columns={"text": text_col, "label": label_col if has_labels else None,
-                 "doc_id": doc_col if has_documents else None, "id": id_col},
-        has_labels=has_labels,
-        has_documents=has_documents,
-    )
+def _row_id(record: dict, index: int, id_col: str | None, name: str, where: str) -> str:
+    """The row's id from the id column (required there), else its position."""
+    if id_col is not None:
+        raw_id = record.get(id_col)
+        if _is_missing(raw_id):
+            raise DataError(f"{name}: {where} has no id in column {id_col!r}")
+        ex_id = _key_str(raw_id)
+    else:
+        ex_id = str(index)
+    _check_encodable(ex_id, f"{name}: {where}: the id")
+    return ex_id
+
+
+def _row_label(record: dict, label_col: str | None, here: str) -> int | None:
+    """0, 1, or None for a null or empty cell; NaN is not a missing marker here but a bad value."""
+    raw = record.get(label_col) if label_col is not None else None
+    if raw is None or raw == "":
+        return None
+    label = _parse_label(raw)
+    if label is None:
+        raise DataError(f"{here}: label must be 0 or 1, got {_short(raw)} in column {label_col!r}")
+    return label
+
+
+def _row_document(record: dict, doc_col: str | None, here: str) -> str | None:
+    if doc_col is None or _is_missing(record.get(doc_col)):
+        return None
+    doc_id = _key_str(record[doc_col])
+    _check_encodable(doc_id, f"{here}: column {doc_col!r}")
+    return doc_id
 
 
 def _check_encodable(value: str, what: str) -> None:

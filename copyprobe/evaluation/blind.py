@@ -238,8 +238,45 @@ def blind_baseline(
     More than ``max_texts`` labelled texts are subsampled (whole documents, by ``seed``) to
     bound the cost; ``n`` is then the number used and ``n_total`` the number given.
     """
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+    texts, y, g = _checked_inputs(texts, labels, groups, folds, max_texts)
+    n_total = len(y)
+    if max_texts is not None and len(y) > max_texts:
+        keep = _subsample(len(y), g, max_texts, seed)
+        texts, y = [texts[i] for i in keep], y[keep]
+        g = g[keep] if g is not None else None
+    result: dict[str, Any] = {
+        "auc": None, "auc_low": None, "auc_high": None, "n": int(len(y)), "n_total": int(n_total),
+        "n_members": int((y == 1).sum()), "n_nonmembers": int((y == 0).sum()),
+        "folds": None, "grouped": g is not None, "features": FEATURES,
+        "components": {}, "warning": None, "validation": None, "signal": None, "no_signal": None,
+    }
+    splits = _splits(y, g, folds, seed)
+    if isinstance(splits, str):
+        result["skipped"] = splits
+        return result
+    n_splits = len(splits)
+    result["folds"] = n_splits
+    result["validation"] = VALIDATION.format(folds=n_splits, grouped=" grouped (by document)" if g is not None else "")
+    fold_of = np.empty(len(y), dtype=int)
+    for k, (_, test) in enumerate(splits):
+        fold_of[test] = k
 
+    oof_by_kind = _out_of_fold(texts, text_features(texts), date_features(texts), y, splits, seed)
+    oof = oof_by_kind["combined"]
+    auc = within_fold_auc(y, oof, fold_of)
+    low, high = _within_fold_ci(y, oof, fold_of, g, n_bootstrap, seed)
+    result["auc"] = auc
+    result["auc_low"], result["auc_high"] = low, high
+    for kind in KINDS[1:]:
+        result["components"][kind] = within_fold_auc(y, oof_by_kind[kind], fold_of)
+    result["signal"], result["no_signal"] = _signal(auc, low)
+    result["warning"] = blind_warning(auc, None) if result["signal"] else None
+    return result
+
+
+def _checked_inputs(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None, folds: int,
+                    max_texts: int | None) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """(texts, labels as ints, groups as strings or None), once the arguments are found usable."""
     texts = list(texts)
     if any(not isinstance(t, str) for t in texts):
         bad = next(t for t in texts if not isinstance(t, str))
@@ -260,18 +297,14 @@ def blind_baseline(
         g = np.asarray([str(x) for x in groups], dtype=object)
         if len(g) != len(y):
             raise DataError(f"blind baseline: {len(y)} labels but {len(g)} groups")
+    return texts, y, g
 
-    n_total = len(y)
-    if max_texts is not None and len(y) > max_texts:
-        keep = _subsample(len(y), g, max_texts, seed)
-        texts, y = [texts[i] for i in keep], y[keep]
-        g = g[keep] if g is not None else None
-    result: dict[str, Any] = {
-        "auc": None, "auc_low": None, "auc_high": None, "n": int(len(y)), "n_total": int(n_total),
-        "n_members": int((y == 1).sum()), "n_nonmembers": int((y == 0).sum()),
-        "folds": None, "grouped": g is not None, "features": FEATURES,
-        "components": {}, "warning": None, "validation": None, "signal": None, "no_signal": None,
-    }
+
+def _splits(y: np.ndarray, g: np.ndarray | None, folds: int, seed: int) -> list | str:
+    """The (train, test) index pairs of up to ``folds`` stratified folds (whole documents
+    with groups); the reason instead when a class has fewer than 2 units to spread."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
     # units that folds distribute: documents with groups, else passages
     if g is not None:
         per_class = [len(set(g[y == c])) for c in (0, 1)]
@@ -280,32 +313,12 @@ def blind_baseline(
     n_splits = min(folds, *per_class)
     if n_splits < 2:
         unit = "documents" if g is not None else "passages"
-        result["skipped"] = (f"needs at least 2 member and 2 non-member {unit}, got "
-                             f"{per_class[1]} and {per_class[0]}")
-        return result
+        return f"needs at least 2 member and 2 non-member {unit}, got {per_class[1]} and {per_class[0]}"
     if g is not None:
         splitter: Any = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-        splits = list(splitter.split(np.zeros(len(y)), y, g))
-    else:
-        splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-        splits = list(splitter.split(np.zeros(len(y)), y))
-    result["folds"] = n_splits
-    result["validation"] = VALIDATION.format(folds=n_splits, grouped=" grouped (by document)" if g is not None else "")
-    fold_of = np.empty(len(y), dtype=int)
-    for k, (_, test) in enumerate(splits):
-        fold_of[test] = k
-
-    oof_by_kind = _out_of_fold(texts, text_features(texts), date_features(texts), y, splits, seed)
-    oof = oof_by_kind["combined"]
-    auc = within_fold_auc(y, oof, fold_of)
-    low, high = _within_fold_ci(y, oof, fold_of, g, n_bootstrap, seed)
-    result["auc"] = auc
-    result["auc_low"], result["auc_high"] = low, high
-    for kind in KINDS[1:]:
-        result["components"][kind] = within_fold_auc(y, oof_by_kind[kind], fold_of)
-    result["signal"], result["no_signal"] = _signal(auc, low)
-    result["warning"] = blind_warning(auc, None) if result["signal"] else None
-    return result
+        return list(splitter.split(np.zeros(len(y)), y, g))
+    splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(y)), y))
 
 
 def _signal(auc: float, low: float | None) -> tuple[bool, str | None]:

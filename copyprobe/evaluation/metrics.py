@@ -328,23 +328,7 @@ def evaluate(
     if "label" not in frame.columns or frame["label"].isna().all():
         notes.append("no labels; metrics skipped")
         return result
-    if frame["label"].isna().any():
-        raise DataError(f"{int(frame['label'].isna().sum())} of {len(frame)} rows have no "
-                        f"label; label all rows or none")
-    missing = [m for m in methods if m not in frame.columns]
-    if missing:
-        raise DataError(f"no score column for method(s) {', '.join(missing)}")
-    if exclude and "id" not in frame.columns:
-        raise DataError("the scores have no 'id' column, needed to leave out training rows")
-    if has_docs and frame["doc_id"].isna().any():
-        raise DataError(f"{int(frame['doc_id'].isna().sum())} rows have no document id; give "
-                        f"every row a document or none")
-
-    labels = frame["label"].to_numpy()
-    bad = ~np.isin(labels, (0, 1))
-    if bad.any():
-        raise DataError(f"labels must be 0 or 1, got {_first(labels[bad])!r}")
-    labels = labels.astype(int)
+    labels = _checked_labels(frame, methods, bool(exclude), has_docs)
     passage_ok = len(np.unique(labels)) == 2
     if not passage_ok:
         notes.append(_one_class_note("passage", "passages", labels))
@@ -360,19 +344,9 @@ def evaluate(
 
     ids = frame["id"].astype(str).to_numpy() if "id" in frame.columns else None
     for m in methods:
-        scores = pd.to_numeric(frame[m], errors="coerce").to_numpy(dtype=float)
-        keep = np.isfinite(scores)
-        n_missing = int((~keep).sum())
-        if n_missing:
-            notes.append(f"{m}: {n_missing} of {len(scores)} passages have no score and are "
-                         f"left out")
-        if m in exclude:
-            excluded = np.isin(ids, list(exclude[m]))
-            if excluded.any():
-                notes.append(f"{m}: {int((excluded & keep).sum())} training rows left out")
-            keep &= ~excluded
-        y, s = labels[keep], scores[keep]
+        keep, scores = _scored_rows(frame, m, ids, exclude.get(m), notes)
         if passage_ok:
+            y, s = labels[keep], scores[keep]
             if len(np.unique(y)) == 2:
                 groups = frame["doc_id"].to_numpy()[keep] if has_docs else None
                 result["passage"][m] = _level(y, s, groups, n_bootstrap, seed,
@@ -381,14 +355,62 @@ def evaluate(
                 notes.append(f"{m}: the {len(y)} passages left are of one class; no passage "
                              f"metrics")
         if doc_ok:
-            sub = frame.loc[keep, ["doc_id", "label"]].assign(**{"__score": s})
-            agg = aggregate_documents(sub, ["__score"])
-            dy = agg["label"].to_numpy().astype(int)
-            ds = agg["__score"].to_numpy(dtype=float)
-            if len(np.unique(dy)) == 2:
-                result["document"][m] = _level(dy, ds, None, n_bootstrap, seed,
-                                               f"{m} (document)", notes)
-            else:
-                notes.append(f"{m}: the {len(dy)} documents left are of one class; no "
-                             f"document metrics")
+            metrics = _document_level(frame, m, keep, scores[keep], n_bootstrap, seed, notes)
+            if metrics is not None:
+                result["document"][m] = metrics
     return result
+
+
+def _checked_labels(frame: pd.DataFrame, methods: list[str], excluding: bool, has_docs: bool) -> np.ndarray:
+    """The labels as ints, once the frame is found complete: every row labelled 0 or 1, a
+    score column per method, ids when rows are to be left out, a document for every row
+    when any has one."""
+    if frame["label"].isna().any():
+        raise DataError(f"{int(frame['label'].isna().sum())} of {len(frame)} rows have no "
+                        f"label; label all rows or none")
+    missing = [m for m in methods if m not in frame.columns]
+    if missing:
+        raise DataError(f"no score column for method(s) {', '.join(missing)}")
+    if excluding and "id" not in frame.columns:
+        raise DataError("the scores have no 'id' column, needed to leave out training rows")
+    if has_docs and frame["doc_id"].isna().any():
+        raise DataError(f"{int(frame['doc_id'].isna().sum())} rows have no document id; give "
+                        f"every row a document or none")
+    labels = frame["label"].to_numpy()
+    bad = ~np.isin(labels, (0, 1))
+    if bad.any():
+        raise DataError(f"labels must be 0 or 1, got {_first(labels[bad])!r}")
+    return labels.astype(int)
+
+
+def _scored_rows(frame: pd.DataFrame, method: str, ids: np.ndarray | None, excluded_ids: set[str] | None,
+                 notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows that count for ``method``, its scores as floats): rows without a finite score and
+    its training rows are left out, each with a note."""
+    scores = pd.to_numeric(frame[method], errors="coerce").to_numpy(dtype=float)
+    keep = np.isfinite(scores)
+    n_missing = int((~keep).sum())
+    if n_missing:
+        notes.append(f"{method}: {n_missing} of {len(scores)} passages have no score and are "
+                     f"left out")
+    if excluded_ids is not None:
+        excluded = np.isin(ids, list(excluded_ids))
+        if excluded.any():
+            notes.append(f"{method}: {int((excluded & keep).sum())} training rows left out")
+        keep &= ~excluded
+    return keep, scores
+
+
+def _document_level(frame: pd.DataFrame, method: str, keep: np.ndarray, scores: np.ndarray, n_bootstrap: int,
+                    seed: int, notes: list[str]) -> dict[str, Any] | None:
+    """Metrics over documents scored by the mean of their kept passages; None (with a note)
+    when the documents left are of one class."""
+    sub = frame.loc[keep, ["doc_id", "label"]].assign(**{"__score": scores})
+    agg = aggregate_documents(sub, ["__score"])
+    dy = agg["label"].to_numpy().astype(int)
+    ds = agg["__score"].to_numpy(dtype=float)
+    if len(np.unique(dy)) != 2:
+        notes.append(f"{method}: the {len(dy)} documents left are of one class; no "
+                     f"document metrics")
+        return None
+    return _level(dy, ds, None, n_bootstrap, seed, f"{method} (document)", notes)

@@ -502,6 +502,29 @@ class _Trained:
     seconds: dict[str, float]  # load_s, eval_s, train_s, save_s
     epoch_seconds: list[float]
     resumed_from_step: int | None
+    peak_memory: dict[str, int | None]
+
+
+@dataclass
+class _Session:
+    """The model being trained and what every step and every loss needs."""
+
+    model: Any
+    tokenizer: Any
+    device: str
+    pad_id: int
+    autocast: Callable[[], Any]
+    token_ids: list[list[int]]
+    eval_batch: int
+
+
+@dataclass
+class _Position:
+    """Where training stands: the epoch, the batches done in it, the steps done in all."""
+
+    epoch: int = 0
+    step_in_epoch: int = 0
+    global_step: int = 0
 
 
 def _trainable_model(settings: PlantSettings, prepared: _Prepared, device: str):
@@ -526,6 +549,133 @@ def _trainable_model(settings: PlantSettings, prepared: _Prepared, device: str):
     return model
 
 
+def _open_session(settings: PlantSettings, prepared: _Prepared, token_ids: list[list[int]]) -> _Session:
+    """The trainable model on the chosen device, its padding id and mixed precision (bf16 on CUDA when supported)."""
+    import torch
+
+    tokenizer = prepared.tokenizer
+    # read before _trainable_model gives a tokenizer without one the end-of-text token for padding
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    device = resolve_device(settings.device, ACCELERATORS)
+    model = _trainable_model(settings, prepared, device)
+    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+        autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
+    else:
+        from contextlib import nullcontext as autocast  # type: ignore[assignment]
+    return _Session(model, tokenizer, device, pad_id, autocast, token_ids, max(1, settings.batch_size))
+
+
+def _losses(settings: PlantSettings, session: _Session, groups: dict[str, list[int]], what: str) -> dict[str, float]:
+    """Mean loss (nats/token) of each group of passages under the model as it is now."""
+    with _out_of_memory_hint(settings.batch_size, session.device, what):
+        return {name: mean_loss(session.model, session.token_ids, indices, session.pad_id, session.device,
+                                session.eval_batch) for name, indices in groups.items()}
+
+
+def _restore_position(resume: dict[str, Any] | None, session: _Session, optimizer, steps_per_epoch: int,
+                      log_path: Path) -> _Position:
+    """Where to start: the checkpoint's weights, optimizer, RNG and step when resuming (the
+    training log cut back to that step), else step 0 with an empty log."""
+    import torch
+
+    if resume is None:
+        log_path.write_text("")
+        return _Position()
+    session.model.load_state_dict(resume["trainable"], strict=False)
+    optimizer.load_state_dict(resume["optimizer"])
+    torch.set_rng_state(resume["torch_rng"])
+    start = _Position(resume["epoch"], resume["step_in_epoch"], resume["global_step"])
+    if start.step_in_epoch >= steps_per_epoch:  # the checkpoint closed its epoch
+        start.epoch, start.step_in_epoch = start.epoch + 1, 0
+    _keep_log_until(log_path, start.global_step)
+    return start
+
+
+def _train_epoch(settings: PlantSettings, session: _Session, optimizer, members: list[int], pos: _Position,
+                 first: int, total_steps: int, log_file, bar) -> int:
+    """Epoch ``pos.epoch`` from batch ``first`` on, in that epoch's seeded order (a resumed run
+    draws the same batches); ``pos`` advances with each step, each step is a log line.
+    Returns the epoch's number of batches."""
+    order = list(members)
+    random.Random(f"plant:{settings.seed}:{pos.epoch}").shuffle(order)
+    batches = _batches(session.token_ids, order, settings.batch_size)
+    pos.step_in_epoch = first
+    for b in range(first, len(batches)):
+        if pos.global_step >= total_steps:
+            break
+        batch = _collate(session.token_ids, batches[b], session.pad_id, session.device)
+        t = time.perf_counter()
+        with _out_of_memory_hint(settings.batch_size, session.device, "training"):
+            loss = _train_step(session.model, optimizer, batch, session.autocast)
+        pos.global_step += 1
+        pos.step_in_epoch = b + 1
+        entry = {"step": pos.global_step, "epoch": pos.epoch + 1, "batch": b + 1, "loss": round(loss, 6),
+                 "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3)}
+        log_file.write(json.dumps(entry) + "\n")
+        log_file.flush()
+        bar.set_postfix(epoch=f"{pos.epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")
+        bar.update(1)
+        if not math.isfinite(loss):
+            raise ConfigError(f"training diverged (loss {loss} at step {pos.global_step}); try a smaller --lr")
+    return len(batches)
+
+
+def _train_epochs(settings: PlantSettings, session: _Session, optimizer, members: list[int], start: _Position,
+                  total_steps: int, out: Path, key: str, log: Callable[[str], None]) -> tuple[_Position, list[float]]:
+    """Train from ``start`` to ``total_steps``: a checkpoint after each epoch and on Ctrl-C (then
+    re-raised), a snapshot after each epoch but the last with save_epochs. Returns where
+    training ended and each epoch's seconds."""
+    ckpt_dir = out / "checkpoint"
+    pos = _Position(start.epoch, start.step_in_epoch, start.global_step)
+    epoch_seconds: list[float] = []
+    session.model.train()
+    bar = _progress_bar(total_steps, pos.global_step, settings.progress)
+    try:
+        with open(out / "train_log.jsonl", "a", encoding="utf-8") as log_file:
+            for epoch in range(start.epoch, settings.epochs):
+                if pos.global_step >= total_steps:
+                    break
+                t_epoch = time.perf_counter()
+                pos.epoch = epoch
+                first = start.step_in_epoch if epoch == start.epoch else 0
+                n_batches = _train_epoch(settings, session, optimizer, members, pos, first, total_steps, log_file, bar)
+                epoch_seconds.append(time.perf_counter() - t_epoch)
+                if settings.save_epochs and epoch + 1 < settings.epochs and pos.step_in_epoch == n_batches:
+                    _save_snapshot(session.model, session.tokenizer, out / "epochs" / str(epoch + 1), settings.lora)
+                _save_checkpoint(ckpt_dir, key, session.model, optimizer, epoch, pos.step_in_epoch, pos.global_step)
+    except KeyboardInterrupt:
+        bar.close()
+        _save_checkpoint(ckpt_dir, key, session.model, optimizer, pos.epoch, pos.step_in_epoch, pos.global_step)
+        log(f"plant: interrupted at step {pos.global_step}; checkpoint saved, run the same command again to resume")
+        raise
+    bar.close()
+    return pos, epoch_seconds
+
+
+def _save_final_model(settings: PlantSettings, session: _Session, out: Path) -> None:
+    """OUT/model: LoRA adapters merged into the weights, saved from the CPU."""
+    model = session.model.merge_and_unload() if settings.lora else session.model
+    model.to("cpu")
+    _save_model(model, session.tokenizer, out / "model")
+
+
+def peak_memory(device: str) -> dict[str, int | None]:
+    """The process's peak memory in bytes: resident set (None where the OS does not say) and,
+    on CUDA, the most the tensors held at once (issue 28 compares plant costs with these)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        rss = None
+    else:  # ru_maxrss is in KiB on Linux, in bytes on macOS
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    out: dict[str, int | None] = {"max_rss_bytes": rss}
+    if device.startswith("cuda"):
+        import torch
+
+        out["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    return out
+
+
 def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, token_ids: list[list[int]],
            members: list[int], nonmembers: list[int], record: dict[str, Any], resume_from: dict[str, Any] | None,
            log: Callable[[str], None]) -> _Trained:
@@ -533,116 +683,54 @@ def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, to
     before and after, save OUT/model."""
     import torch
 
-    tokenizer = prepared.tokenizer
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    device = resolve_device(settings.device, ACCELERATORS)
     t0 = time.perf_counter()
-    model = _trainable_model(settings, prepared, device)
+    session = _open_session(settings, prepared, token_ids)
     load_s = time.perf_counter() - t0
-    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
-        autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
-    else:
-        from contextlib import nullcontext as autocast  # type: ignore[assignment]
 
-    eval_batch = max(1, settings.batch_size)
-    eval_s = 0.0
-    losses_eval: dict[str, Any] = {}
     ckpt_dir = out / "checkpoint"
     resume = _load_checkpoint(ckpt_dir, key) if resume_from is not None else None
     if resume_from is None and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir, ignore_errors=True)
-    if resume is None and settings.eval_loss:
-        t = time.perf_counter()
-        with _out_of_memory_hint(settings.batch_size, device, "scoring the members"):
-            losses_eval["members_before"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
-        eval_s += time.perf_counter() - t
-    elif resume is not None:
+    eval_s = 0.0
+    losses_eval: dict[str, Any] = {}
+    if resume is not None:  # measured before the interrupted run trained
         losses_eval = dict(resume_from.get("losses_eval") or {})
+    elif settings.eval_loss:
+        t = time.perf_counter()
+        losses_eval.update(_losses(settings, session, {"members_before": members}, "scoring the members"))
+        eval_s += time.perf_counter() - t
 
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW([p for p in session.model.parameters() if p.requires_grad],
+                                  lr=settings.lr, weight_decay=0.0)
     steps_per_epoch = math.ceil(len(members) / settings.batch_size)
     total_steps = steps_per_epoch * settings.epochs
     if settings.max_steps is not None:
         total_steps = min(total_steps, settings.max_steps)
-    start_epoch, start_step, global_step = 0, 0, 0
-    log_path = out / "train_log.jsonl"
+    start = _restore_position(resume, session, optimizer, steps_per_epoch, out / "train_log.jsonl")
     if resume is not None:
-        model.load_state_dict(resume["trainable"], strict=False)
-        optimizer.load_state_dict(resume["optimizer"])
-        torch.set_rng_state(resume["torch_rng"])
-        start_epoch, start_step, global_step = resume["epoch"], resume["step_in_epoch"], resume["global_step"]
-        if start_step >= steps_per_epoch:
-            start_epoch, start_step = start_epoch + 1, 0
-        _keep_log_until(log_path, global_step)
-        log(f"plant: resuming from checkpoint at step {global_step} of {total_steps}")
-    else:
-        log_path.write_text("")
+        log(f"plant: resuming from checkpoint at step {start.global_step} of {total_steps}")
     record["losses_eval"] = losses_eval
     write_json(out / "plant.json", record)
 
-    model.train()
     t_train = time.perf_counter()
-    epoch_seconds: list[float] = []
-    bar = _progress_bar(total_steps, global_step, settings.progress)
-    epoch, step_in_epoch = start_epoch, start_step
-    try:
-        with open(log_path, "a", encoding="utf-8") as log_file:
-            for epoch in range(start_epoch, settings.epochs):
-                if global_step >= total_steps:
-                    break
-                t_epoch = time.perf_counter()
-                order = list(members)
-                random.Random(f"plant:{settings.seed}:{epoch}").shuffle(order)
-                batches = _batches(token_ids, order, settings.batch_size)
-                first = start_step if epoch == start_epoch else 0
-                step_in_epoch = first
-                for b in range(first, len(batches)):
-                    if global_step >= total_steps:
-                        break
-                    batch = _collate(token_ids, batches[b], pad_id, device)
-                    t = time.perf_counter()
-                    with _out_of_memory_hint(settings.batch_size, device, "training"):
-                        loss = _train_step(model, optimizer, batch, autocast)
-                    global_step += 1
-                    step_in_epoch = b + 1
-                    entry = {"step": global_step, "epoch": epoch + 1, "batch": b + 1, "loss": round(loss, 6),
-                             "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3)}
-                    log_file.write(json.dumps(entry) + "\n")
-                    log_file.flush()
-                    bar.set_postfix(epoch=f"{epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")
-                    bar.update(1)
-                    if not math.isfinite(loss):
-                        raise ConfigError(f"training diverged (loss {loss} at step {global_step}); try a smaller --lr")
-                epoch_seconds.append(time.perf_counter() - t_epoch)
-                if settings.save_epochs and epoch + 1 < settings.epochs and step_in_epoch == len(batches):
-                    _save_snapshot(model, tokenizer, out / "epochs" / str(epoch + 1), settings.lora)
-                _save_checkpoint(ckpt_dir, key, model, optimizer, epoch, step_in_epoch, global_step)
-    except KeyboardInterrupt:
-        bar.close()
-        _save_checkpoint(ckpt_dir, key, model, optimizer, epoch, step_in_epoch, global_step)
-        log(f"plant: interrupted at step {global_step}; checkpoint saved, run the same command again to resume")
-        raise
-    bar.close()
+    end, epoch_seconds = _train_epochs(settings, session, optimizer, members, start, total_steps, out, key, log)
     train_s = time.perf_counter() - t_train
 
     if settings.eval_loss:
         t = time.perf_counter()
-        with _out_of_memory_hint(settings.batch_size, device, "scoring passages"):
-            losses_eval["members_after"] = mean_loss(model, token_ids, members, pad_id, device, eval_batch)
-            losses_eval["nonmembers_after"] = mean_loss(model, token_ids, nonmembers, pad_id, device, eval_batch)
+        losses_eval.update(_losses(settings, session, {"members_after": members, "nonmembers_after": nonmembers},
+                                   "scoring passages"))
         eval_s += time.perf_counter() - t
 
     t = time.perf_counter()
-    if settings.lora:
-        model = model.merge_and_unload()
-    model.to("cpu")
-    _save_model(model, tokenizer, out / "model")
+    _save_final_model(settings, session, out)
     save_s = time.perf_counter() - t
-    return _Trained(device=device, steps=global_step, steps_per_epoch=steps_per_epoch, losses_eval=losses_eval,
+    return _Trained(device=session.device, steps=end.global_step, steps_per_epoch=steps_per_epoch,
+                    losses_eval=losses_eval,
                     seconds={"load_s": load_s, "eval_s": eval_s, "train_s": train_s, "save_s": save_s},
                     epoch_seconds=epoch_seconds,
-                    resumed_from_step=resume["global_step"] if resume is not None else None)
+                    resumed_from_step=resume["global_step"] if resume is not None else None,
+                    peak_memory=peak_memory(session.device))
 
 
 def _keep_log_until(log_path: Path, global_step: int) -> None:
@@ -687,6 +775,7 @@ def _final_record(settings: PlantSettings, out: Path, record: dict[str, Any], tr
         "epoch_models": {str(k): f"hf:{out / 'epochs' / str(k)}" for k in range(1, settings.epochs)
                          if (out / "epochs" / str(k) / "config.json").is_file()} if settings.save_epochs else {},
         "resumed_from_step": trained.resumed_from_step,
+        "peak_memory": trained.peak_memory,
     })
     write_json(out / "plant.json", record)
     write_run(out, plant_run_record(record), {})
@@ -709,5 +798,6 @@ def plant_run_record(record: dict[str, Any]) -> RunRecord:
         timings=record.get("timings", {}),
         seed=(record.get("split") or {}).get("seed"),
         plant={key: record.get(key) for key in ("model", "split", "training", "device", "steps",
-                                                "losses_eval", "loss_curve", "epoch_models", "settings_key")},
+                                                "losses_eval", "loss_curve", "epoch_models", "settings_key",
+                                                "peak_memory")},
     )

@@ -30,6 +30,9 @@ def _dump_lines(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
 
 
+METHODS = {"loss": {}, "zlib": {}, "prefix_probe": {"similarity": "rouge_l", "threshold": 0.5}}
+
+
 def write_sample_run(
     path: str | Path,
     *,
@@ -43,11 +46,28 @@ def write_sample_run(
     seed: int = 0,
 ) -> Path:
     """Write a synthetic run directory at ``path`` and return it."""
-    from copyprobe.evaluation.blind import blind_warning
-
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    examples, scores = _sample_rows(np.random.default_rng(seed), n_docs, passages_per_doc, labels, failures)
+    notes = ["2 empty rows were skipped"]
+    metrics = _sample_metrics(scores, blind_auc, seed) if labels else None
+    if metrics is not None:
+        notes.extend(metrics["notes"])
+    _dump_lines(out / "examples.jsonl", examples)
+    _dump_lines(out / "scores.jsonl", scores)
+    if metrics is not None:
+        _dump(out / "metrics.json", metrics)
+    _dump(out / "run.json", _sample_record(scores, notes, seed))
+    if verdicts:
+        texts = {e["id"]: e["text"] for e in examples}
+        _dump(out / "verdicts.json", sample_verdicts(scores, "loss", texts, alpha=verdict_alpha))
+    return out
+
+
+def _sample_rows(rng: np.random.Generator, n_docs: int, passages_per_doc: int, labels: bool,
+                 failures: bool) -> tuple[list[dict], list[dict]]:
+    """(examples.jsonl rows, scores.jsonl rows): the first half of the documents are members
+    and score higher; prefix_probe records its prompt and answer; some of its rows fail."""
     examples, scores = [], []
     for d in range(n_docs):
         member = int(d < n_docs // 2)
@@ -75,42 +95,47 @@ def write_sample_run(
                 row["details"]["prefix_probe"]["prefix"] = HOSTILE_TEXT
             if failures and p == 1 and d % 5 == 1:
                 row["prefix_probe"] = None
-                row["details"].pop("prefix_probe")
                 row.pop("details")
                 row["errors"] = {"prefix_probe": "request failed: context length exceeded <b>4096</b>"}
             scores.append(row)
-    methods = {"loss": {}, "zlib": {}, "prefix_probe": {"similarity": "rouge_l", "threshold": 0.5}}
-    failed = [{"id": r["id"], "errors": r["errors"]} for r in scores if r.get("errors")]
-    notes = ["2 empty rows were skipped"]
-    metrics = None
-    if labels:
-        import pandas as pd
+    return examples, scores
 
-        from copyprobe.evaluation.metrics import evaluate
 
-        frame = pd.DataFrame([{k: v for k, v in r.items() if k not in ("details", "errors")} for r in scores])
-        metrics = evaluate(frame, list(methods), n_bootstrap=200, seed=seed)
-        if blind_auc is not None:
-            best = max(v["auc"] for v in metrics["passage"].values())
-            metrics["blind_baseline"] = {
-                "auc": blind_auc, "auc_low": max(0.0, blind_auc - 0.12),
-                "auc_high": min(1.0, blind_auc + 0.12), "n": len(scores),
-                "n_members": sum(r["label"] for r in scores),
-                "n_nonmembers": sum(1 - r["label"] for r in scores), "folds": 5, "grouped": True,
-                "features": "character 2-4-gram TF-IDF + length and date-like tokens; logistic regression",
-                "components": {"char_ngrams": blind_auc, "length_date": 0.5},
-                "warning": blind_warning(blind_auc, best),
-            }
-            if metrics["blind_baseline"]["warning"]:
-                metrics["notes"].append(metrics["blind_baseline"]["warning"])
-        notes.extend(metrics["notes"])
-    run = {
+def _sample_metrics(scores: list[dict], blind_auc: float | None, seed: int) -> dict[str, Any]:
+    """metrics.json by the detect command's own evaluation, with a made-up blind baseline
+    of AUC ``blind_auc`` (and its warning, computed as detect computes it)."""
+    import pandas as pd
+
+    from copyprobe.evaluation.blind import blind_warning
+    from copyprobe.evaluation.metrics import evaluate
+
+    frame = pd.DataFrame([{k: v for k, v in r.items() if k not in ("details", "errors")} for r in scores])
+    metrics = evaluate(frame, list(METHODS), n_bootstrap=200, seed=seed)
+    if blind_auc is not None:
+        best = max(v["auc"] for v in metrics["passage"].values())
+        metrics["blind_baseline"] = {
+            "auc": blind_auc, "auc_low": max(0.0, blind_auc - 0.12),
+            "auc_high": min(1.0, blind_auc + 0.12), "n": len(scores),
+            "n_members": sum(r["label"] for r in scores),
+            "n_nonmembers": sum(1 - r["label"] for r in scores), "folds": 5, "grouped": True,
+            "features": "character 2-4-gram TF-IDF + length and date-like tokens; logistic regression",
+            "components": {"char_ngrams": blind_auc, "length_date": 0.5},
+            "warning": blind_warning(blind_auc, best),
+        }
+        if metrics["blind_baseline"]["warning"]:
+            metrics["notes"].append(metrics["blind_baseline"]["warning"])
+    return metrics
+
+
+def _sample_record(scores: list[dict], notes: list[str], seed: int) -> dict[str, Any]:
+    """run.json of a made-up detect run over ``scores``."""
+    return {
         "copyprobe_version": "0.1.0",
         "command": ["copyprobe", "detect", "--model", "fake", "--data", "sample.jsonl"],
         "created": "2026-01-01T00:00:00+00:00",
         "model": {"spec": "fake:sample", "fingerprint": "0123abcd", "backend": "fake"},
         "models": {},
-        "methods": methods,
+        "methods": METHODS,
         "data": {"path": "sample.jsonl", "sha256": "ab" * 32, "n_rows": len(scores) + 2,
                  "n_skipped": 2, "columns": ["id", "text", "doc_id", "label"]},
         "versions": {"python": "3.11.7", "numpy": np.__version__},
@@ -124,18 +149,9 @@ def write_sample_run(
         "seed": seed,
         "bootstrap": {"n": 200, "seed": seed},
         "train_ids": {},
-        "failures": failed,
+        "failures": [{"id": r["id"], "errors": r["errors"]} for r in scores if r.get("errors")],
         "notes": notes,
     }
-    _dump_lines(out / "examples.jsonl", examples)
-    _dump_lines(out / "scores.jsonl", scores)
-    if metrics is not None:
-        _dump(out / "metrics.json", metrics)
-    _dump(out / "run.json", run)
-    if verdicts:
-        texts = {e["id"]: e["text"] for e in examples}
-        _dump(out / "verdicts.json", sample_verdicts(scores, "loss", texts, alpha=verdict_alpha))
-    return out
 
 
 def sample_verdicts(scores: list[dict], method: str, texts: dict[str, str], alpha: float = 0.01,

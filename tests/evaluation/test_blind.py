@@ -244,10 +244,10 @@ def test_bundled_wikimia_is_separable_without_a_model():
 
 
 def test_report_context_carries_the_no_signal_reason():
-    from copyprobe.reports.html import _blind_context
+    from copyprobe.reports.sections.blind_baseline import blind_context
 
     texts, labels, groups = unbalanced_null(0)
     blind = blind_baseline(texts, labels, groups=groups, n_bootstrap=200)
-    context = _blind_context({"blind_baseline": blind}, [])
+    context = blind_context({"blind_baseline": blind}, [])
     assert context["no_signal"] == blind["no_signal"] and context["no_signal"].startswith("no signal")
     assert "same test fold" in context["validation"] and context["warning"] is None

@@ -102,6 +102,13 @@ def test_plant_end_to_end(tiny, tmp_path, capsys):
     run = load_run(out).record
     assert run.kind == "plant" and run.plant["split"] == record["split"] and run.seed == 0
     assert run.plant["losses_eval"] == losses and run.model["fingerprint"] == record["base_model"]["fingerprint"]
+    # the peak memory of this process (the plant ran in it): at most what the OS reports now, in bytes
+    import resource
+
+    peak = record["peak_memory"]["max_rss_bytes"]
+    assert 0 < peak <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert "cuda_max_allocated_bytes" not in record["peak_memory"]  # trained on the CPU
+    assert run.plant["peak_memory"] == record["peak_memory"]
 
     log = read_jsonl(out / "train_log.jsonl")
     assert [e["step"] for e in log] == [1, 2, 3, 4, 5, 6]
@@ -310,6 +317,16 @@ def test_out_dir_that_is_not_a_plant_is_left_alone(tiny, tmp_path, capsys):
     ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", '
      '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 1' + "0" * 400 + '}}', "beyond the float range"),
     ('{"format": 1, "status": "done", "model": "m", "split": {}}', "'settings_key' is missing"),
+    ("not json", "plant.json is not valid JSON"),
+    ("", "plant.json is not valid JSON"),
+    ('{"format": 1, "status": "paused", "settings_key": "k", "model": "m", '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'status' must be one of 'training', 'done'"),
+    ('{"format": 1, "status": "done", "settings_key": 7, "model": "m", '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'settings_key' must be a string, got a number"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", "losses_eval": [], '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'losses_eval' must be an object, got a list"),
+    ('{"format": 1, "status": "done", "settings_key": "k", "model": "m", "peak_memory": {"max_rss_bytes": "1"}, '
+     '"split": {"n_members": 6, "n_nonmembers": 6, "seed": 0}}', "'peak_memory.max_rss_bytes' must be an integer"),
 ])
 def test_damaged_plant_json_in_out_is_one_line(tiny, tmp_path, capsys, content, needle):
     out = tmp_path / "o"
@@ -343,3 +360,62 @@ def test_save_epochs_snapshot_equals_a_shorter_plant(tiny, tmp_path):
     c = load_file(two / "model" / "model.safetensors")
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+# A plant run whose steps and checkpoint saves are slowed down, so that two Ctrl-Cs land in
+# training and in the checkpoint the first one writes (the program's own signal handling: entry()).
+_SLOW_PLANT = """
+import sys, time
+import copyprobe.plant.finetune as f
+step, save = f._train_step, f._save_checkpoint
+def slow_step(*a, **k):
+    time.sleep(0.2)
+    return step(*a, **k)
+def slow_save(*a, **k):
+    time.sleep(3)
+    return save(*a, **k)
+f._train_step, f._save_checkpoint = slow_step, slow_save
+from copyprobe.cli.main import entry
+entry(sys.argv[1:])
+"""
+
+
+def test_second_ctrl_c_while_the_checkpoint_is_written_exits_130_with_one_line(tiny, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "part"
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+               "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_PLANT, *args(tiny, out, "--no-eval")], cwd=str(repo),
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    log = out / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while (not log.exists() or not log.read_text().strip()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the plant ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # the first Ctrl-C is now writing its checkpoint (3 s)
+    assert proc.poll() is None, "the plant ended before the second Ctrl-C"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr + stdout, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted twice" in lines[0], stderr
+    assert not (out / "model").exists()
+    # whatever the cut-short checkpoint left, the same command finishes the plant with the
+    # weights of an uninterrupted run
+    assert main(args(tiny, out, "--no-eval")) == 0
+    full = tmp_path / "full"
+    assert main(args(tiny, full, "--no-eval")) == 0
+    a, b = load_file(full / "model" / "model.safetensors"), load_file(out / "model" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

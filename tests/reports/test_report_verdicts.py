@@ -212,7 +212,7 @@ def test_format2_too_few_clean_documents_says_what_to_give(tmp_path):
 
 
 def test_format2_plot_cap_shows_evidence_first(three_words, tmp_path, monkeypatch):
-    import copyprobe.reports.html as report_html
+    import copyprobe.reports.sections.verdict_words as report_html
 
     run_dir, report, _, _ = three_words
     monkeypatch.setattr(report_html, "MAX_VERDICT_PLOTS", 1)
@@ -316,7 +316,7 @@ def test_format1_old_words_mapped_and_old_fields_shown(tmp_path, monkeypatch):
 def test_format1_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
     """The report's own older layout: baseline_scores or baseline_ids, per document
     passage_scores, mean_score/baseline_mean/baseline_std, words suspect / no evidence."""
-    import copyprobe.reports.html as report_html
+    import copyprobe.reports.sections.verdict_words as report_html
 
     run_dir = write_sample_run(tmp_path / "run", failures=False)
     rows = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]

@@ -1,6 +1,6 @@
-"""The new methods over HTTP against the real llama-cpp-python server (smollm2): token
-log-probs after a context agree with the in-process HF backend on the same model, and
-the methods whose access allows it run through detect; gradnorm is refused up front."""
+"""Over HTTP against the real llama-cpp-python server (smollm2): token log-probs after a
+context (what recall and con_recall ask for), and recall, con_recall, pac and samia through
+detect; gradnorm, which needs gradients, is refused up front."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_context_scores_every_text_token_and_the_context_changes_them(backend):
     assert after.logprobs[1:] != plain.logprobs
 
 
-def test_new_methods_through_detect(backend):
+def test_recall_pac_and_samia_score_through_detect_and_gradnorm_is_refused(backend):
     examples = [Example(id=str(i), text=t, label=int(i % 2 == 0)) for i, t in enumerate(TEXTS * 2)]
     session = Session(backend, cache=False)
     result = copyprobe.detect(session, examples, ["recall", "con_recall", "pac", "samia"],
