@@ -419,3 +419,14 @@ def test_second_ctrl_c_while_the_checkpoint_is_written_exits_130_with_one_line(t
     assert main(args(tiny, full, "--no-eval")) == 0
     a, b = load_file(full / "model" / "model.safetensors"), load_file(out / "model" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_peak_memory_on_cuda_adds_the_allocator_peak_of_the_training_device(monkeypatch):
+    import resource
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: asked.append(device) or 3 * 2**30)
+    on_gpu = finetune.peak_memory("cuda:1")
+    assert on_gpu["cuda_max_allocated_bytes"] == 3 * 2**30 and asked == ["cuda:1"]
+    assert 0 < on_gpu["max_rss_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert set(finetune.peak_memory("cpu")) == {"max_rss_bytes"} and asked == ["cuda:1"]
