@@ -1,0 +1,57 @@
+"""Run directories written by an earlier copyprobe (tests/fixtures/saved_runs, written by
+scripts/golden_runs.py on main at 77c4de1) still load, and rescore to identical files
+with no model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from copyprobe.record import load_run
+from copyprobe.rescore import rescore
+
+SAVED = Path(__file__).parent / "fixtures" / "saved_runs"
+DERIVED = ("metrics.json", "verdicts.json", "canary.json")
+
+
+def _json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def no_model(monkeypatch):
+    """Rescoring must never load a model: any attempt fails the test."""
+    def refuse(spec, **options):
+        raise AssertionError(f"rescore tried to load model {spec}")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", refuse)
+
+
+@pytest.mark.parametrize("name", ["detect", "audit", "copying"])
+def test_saved_run_rescores_to_identical_files(tmp_path, name):
+    run_dir = tmp_path / name
+    shutil.copytree(SAVED / name, run_dir)
+    before = load_run(run_dir)
+    assert before.record.kind == name
+    rescore(run_dir)
+    for file in DERIVED:
+        if (SAVED / name / file).exists():
+            assert _json(run_dir / file) == _json(SAVED / name / file), file
+    after = _json(run_dir / "run.json")
+    assert after == _json(SAVED / name / "run.json")
+    for file in ("scores.jsonl", "results.jsonl", "examples.jsonl"):
+        if (SAVED / name / file).exists():
+            assert (run_dir / file).read_bytes() == (SAVED / name / file).read_bytes()
+
+
+def test_rescore_with_fewer_resamples_changes_only_the_intervals(tmp_path):
+    run_dir = tmp_path / "detect"
+    shutil.copytree(SAVED / "detect", run_dir)
+    rescore(run_dir, n_bootstrap=10)
+    old, new = _json(SAVED / "detect" / "metrics.json"), _json(run_dir / "metrics.json")
+    assert _json(run_dir / "run.json")["bootstrap"]["n"] == 10
+    for name, block in old["passage"].items():
+        assert new["passage"][name]["auc"] == block["auc"]  # the AUC itself needs no resampling
