@@ -213,8 +213,7 @@ def audit(
     finally:
         if own_session:
             session.close()
-    if note:
-        result.notes.insert(0, note)
+    if note:  # result.notes is the record's own list (detect passes one list to both): insert once
         result.record.notes.insert(0, note)
     texts = {e.id: e.text for e in examples}
     report = audit_verdicts(result.rows, method, result.record.train_ids, alpha, texts, test=test)
