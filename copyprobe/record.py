@@ -156,6 +156,8 @@ class Run:
     verdicts: dict | None = None  # verdicts.json (audit)
     results: list[dict] | None = None  # results.jsonl (copying)
     canary: dict | None = None  # canary.json
+    # where inputs that derive reads (a canary kit) are now, when moved since the run
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def scores_frame(self):
         """The scores as a pandas DataFrame (one row per passage, one column per method)."""

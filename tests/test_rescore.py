@@ -55,3 +55,38 @@ def test_rescore_with_fewer_resamples_changes_only_the_intervals(tmp_path):
     assert _json(run_dir / "run.json")["bootstrap"]["n"] == 10
     for name, block in old["passage"].items():
         assert new["passage"][name]["auc"] == block["auc"]  # the AUC itself needs no resampling
+
+
+def test_saved_canary_run_rescores_from_its_kit(tmp_path):
+    """canary.json is derived again from the scores and the kit (which candidate was
+    published is in the kit only); a kit moved since the test is given as an input."""
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    (run_dir / "canary.json").unlink()
+    rescore(run_dir, inputs={"kit": SAVED / "canary-kit"})
+    assert _json(run_dir / "canary.json") == _json(SAVED / "canary" / "canary.json")
+    assert _json(run_dir / "run.json") == _json(SAVED / "canary" / "run.json")
+
+
+def test_canary_rescore_refuses_another_kit(tmp_path):
+    from copyprobe.cli.main import main
+    from copyprobe.errors import DataError
+
+    kit = tmp_path / "kit"
+    document = SAVED / "canary-kit" / "publish" / "book.txt"
+    assert main(["canary", "make", "--doc", str(document), "--out", str(kit), "--n-candidates", "30",
+                 "--n-canaries", "2", "--style", "words", "--seed", "another"]) == 0
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    with pytest.raises(DataError, match="is not the kit this run was tested with"):
+        rescore(run_dir, inputs={"kit": kit})
+
+
+def test_rescore_of_a_missing_kit_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    code = main(["rescore", str(run_dir), "--kit", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nowhere" in err

@@ -23,7 +23,9 @@ from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import CopySet
 from copyprobe.copying.fluency import FluencyJudge
-from copyprobe.errors import ConfigError
+from copyprobe.engine import Collected, Derived, RunKind, execute
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.record import Run, RunRecord
 from copyprobe.runner import DriveStats, Failure, drive
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
@@ -157,11 +159,18 @@ def run_copying(
     clean: Sequence[lit.LiteralItem] = (),
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run the tasks (and the literal task on the ``clean`` baseline items); returns (rows, metrics)."""
-    from copyprobe.copying.baseline import longest_common_span
-
     runs, skeleton = build_runs(data, config, clean)
     kwargs = {"progress": progress} if progress is not None else {}
     results = drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
+    rows = result_rows(data, config, skeleton, results)
+    return rows, compute_metrics(rows, config)
+
+
+def result_rows(data: CopySet, config: CopyConfig, skeleton: dict[tuple, dict],
+                results: dict[Any, Any]) -> list[dict]:
+    """results.jsonl: one row per (task, item, template), ``error`` set when it could not be scored."""
+    from copyprobe.copying.baseline import longest_common_span
+
     rows = []
     for key, base in skeleton.items():
         res = results.get(key)
@@ -181,7 +190,7 @@ def run_copying(
         if err.task in wanted:
             rows.append({"task": err.task, "id": err.id, "title": "", "template": None,
                          "error": f"bad input: {err.reason}"})
-    return rows, compute_metrics(rows, config)
+    return rows
 
 
 def _mean(values: list[float]) -> float | None:
@@ -263,7 +272,45 @@ def compute_metrics(rows: list[dict], config: CopyConfig, n_bootstrap: int | Non
     return out
 
 
-# ------------------------------------------------------------------ whole run + record
+# ------------------------------------------------------------------ the run kind
+class CopyingCollection:
+    """collect for ``copying``: one generator per (task, item, template)."""
+
+    def __init__(self, data: CopySet, config: CopyConfig, clean: Sequence[lit.LiteralItem],
+                 fields: dict[str, Any], memfree: tuple[dict[str, Any], Any] | None = None):
+        self.data, self.config, self.clean, self.fields, self.memfree = data, config, clean, fields, memfree
+        self.skeleton: dict[tuple, dict] = {}
+
+    def plan(self, session: Any) -> dict[tuple, Any]:
+        runs, self.skeleton = build_runs(self.data, self.config, self.clean)
+        return runs
+
+    def finish(self, results: dict[Any, Any], stats: DriveStats) -> Collected:
+        rows = result_rows(self.data, self.config, self.skeleton, results)
+        fields = dict(self.fields, copying=self.config.describe(),
+                      failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"),
+                                 "error": r["error"]} for r in rows if r.get("error")])
+        if self.memfree is not None:  # every generation is done: the filter's count is final
+            info, proc = self.memfree
+            info["rejections"] = proc.n_rejections
+        return Collected(files={"results.jsonl": rows}, record=fields)
+
+
+def derive_copying(run: Run) -> Derived:
+    """metrics.json from results.jsonl and the copying settings in run.json."""
+    if run.results is None or not run.record.copying:
+        raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
+    return Derived({"metrics.json": compute_metrics(run.results, CopyConfig.from_description(run.record.copying))})
+
+
+def _resample(rec: RunRecord, n_bootstrap: int | None) -> None:
+    if n_bootstrap is not None and rec.copying:
+        rec.copying = {**rec.copying, "n_bootstrap": n_bootstrap}
+
+
+KIND = RunKind("copying", derive_copying, _resample)
+
+
 def copying(
     model: Any,
     data: Any,
@@ -293,7 +340,6 @@ def copying(
     from copyprobe import record
     from copyprobe.copying.data import load_copyset
     from copyprobe.copying.memfree import memfree_backend
-    from copyprobe.session import Session
 
     started = time.perf_counter()
     out_dir = record.prepare_out_dir(out) if out is not None else None
@@ -304,8 +350,6 @@ def copying(
         data_info["sha256"] = hashlib.sha256(Path(copyset.source).read_bytes()).hexdigest()
     wanted = [t for t in config.tasks if t != "fluency"]
     if not any(getattr(copyset, t) for t in wanted):
-        from copyprobe.errors import DataError
-
         raise DataError(f"the data has no items for the tasks asked ({', '.join(wanted)}); it has {copyset.counts()}")
     clean_items: list = []
     if config.baseline and "literal" in config.tasks and copyset.literal:
@@ -314,7 +358,7 @@ def copying(
         clean_items = clean_literal_items(clean, copyset.literal[:config.limit], config.limit)
         source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
         data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}
-    memfree_info = None
+    memfree = None
     load_start = time.perf_counter()
     target: Any = model
     if config.gen.mitigation == "memfree":
@@ -325,38 +369,18 @@ def copying(
             target, proc = memfree_backend(model, corpus, n=memfree_n, kind=memfree_index,
                                            batch_size=batch_size, device=device, dtype=dtype)
         else:
-            raise ConfigError("with --mitigation memfree pass a model spec (the backend is built with the filter)")
-        memfree_info = {"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
-                        "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}
-    with Session(target, cache=cache, batch_size=batch_size, device=device, dtype=dtype) as session:
-        load_s = time.perf_counter() - load_start
-        stats = DriveStats()
-        score_start = time.perf_counter()
-        rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats,
-                                    clean=clean_items)
-        score_s = time.perf_counter() - score_start
-        target_info, other_models = session.model_info()
-        cache_counts = session.cache_counts()
-    if target is not model:  # the MemFree backend is ours to release
-        target.close()
-    if memfree_info is not None:
-        memfree_info["rejections"] = proc.n_rejections
-    run = record.RunRecord(
-        kind="copying",
-        command=command if command is not None else list(sys.argv),
-        model=target_info,
-        models=other_models,
-        copying=config.describe(),
-        mitigation={"name": config.gen.mitigation, "memfree": memfree_info},
-        data=data_info,
-        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
-                 "total_s": round(time.perf_counter() - started, 3)},
-        cache=cache_counts,
-        requests=stats.as_record(),
-        failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"), "error": r["error"]}
-                  for r in rows if r.get("error")],
-        notes=notes,
-    )
-    if out_dir is not None:
-        record.write_run(out_dir, run, {"results.jsonl": rows, "metrics.json": metrics})
-    return {"rows": rows, "metrics": metrics, "run": run.to_json(), "out": out_dir}
+            raise ConfigError("with mitigation memfree give a model spec (the backend is built with the filter)")
+        memfree = ({"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
+                    "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}, proc)
+    fields = {"mitigation": {"name": config.gen.mitigation, "memfree": memfree[0] if memfree else None},
+              "data": data_info, "notes": notes}
+    collection = CopyingCollection(copyset, config, clean_items, fields, memfree)
+    try:
+        done = execute(KIND, target, collection, out=out_dir, cache=cache, batch_size=batch_size, device=device,
+                       dtype=dtype, progress=progress, command=command if command is not None else list(sys.argv),
+                       started=started, load_s=time.perf_counter() - load_start)
+    finally:
+        if target is not model:  # the MemFree backend is ours to release
+            target.close()
+    return {"rows": done.files["results.jsonl"], "metrics": done.files["metrics.json"],
+            "run": done.record.to_json(), "out": out_dir}
