@@ -27,13 +27,31 @@ from copyprobe.detect import DetectResult, ScoringCollection, derive_metrics, fi
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method
-from copyprobe.params import Real
+from copyprobe.evaluation.vocabulary import TESTS
+from copyprobe.params import LIMIT_SETTING, SEED_SETTING, OneOf, Real, Setting, Settings, Text, n_bootstrap_setting
 
 AUTO = "auto"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
 DEFAULT_LOGIT_METHOD = "reference"
 # bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
 UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
+
+
+# audit's settings, declared once (keywords, checks, command-line options, run.json's audit section)
+SETTINGS = Settings(
+    Setting("method", AUTO, Text(empty=False),
+            "method name: auto is the score chosen by the audit validity benchmark when the model gives "
+            "log-probabilities, DE-COP with supplied paraphrases otherwise"),
+    Setting("alpha", 0.01, Real(0, 1, low_open=True, high_open=True), "significance level"),
+    Setting("test", "t", OneOf(*TESTS),
+            "document-level test: t (assumes normal document scores, checked by the validity benchmark) or "
+            "rank (exact, no distributional assumption; needs at least 1/alpha - 1 clean documents: 99 at "
+            "alpha 0.01)"),
+    replace(LIMIT_SETTING, help="only the first N passages of each side (a quick try-out)"),
+    SEED_SETTING,
+    n_bootstrap_setting(200),
+)
+RECORDED = ("method", "alpha", "test", "limit")  # the settings in run.json's audit section
 
 
 @dataclass
@@ -125,8 +143,8 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
         else:
             raise ConfigError(
                 f"model {target_spec} gives no token log-probabilities, so the audit needs DE-COP with "
-                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or give "
-                f"--param decop.paraphraser=MODEL with a model able to paraphrase")
+                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or set "
+                f"the parameter decop.paraphraser to a model able to paraphrase")
     if method == "decop" and not has_paraphrases():
         paraphraser = str((params or {}).get("paraphraser", "target")).strip()
         who = target_spec if paraphraser == "target" else paraphraser
@@ -134,8 +152,8 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
             raise ConfigError(
                 f"DE-COP needs three paraphrases of every passage and {who} cannot write them "
                 f"(benchmarks/results/blackbox.md): supply paraphrases in the data (Example_A..Example_D + Answer, "
-                f"docs/audit.md), set --param decop.paraphraser=MODEL to a model that can, or use a log-probability "
-                f"method (--method auto)")
+                f"docs/audit.md), set the parameter decop.paraphraser to a model that can, or use a log-probability "
+                f"method (method auto)")
     return method, note
 
 
@@ -188,16 +206,16 @@ def audit(
     model: Any,
     suspect: Any,
     clean: Any,
-    method: str = AUTO,
+    method: str = SETTINGS.default("method"),
     *,
     params: Mapping[str, Any] | None = None,
-    alpha: float = 0.01,
-    test: str = "t",
+    alpha: float = SETTINGS.default("alpha"),
+    test: str = SETTINGS.default("test"),
     out: str | Path | None = None,
     read_options: Mapping[str, Any] | None = None,
-    n_bootstrap: int = 200,
-    limit: int | None = None,
-    seed: int = 0,
+    n_bootstrap: int = SETTINGS.default("n_bootstrap"),
+    limit: int | None = SETTINGS.default("limit"),
+    seed: int = SETTINGS.default("seed"),
     blind_baseline: bool = True,
     **run_options: Any,
 ) -> AuditResult:
@@ -211,14 +229,9 @@ def audit(
     ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
     import time
 
-    from copyprobe.evaluation.verdicts import TESTS
-
     started = time.perf_counter()
-    Real(0, 1, low_open=True, high_open=True).validate(alpha, "alpha")
-    if not isinstance(method, str):
-        raise ConfigError("audit takes one method name")
-    if test not in TESTS:
-        raise ConfigError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+    values = SETTINGS.check({"method": method, "alpha": alpha, "test": test, "limit": limit, "seed": seed,
+                             "n_bootstrap": n_bootstrap})
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
@@ -240,11 +253,10 @@ def audit(
     check_overlap(suspect_examples, clean_examples)
     examples = suspect_examples + clean_examples
     settings = {
-        "method": method, "alpha": alpha, "test": test,
+        **SETTINGS.record(values, RECORDED),
         "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
         "clean": str(clean) if isinstance(clean, (str, Path)) else None,
         "input_files": read_files,
-        "limit": limit,
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline)
     done = execute(KIND, model, collection, out=out, started=started, **run_options)

@@ -14,8 +14,9 @@ from copyprobe import record
 from copyprobe.backends.base import Backend
 from copyprobe.data.example import Example
 from copyprobe.engine import Collected, Derived, Executed, RunKind, execute
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
+from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, Setting, Settings, n_bootstrap_setting
 from copyprobe.runner import DriveStats, ProgressFactory
 from copyprobe.scoring import ScoringPlan, build_methods, example_row, load_examples, scores_frame, summarize
 from copyprobe.session import Session
@@ -51,14 +52,21 @@ class DetectResult:
 
 
 def first_passages(examples: list, data_info: dict[str, Any], limit: int | None) -> tuple[list, dict[str, Any]]:
-    """The first ``limit`` passages (all with None), and the data record saying so."""
-    if limit is None:
-        return examples, data_info
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit must be a positive integer, got {limit!r}")
-    if limit >= len(examples):
+    """The first ``limit`` passages (all with None; ``limit`` already checked as a setting),
+    and the data record saying so."""
+    if limit is None or limit >= len(examples):
         return examples, data_info
     return examples[:limit], {**data_info, "limit": limit, "n_before_limit": len(examples)}
+
+
+# detect's settings, declared once: the keywords of detect() take their defaults from here,
+# detect() checks them here (once), and the command line makes its options from them
+SETTINGS = Settings(
+    SEED_SETTING,
+    n_bootstrap_setting(1000),
+    Setting("blind_baseline", True, Boolean(), "also fit the model-free blind baseline"),
+    LIMIT_SETTING,
+)
 
 
 class ScoringCollection:
@@ -146,13 +154,14 @@ def detect(
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    seed: int = 0,
-    n_bootstrap: int = 1000,
-    blind_baseline: bool = True,
+    seed: int = SETTINGS.default("seed"),
+    n_bootstrap: int = SETTINGS.default("n_bootstrap"),
+    blind_baseline: bool = SETTINGS.default("blind_baseline"),
     progress: ProgressFactory | None = None,
     command: list[str] | None = None,
     api_options: Mapping[str, Any] | None = None,
-    limit: int | None = None,
+    limit: int | None = SETTINGS.default("limit"),
+    read_options: Mapping[str, Any] | None = None,
 ) -> DetectResult:
     """Score ``data`` with ``methods`` on ``model`` and (with ``out``) write the run record.
 
@@ -161,13 +170,16 @@ def detect(
     Examples. ``params``: method name -> {parameter: value}. ``api_options``: for
     ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
     ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
+    ``read_options``: how a data file is read (text_column, label_column, doc_column,
+    id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
     """
     started = time.perf_counter()
+    SETTINGS.check({"seed": seed, "n_bootstrap": n_bootstrap, "blind_baseline": blind_baseline, "limit": limit})
+    # methods are checked before the output, the data and the model: a typo must not cost any
+    built = build_methods(methods, params)
     if out is not None:
         record.prepare_out_dir(out)
-    # methods are checked before the data and the model load: a typo must not cost either
-    built = build_methods(methods, params)
-    examples, data_info = load_examples(data)
+    examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
                                    blind_baseline=blind_baseline)

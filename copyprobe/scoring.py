@@ -39,7 +39,7 @@ def build_methods(
         else:
             built.append(make_method(item, **params.pop(item, {})))
     if params:
-        raise ConfigError(f"--param names method {next(iter(params))!r}, which is not in --methods")
+        raise ConfigError(f"parameters are given for method {next(iter(params))!r}, which is not among the methods")
     names = [m.name for m in built]
     duplicated = {n for n in names if names.count(n) > 1}
     if duplicated:
@@ -47,12 +47,13 @@ def build_methods(
     return built
 
 
-def load_examples(data: Any) -> tuple[list[Example], dict[str, Any]]:
-    """Examples and a data description from a path, a Dataset, or a list of texts/Examples."""
+def load_examples(data: Any, **read_options: Any) -> tuple[list[Example], dict[str, Any]]:
+    """Examples and a data description from a path (read with ``read_options``), a
+    Dataset, or a list of texts/Examples."""
     from copyprobe.data.readers import Dataset, load_dataset
 
     if isinstance(data, (str, Path)):
-        data = load_dataset(data)
+        data = load_dataset(data, **read_options)
     if isinstance(data, Dataset):
         info = {
             "path": str(data.path),

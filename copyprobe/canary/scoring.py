@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,7 +19,8 @@ from copyprobe.canary import stats
 from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
 from copyprobe.engine import Derived, RunKind, execute
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import DataError
+from copyprobe.params import SEED_SETTING, Real, Setting, Settings, Text
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
 from copyprobe.evaluation.vocabulary import ordinal
 
@@ -157,21 +158,28 @@ def derive_canary(run: record.Run) -> Derived:
 
 KIND = RunKind("canary", derive_canary)
 
+# canary test's settings, declared once (keywords, checks, command-line options, run.json)
+SETTINGS = Settings(
+    Setting("method", "loss", Text(empty=False), "any registered method"),
+    Setting("alpha", 0.05, Real(0, 1, low_open=True, high_open=True), "significance level"),
+    replace(SEED_SETTING, help="seed for methods"),
+)
+
 
 def canary_test(
     model: Any,
     kit: str | os.PathLike | Kit,
-    method: str = "loss",
+    method: str = SETTINGS.default("method"),
     *,
     params: Mapping[str, Any] | None = None,
-    alpha: float = 0.05,
+    alpha: float = SETTINGS.default("alpha"),
     document: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
     cache: Any = True,
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    seed: int = 0,
+    seed: int = SETTINGS.default("seed"),
     progress: Any = None,
     command: list[str] | None = None,
     api_options: Mapping[str, Any] | None = None,
@@ -183,13 +191,12 @@ def canary_test(
     from copyprobe.scoring import build_methods
 
     started = time.perf_counter()
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
     if out is not None:
         record.prepare_out_dir(out)
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     examples = kit_examples(loaded)
-    settings = {"method": method, "alpha": alpha, **loaded.public_summary(),
+    settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
                 "document": str(loaded.document)}
     data = {"kit": str(loaded.dir), "n_passages": len(examples),
             "document_sha256": loaded.manifest["document"]["sha256"]}

@@ -39,7 +39,7 @@ def parse_tasks(text: str | Sequence[str]) -> tuple[str, ...]:
     if unknown:
         raise ConfigError(f"unknown copying task(s) {', '.join(unknown)} (choose from {', '.join(TASKS)})")
     if names == ["fluency"]:
-        raise ConfigError("fluency grades the outputs of literal/nonliteral: add one of them to --tasks")
+        raise ConfigError("fluency grades the outputs of literal/nonliteral: add one of them to the tasks")
     return tuple(dict.fromkeys(names))
 
 
