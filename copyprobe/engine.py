@@ -20,6 +20,7 @@ The kinds are registered in :mod:`copyprobe.kinds`.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,8 +83,10 @@ class Executed:
 def as_run(rec: record.RunRecord, files: Mapping[str, Any], where: Path | None = None) -> record.Run:
     """A :class:`~copyprobe.record.Run` from in-memory files (as :func:`record.load_run`
     gives it from disk), so derive reads the same thing in both places."""
+    known = {f.name for f in dataclasses.fields(record.Run)} - {"dir", "record", "inputs"}
     return record.Run(dir=where if where is not None else Path("."), record=rec,
-                      **{name.split(".")[0]: content for name, content in files.items()})
+                      **{name.split(".")[0]: content for name, content in files.items()
+                         if name.split(".")[0] in known})
 
 
 def execute(
