@@ -199,7 +199,8 @@ def derive_verdicts(run: record.Run) -> Derived:
     return derived
 
 
-KIND = RunKind("audit", derive_verdicts, resample)
+KIND = RunKind("audit", {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False,
+                         "verdicts.json": False}, derive_verdicts, resample)
 
 
 def audit(

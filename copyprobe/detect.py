@@ -140,7 +140,8 @@ def resample(rec: record.RunRecord, n_bootstrap: int | None) -> None:
     rec.bootstrap = {**boot, "n": used, "seed": int(boot.get("seed", rec.seed or 0))}
 
 
-KIND = RunKind("detect", derive_metrics, resample)
+KIND = RunKind("detect", {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False},
+               derive_metrics, resample)
 
 
 def detect(

@@ -61,12 +61,25 @@ class Derived:
 
 @dataclass(frozen=True)
 class RunKind:
-    """A run kind's declaration: its name, its derive, and (for kinds with resampled
-    intervals) how a new number of bootstrap resamples is written into its record."""
+    """A run kind's declaration: its name, the files besides run.json that hold its results
+    (name -> JSON lines?), its derive, and (for kinds with resampled intervals) how a new
+    number of bootstrap resamples is written into its record."""
 
     name: str
+    files: Mapping[str, bool]
     derive: Callable[[record.Run], Derived]
     resample: Callable[[record.RunRecord, int | None], None] | None = None
+
+
+def register(kind: RunKind) -> RunKind:
+    """Make ``kind`` known to every reader of run directories (run.json's ``kind``, the
+    files :func:`record.load_run` reads); :mod:`copyprobe.kinds` calls it once per kind."""
+    from copyprobe import run_files
+
+    if kind.name not in run_files.KINDS:
+        run_files.KINDS.append(kind.name)
+    record.RESULT_FILES[kind.name] = dict(kind.files)
+    return kind
 
 
 @dataclass
@@ -132,6 +145,9 @@ def execute(
 
     fields = dict(collected.record)
     notes = list(fields.pop("notes", []))
+    # a kind's own section (its settings) that RunRecord has no field for is kept as it is
+    known = {f.name for f in dataclasses.fields(record.RunRecord)}
+    extra = {k: fields.pop(k) for k in list(fields) if k not in known}
     rec = record.RunRecord(
         kind=kind.name,
         command=command if command is not None else list(sys.argv),
@@ -142,6 +158,7 @@ def execute(
         cache=cache_counts,
         requests=stats.as_record(),
         notes=notes,
+        extra=extra,
         **fields,
     )
     derived = kind.derive(as_run(rec, collected.files, out_dir))

@@ -215,6 +215,10 @@ class Optional(Constraint):
     def describe(self) -> str:
         return f"{self.inner.describe()}, or none"
 
+    def reason(self, value: Any) -> str | None:
+        # a value given is judged by the inner rule alone ("must be an integer >= 1, got 0")
+        return None if value is None else self.inner.reason(value)
+
     def parse(self, text: str) -> Any:
         if text.strip().lower() in ("none", "null", ""):
             return None

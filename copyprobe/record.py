@@ -31,14 +31,9 @@ from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_chec
 
 FORMAT_VERSION = 1
 
-# kind -> the files besides run.json that hold its results (name -> JSON lines?)
-RESULT_FILES: dict[str, dict[str, bool]] = {
-    "detect": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False},
-    "audit": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False, "verdicts.json": False},
-    "copying": {"results.jsonl": True, "metrics.json": False},
-    "plant": {},
-    "canary": {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False},
-}
+# kind -> the files besides run.json that hold its results (name -> JSON lines?): plant's
+# here, every engine run kind's added from its declaration as it registers (copyprobe.kinds)
+RESULT_FILES: dict[str, dict[str, bool]] = {"plant": {}}
 
 
 @dataclass

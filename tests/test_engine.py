@@ -13,7 +13,7 @@ import pytest
 
 from copyprobe.backends.base import TokenLogprobsRequest
 from copyprobe.backends.fake import FakeBackend
-from copyprobe.engine import Collected, Derived, RunKind, as_run, derive_run, execute
+from copyprobe.engine import Collected, Derived, RunKind, as_run, derive_run, execute, register
 from copyprobe.errors import ConfigError
 from copyprobe.kinds import KINDS
 from copyprobe.record import load_run
@@ -33,7 +33,8 @@ class MeanLogprob:
 
     def finish(self, results, stats):
         rows = [{"id": str(i), "mean": results[i]} for i in range(len(TEXTS))]
-        return Collected(files={"scores.jsonl": rows}, record={"data": {"n": len(rows)}, "notes": ["collected"]})
+        return Collected(files={"scores.jsonl": rows},
+                         record={"data": {"n": len(rows)}, "notes": ["collected"], "toy": {"texts": len(TEXTS)}})
 
 
 def derive_best(run):
@@ -41,7 +42,7 @@ def derive_best(run):
     return Derived({"best.json": {"best": best["id"]}}, ["derived"])
 
 
-TOY = RunKind("detect", derive_best)  # a name load_run knows, so the directory reads back
+TOY = RunKind("detect", {"scores.jsonl": True}, derive_best)  # detect's name: load_run reads it back
 
 
 def test_execute_collects_derives_and_writes(tmp_path):
@@ -100,3 +101,25 @@ def test_every_run_kind_writing_results_is_registered():
 
     assert set(KINDS) == {kind for kind, files in RESULT_FILES.items() if files}
     assert all(KINDS[name].name == name for name in KINDS)
+
+
+def test_a_new_kind_is_one_module_and_one_registration(tmp_path, monkeypatch):
+    """Registered (the line copyprobe/kinds.py holds per kind), a kind of a new name is
+    read back by load_run and derived again by rescore, with no other edit."""
+    from copyprobe import kinds, record, run_files
+    from copyprobe.rescore import rescore
+
+    monkeypatch.setattr(run_files, "KINDS", list(run_files.KINDS))  # registration is global: undo it after
+    monkeypatch.setattr(record, "RESULT_FILES", dict(record.RESULT_FILES))
+    toy = RunKind("toy", {"scores.jsonl": True}, derive_best)
+    with pytest.raises(Exception, match="kind"):  # unregistered, its run.json is another tool's
+        execute(toy, FakeBackend(), MeanLogprob(), out=tmp_path / "before", cache=False)
+        load_run(tmp_path / "before")
+    monkeypatch.setitem(kinds.KINDS, "toy", register(toy))
+    execute(toy, FakeBackend(), MeanLogprob(), out=tmp_path / "run", cache=False)
+    written = (tmp_path / "run" / "best.json").read_text()
+    (tmp_path / "run" / "best.json").unlink()
+    saved = load_run(tmp_path / "run").record
+    assert saved.kind == "toy" and saved.extra == {"toy": {"texts": len(TEXTS)}}  # its settings section
+    rescore(tmp_path / "run")
+    assert (tmp_path / "run" / "best.json").read_text() == written

@@ -156,7 +156,7 @@ def derive_canary(run: record.Run) -> Derived:
     return derived
 
 
-KIND = RunKind("canary", derive_canary)
+KIND = RunKind("canary", {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False}, derive_canary)
 
 # canary test's settings, declared once (keywords, checks, command-line options, run.json)
 SETTINGS = Settings(

@@ -24,7 +24,8 @@ def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None 
 
 
 # a setting whose option is not "--" + its name with dashes
-FLAGS = {"n_bootstrap": "--bootstrap"}
+FLAGS = {"n_bootstrap": "--bootstrap", "literal_threshold": "--threshold", "literal_max_tokens": "--literal-tokens",
+         "nonliteral_max_tokens": "--story-tokens"}
 
 
 def flag_of(setting: str) -> str:
@@ -37,7 +38,7 @@ def add_settings(parser: argparse.ArgumentParser, settings: Any, names: tuple[st
     the declaration: its name, default and help. The option only reads the string; the
     library checks the value (once) and names the setting, which :func:`copyprobe.cli.main`
     turns back into this option's name. ``args.<setting name>`` holds the value."""
-    from copyprobe.params import parse_type
+    from copyprobe.params import OneOf, parse_type
 
     flags = dict(parser.get_default("_setting_flags") or {})
     for setting in settings:
@@ -45,9 +46,12 @@ def add_settings(parser: argparse.ArgumentParser, settings: Any, names: tuple[st
             continue
         flag = flag_of(setting.name)
         default = (defaults or {}).get(setting.name, setting.default)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         parser.add_argument(flag, dest=setting.name, type=parse_type(setting.constraint, flag), default=default,
-                            metavar=setting.name.upper() if setting.name != "limit" else "N",
-                            help=f"{setting.help} (default {default})")
+                            metavar=("{" + ",".join(setting.constraint.choices) + "}"
+                                     if isinstance(setting.constraint, OneOf)
+                                     else "N" if setting.name == "limit" else setting.name.upper()),
+                            help=f"{setting.help} (default {shown})")
         flags[setting.name] = flag
     parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
 
@@ -62,15 +66,6 @@ def add_scoring_options(parser: argparse.ArgumentParser, settings: Any, *, boots
     """--param, and the run kind's seed and bootstrap settings."""
     parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
     add_settings(parser, settings, ("seed", "n_bootstrap"))
-
-
-def add_limit_option(parser: argparse.ArgumentParser, what: str = "passages") -> None:
-    """--limit N: only the first N items, for a command whose run kind does not declare
-    its settings yet (copying). The command passes ``args.limit`` to ``limit=``."""
-    from copyprobe.params import COUNT
-
-    parser.add_argument("--limit", type=option_type(COUNT, "--limit"), default=None, metavar="N",
-                        help=f"only the first N {what} of the data (to try the command quickly)")
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

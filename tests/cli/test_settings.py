@@ -31,16 +31,43 @@ def test_every_setting_is_a_keyword_with_the_declared_default(function, settings
         assert signature[setting.name].default == setting.default, setting.name
 
 
-@pytest.mark.parametrize("command, settings", [(["detect"], DETECT), (["audit"], AUDIT), (["canary", "test"], CANARY)])
+def test_copying_settings_are_the_config_fields_with_the_declared_defaults():
+    import dataclasses
+
+    from copyprobe.copying.common import GenConfig
+    from copyprobe.copying.runner import MEMFREE_SETTINGS, SETTINGS, CopyConfig, copying
+
+    fields = {f.name: f.default for f in dataclasses.fields(CopyConfig)}
+    fields.update({f.name: f.default for f in dataclasses.fields(GenConfig) if f.name != "max_tokens"})
+    for setting in SETTINGS:
+        assert fields[setting.name] == setting.default, setting.name
+    for setting in MEMFREE_SETTINGS:
+        assert inspect.signature(copying).parameters[setting.name].default == setting.default
+    with pytest.raises(SettingError, match=r"^literal_threshold must be a number in \[0, 1\], got 1\.5$"):
+        CopyConfig(literal_threshold=1.5)
+
+
+def _copying_settings():
+    from copyprobe.copying.runner import MEMFREE_SETTINGS, SETTINGS
+
+    return [*SETTINGS, *MEMFREE_SETTINGS]
+
+
+FLAGS = {"n_bootstrap": "--bootstrap", "literal_threshold": "--threshold", "literal_max_tokens": "--literal-tokens",
+         "nonliteral_max_tokens": "--story-tokens", "baseline": "--no-baseline"}
+
+
+@pytest.mark.parametrize("command, settings", [(["detect"], DETECT), (["audit"], AUDIT), (["canary", "test"], CANARY),
+                                               (["copying"], _copying_settings())])
 def test_every_setting_read_by_the_command_line_has_its_help_and_default(command, settings, capsys):
     assert main([*command, "--help"]) == 0
     text = "".join(capsys.readouterr().out.split())  # argparse wraps lines (and hyphenated words)
     for setting in settings:
         if setting.name == "blind_baseline":  # not an option of detect's command line
             continue
-        flag = "--bootstrap" if setting.name == "n_bootstrap" else "--" + setting.name.replace("_", "-")
-        assert flag in text
-        assert "".join(setting.help.split()) in text
+        assert FLAGS.get(setting.name, "--" + setting.name.replace("_", "-")) in text
+        if setting.name not in ("baseline",):  # a switch, worded as what it turns off
+            assert "".join(setting.help.split()) in text
 
 
 def test_library_names_the_setting_and_the_command_line_the_option(tmp_path, capsys):
