@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Mapping, Protocol
 
-from copyprobe import record
+from copyprobe import record, run_files
 from copyprobe.runner import DriveStats, ProgressFactory, drive
 from copyprobe.session import Session
 
@@ -74,8 +74,6 @@ class RunKind:
 def register(kind: RunKind) -> RunKind:
     """Make ``kind`` known to every reader of run directories (run.json's ``kind``, the
     files :func:`record.load_run` reads); :mod:`copyprobe.kinds` calls it once per kind."""
-    from copyprobe import run_files
-
     if kind.name not in run_files.KINDS:
         run_files.KINDS.append(kind.name)
     record.RESULT_FILES[kind.name] = dict(kind.files)

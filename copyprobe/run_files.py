@@ -212,7 +212,12 @@ RUN = obj(optional={
                        optional={"templates": lst(INT), "limit": opt(INT), **{k: opt(NUM) for k in (
                            "literal_threshold", "literal_words", "event_threshold", "character_threshold",
                            "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens")}})),
-    "mitigation": opt(obj()), "canary": opt(obj()), "plant": opt(obj()),
+    "mitigation": opt(obj()),
+    "canary": opt(obj(required={"method": STR, "alpha": NUM},
+                      optional={"kit": STR, "manifest_checksum": opt(STR), "document": opt(STR), "style": STR,
+                                "repeat": INT, "n_canaries": INT, "n_candidates": lst(INT),
+                                "document_sha256": STR})),
+    "plant": opt(obj()),
 })
 
 PLANT = obj(required={"format": INT, "status": one_of("training", "done"), "settings_key": STR, "model": STR,

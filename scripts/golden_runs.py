@@ -30,6 +30,7 @@ from pathlib import Path
 IGNORED_KEYS = {"created", "started", "finished", "seconds", "timings", "versions", "copyprobe_version",
                 "manifest_checksum", "settings_key"}
 ROOT_TOKEN = "<ROOT>"
+REAL_MODEL = "smollm2-135m-instruct"  # the bundled model, for the one case run on a real model
 
 SYLLABLES = "ka lo mi nu pe ra si to vu we ba de fi go hu ja ke li mo na".split()
 
@@ -74,7 +75,7 @@ def run_all(root: Path, only: set[str] | None = None) -> None:
     real_load = specs.load_backend
 
     def load(spec, **options):
-        if spec.startswith("hf:"):
+        if spec.startswith("hf:") or spec == REAL_MODEL:
             return real_load(spec, **options)
         return backend["now"]
 
@@ -153,10 +154,14 @@ def run_all(root: Path, only: set[str] | None = None) -> None:
 
     if not only or "plant" in only:
         _plant(root, inputs, main)
+    if only and "model" in only:  # opt-in: a real model (CPU, one thread, about a minute)
+        step("model", None, ["detect", "--model", REAL_MODEL, "--data", str(demo_data_path()),
+                             "--methods", "loss,zlib,min_k,min_k_pp", "--bootstrap", "100", "--batch-size", "4",
+                             "--out", str(root / "model"), *common])
 
     # rescore a copy of every scoring run: derive from the saved files alone
     for name in ("demo", "detect", "detect-limit", "audit", "audit-loss", "copying", "copying-lit", "canary",
-                 "canary-min_k"):
+                 "canary-min_k", "model"):
         src = root / name
         if not (src / "run.json").exists():
             continue
@@ -269,7 +274,8 @@ def main() -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="write the golden runs into DIR")
     run.add_argument("dir")
-    run.add_argument("--only", help="comma-separated: demo, detect, audit, copying, canary, plant")
+    run.add_argument("--only", help="comma-separated: demo, detect, audit, copying, canary, plant, and model "
+                                    "(smollm2 on the demo data, only when named)")
     cmp_ = sub.add_parser("compare", help="diff two golden trees")
     cmp_.add_argument("before")
     cmp_.add_argument("after")

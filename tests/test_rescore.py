@@ -90,3 +90,33 @@ def test_rescore_of_a_missing_kit_is_one_line(tmp_path, capsys):
     code = main(["rescore", str(run_dir), "--kit", str(tmp_path / "nowhere")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nowhere" in err
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda run: run["canary"].update(kit=["a", "list"]), "canary.kit"),
+    (lambda run: run["canary"].pop("alpha"), "alpha"),
+    (lambda run: run["canary"].pop("manifest_checksum"), "manifest_checksum"),
+])
+def test_hand_edited_canary_record_is_one_line(tmp_path, capsys, edit, field):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    record = _json(run_dir / "run.json")
+    edit(record)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and field.split(".")[-1] in err
+
+
+def test_canary_scores_missing_a_candidate_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    lines = (run_dir / "scores.jsonl").read_text().splitlines()
+    (run_dir / "scores.jsonl").write_text("\n".join(lines[1:]) + "\n")
+    code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no row for candidate c0:0" in err

@@ -131,8 +131,9 @@ def recorded_kit(run: record.Run) -> Kit:
 
     settings = run.record.canary or {}
     where = run.inputs.get("kit") or settings.get("kit")
-    if not where:
-        raise DataError(f"{run.dir / 'run.json'} names no canary kit (canary.kit)")
+    if not where or not settings.get("manifest_checksum"):
+        raise DataError(f"{run.dir / 'run.json'} does not name the canary kit it was tested with "
+                        "(canary.kit and canary.manifest_checksum)")
     path, manifest, canaries = read_manifest(where)
     if manifest.get("checksum") != settings.get("manifest_checksum"):
         raise DataError(f"{path} is not the kit this run was tested with (its manifest checksum differs from "
@@ -148,6 +149,11 @@ def derive_canary(run: record.Run) -> Derived:
     if "method" not in settings or "alpha" not in settings:
         raise DataError(f"{run.dir / 'run.json'} has no canary method and alpha to recompute canary.json from")
     kit = recorded_kit(run)
+    have = {str(r.get("id")) for r in run.scores or []}
+    missing = next((f"c{c.index}:{j}" for c in kit.canaries for j in range(len(c.candidates))
+                    if f"c{c.index}:{j}" not in have), None)
+    if missing is not None:
+        raise DataError(f"{run.dir / 'scores.jsonl'} has no row for candidate {missing} of the kit")
     derived = derive_metrics(run)  # unlabelled candidates: no metrics, and the note that says so
     derived.files["metrics.json"] = None
     derived.files["canary.json"] = canary_summary(kit, run.scores or [], settings["method"],
