@@ -207,7 +207,9 @@ RUN = obj(optional={
     "n_tokens": opt(at_least(INT, 0)), "timings": dict_of(opt(ANY)), "cache": obj(), "requests": obj(),
     "seed": opt(INT), "bootstrap": obj(optional={"n": at_least(INT, 0), "seed": INT}),
     "blind_baseline": opt(BOOL), "train_ids": dict_of(lst(ID)), "failures": lst(obj()), "notes": lst(STR),
-    "audit": opt(obj(required={"method": STR, "alpha": NUM}, optional={"suspect": opt(STR), "clean": opt(STR)})),
+    "audit": opt(obj(required={"method": STR, "alpha": NUM},
+                     optional={"suspect": opt(STR), "clean": opt(STR), "test": one_of("rank", "t"),
+                               "limit": opt(INT)})),
     "copying": opt(obj(required={"tasks": lst(one_of(*_COPY_TASKS))},
                        optional={"templates": lst(INT), "limit": opt(INT), **{k: opt(NUM) for k in (
                            "literal_threshold", "literal_words", "event_threshold", "character_threshold",

@@ -120,3 +120,16 @@ def test_canary_scores_missing_a_candidate_is_one_line(tmp_path, capsys):
     code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no row for candidate c0:0" in err
+
+
+def test_hand_edited_audit_test_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "audit"
+    shutil.copytree(SAVED / "audit", run_dir)
+    record = _json(run_dir / "run.json")
+    record["audit"]["test"] = "welch"
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "'audit.test' must be one of" in err
