@@ -8,10 +8,11 @@ import argparse
 from copyprobe.params import NON_NEGATIVE_INT, option_type
 
 
-HELP = "recompute metrics, verdicts and report from a run directory (no model is loaded)"
+HELP = "recompute metrics, verdicts, canary.json and report from a run directory (no model is loaded)"
 DESCRIPTION = (
     "Recompute metrics.json (AUC, TPR at low FPR, bootstrap CIs, blind baseline), "
-    "verdicts.json (audit runs) or the copying metrics from the run record alone."
+    "verdicts.json (audit runs), the copying metrics or canary.json (canary tests, with their kit) "
+    "from the run directory alone."
 )
 
 
