@@ -26,6 +26,7 @@ from copyprobe.audit import AuditResult, audit
 from copyprobe.data.example import Example
 from copyprobe.detect import DetectResult, detect
 from copyprobe.errors import CopyprobeError
+from copyprobe.kinds import KINDS as _KINDS  # noqa: F401  (registers the run kinds: run.json's "kind", rescore)
 from copyprobe.methods.base import Method, Score
 from copyprobe.params import param
 from copyprobe.record import Run, RunRecord, load_run

@@ -23,15 +23,35 @@ from typing import Any, Mapping
 
 from copyprobe import record
 from copyprobe.data.example import Example
-from copyprobe.detect import DetectResult, detect
+from copyprobe.detect import DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
+from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.params import Real
+from copyprobe.methods.base import Method
+from copyprobe.evaluation.vocabulary import TESTS
+from copyprobe.params import LIMIT_SETTING, SEED_SETTING, OneOf, Real, Setting, Settings, Text, n_bootstrap_setting
 
 AUTO = "auto"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
 DEFAULT_LOGIT_METHOD = "reference"
 # bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
 UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
+
+
+# audit's settings, declared once (keywords, checks, command-line options, run.json's audit section)
+SETTINGS = Settings(
+    Setting("method", AUTO, Text(empty=False),
+            "method name: auto is the score chosen by the audit validity benchmark when the model gives "
+            "log-probabilities, DE-COP with supplied paraphrases otherwise"),
+    Setting("alpha", 0.01, Real(0, 1, low_open=True, high_open=True), "significance level"),
+    Setting("test", "t", OneOf(*TESTS),
+            "document-level test: t (assumes normal document scores, checked by the validity benchmark) or "
+            "rank (exact, no distributional assumption; needs at least 1/alpha - 1 clean documents: 99 at "
+            "alpha 0.01)"),
+    replace(LIMIT_SETTING, help="only the first N passages of each side (a quick try-out)"),
+    SEED_SETTING,
+    n_bootstrap_setting(200),
+)
+RECORDED = ("method", "alpha", "test", "limit")  # the settings in run.json's audit section
 
 
 @dataclass
@@ -123,8 +143,8 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
         else:
             raise ConfigError(
                 f"model {target_spec} gives no token log-probabilities, so the audit needs DE-COP with "
-                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or give "
-                f"--param decop.paraphraser=MODEL with a model able to paraphrase")
+                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or set "
+                f"the parameter decop.paraphraser to a model able to paraphrase")
     if method == "decop" and not has_paraphrases():
         paraphraser = str((params or {}).get("paraphraser", "target")).strip()
         who = target_spec if paraphraser == "target" else paraphraser
@@ -132,41 +152,87 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
             raise ConfigError(
                 f"DE-COP needs three paraphrases of every passage and {who} cannot write them "
                 f"(benchmarks/results/blackbox.md): supply paraphrases in the data (Example_A..Example_D + Answer, "
-                f"docs/audit.md), set --param decop.paraphraser=MODEL to a model that can, or use a log-probability "
-                f"method (--method auto)")
+                f"docs/audit.md), set the parameter decop.paraphraser to a model that can, or use a log-probability "
+                f"method (method auto)")
     return method, note
+
+
+class AuditCollection(ScoringCollection):
+    """detect's collect on the suspect and clean passages, the method chosen once the
+    model's capabilities are known."""
+
+    def __init__(self, examples: list[Example], method: str, params: Mapping[str, Any] | None,
+                 settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True):
+        super().__init__(examples, [], {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0},
+                         seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline)
+        self.method, self.params, self.settings = method, params, settings
+
+    def choose(self, session: Any) -> list[Method]:
+        from copyprobe.scoring import build_methods
+
+        method, params = self.method, self.params
+        if method == AUTO:
+            by_method = dict(params or {})
+            method, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples,
+                                         by_method.get("decop"))
+            params = by_method.get(method)
+        else:
+            _, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples, params)
+        self.method = method
+        self.notes = [note] if note else []
+        self.section = ("audit", {**self.settings, "method": method})
+        return build_methods([method], {method: dict(params)} if params else None)
+
+
+def derive_verdicts(run: record.Run) -> Derived:
+    """detect's metrics, and verdicts.json: one verdict per suspect document."""
+    from copyprobe.evaluation.verdicts import audit_verdicts
+
+    derived = derive_metrics(run)
+    settings = run.record.audit or {}
+    if "method" not in settings or "alpha" not in settings:
+        raise DataError(f"{run.dir / 'run.json'} has no audit method and alpha to recompute verdicts from")
+    texts = {str(e.get("id")): e.get("text", "") for e in run.examples or []}
+    derived.files["verdicts.json"] = audit_verdicts(run.scores or [], settings["method"], run.record.train_ids,
+                                                    float(settings["alpha"]), texts,
+                                                    test=str(settings.get("test", "rank")))
+    return derived
+
+
+KIND = RunKind("audit", {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False,
+                         "verdicts.json": False}, derive_verdicts, resample)
 
 
 def audit(
     model: Any,
     suspect: Any,
     clean: Any,
-    method: str = AUTO,
+    method: str = SETTINGS.default("method"),
     *,
     params: Mapping[str, Any] | None = None,
-    alpha: float = 0.01,
-    test: str = "t",
+    alpha: float = SETTINGS.default("alpha"),
+    test: str = SETTINGS.default("test"),
     out: str | Path | None = None,
     read_options: Mapping[str, Any] | None = None,
-    n_bootstrap: int = 200,
-    limit: int | None = None,
-    **detect_options: Any,
+    n_bootstrap: int = SETTINGS.default("n_bootstrap"),
+    limit: int | None = SETTINGS.default("limit"),
+    seed: int = SETTINGS.default("seed"),
+    blind_baseline: bool = True,
+    **run_options: Any,
 ) -> AuditResult:
     """Score ``suspect`` and ``clean`` (paths, Datasets or lists of texts/Examples) with
     ``method`` on ``model`` and give a verdict per suspect document (``verdicts.json``
     in ``out``): ``evidence`` / ``no evidence`` / ``cannot tell``, each with its reason.
     ``test``: ``t`` (default; assumes normal document scores) or ``rank`` (exact,
     distribution-free, needs at least 1/alpha - 1 clean documents). ``params``: the method's parameters (with ``method="auto"``: a mapping from
-    method name to its parameters, used for the method chosen); other options go to
-    :func:`detect`. ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
-    from copyprobe.evaluation.verdicts import TESTS, audit_verdicts
-    from copyprobe.session import Session
+    method name to its parameters, used for the method chosen); other options (cache,
+    batch_size, device, dtype, api_options, progress, command) as for :func:`detect`.
+    ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
+    import time
 
-    Real(0, 1, low_open=True, high_open=True).validate(alpha, "alpha")
-    if not isinstance(method, str):
-        raise ConfigError("audit takes one method name")
-    if test not in TESTS:
-        raise ConfigError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+    started = time.perf_counter()
+    values = SETTINGS.check({"method": method, "alpha": alpha, "test": test, "limit": limit, "seed": seed,
+                             "n_bootstrap": n_bootstrap})
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
@@ -176,48 +242,23 @@ def audit(
         build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
     elif params:
         build_methods(list(params), {m: dict(v) for m, v in params.items()})
-    out_dir = record.prepare_out_dir(out) if out is not None else None
+    if out is not None:
+        record.prepare_out_dir(out)
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
     read_files: dict[str, list] = {"suspect": [], "clean": []}
     suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], **options)
     clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], **options)
     if limit is not None:
-        from copyprobe.detect import first_passages
-
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
     examples = suspect_examples + clean_examples
-
-    session_keys = ("cache", "batch_size", "device", "dtype", "api_options")
-    session_options = {k: detect_options.pop(k) for k in session_keys if k in detect_options}
-    own_session = not isinstance(model, Session)
-    session = Session(model, **session_options) if own_session else model
-    try:
-        if method == AUTO:
-            by_method = dict(params or {})
-            method, note = choose_method(method, session.target.capabilities, session.target_spec, examples,
-                                         by_method.get("decop"))
-            params = by_method.get(method)
-        else:
-            _, note = choose_method(method, session.target.capabilities, session.target_spec, examples, params)
-        settings = {
-            "method": method, "alpha": alpha, "test": test,
-            "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
-            "clean": str(clean) if isinstance(clean, (str, Path)) else None,
-            "input_files": read_files,
-            "limit": limit,
-        }
-        result = detect(session, examples, [method], params={method: dict(params)} if params else None,
-                        n_bootstrap=n_bootstrap, kind="audit", settings=settings, **detect_options)
-    finally:
-        if own_session:
-            session.close()
-    if note:
-        result.notes.insert(0, note)
-        result.record.notes.insert(0, note)
-    texts = {e.id: e.text for e in examples}
-    report = audit_verdicts(result.rows, method, result.record.train_ids, alpha, texts, test=test)
-    if out_dir is not None:
-        result.write(out_dir, {"verdicts.json": report})
-    return AuditResult(verdicts=report, detect=result)
+    settings = {
+        **SETTINGS.record(values, RECORDED),
+        "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
+        "clean": str(clean) if isinstance(clean, (str, Path)) else None,
+        "input_files": read_files,
+    }
+    collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline)
+    done = execute(KIND, model, collection, out=out, started=started, **run_options)
+    return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -1,8 +1,10 @@
-"""`detect`: score a dataset with many methods in one pass and write the run record."""
+"""`detect`: score a dataset with many methods in one pass and write the run record.
+
+The run kind ``detect``: collect is :class:`ScoringCollection` (shared with audit and
+canary), derive is :func:`derive_metrics`; :func:`copyprobe.engine.execute` runs it."""
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,10 +13,12 @@ from typing import Any, Mapping, Sequence
 from copyprobe import record
 from copyprobe.backends.base import Backend
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError
+from copyprobe.engine import Collected, Derived, Executed, RunKind, execute
+from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
+from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, Setting, Settings, n_bootstrap_setting
 from copyprobe.runner import DriveStats, ProgressFactory
-from copyprobe.scoring import build_methods, example_row, load_examples, score_examples, scores_frame, summarize
+from copyprobe.scoring import ScoringPlan, build_methods, example_row, load_examples, scores_frame, summarize
 from copyprobe.session import Session
 
 
@@ -48,14 +52,96 @@ class DetectResult:
 
 
 def first_passages(examples: list, data_info: dict[str, Any], limit: int | None) -> tuple[list, dict[str, Any]]:
-    """The first ``limit`` passages (all with None), and the data record saying so."""
-    if limit is None:
-        return examples, data_info
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit must be a positive integer, got {limit!r}")
-    if limit >= len(examples):
+    """The first ``limit`` passages (all with None; ``limit`` already checked as a setting),
+    and the data record saying so."""
+    if limit is None or limit >= len(examples):
         return examples, data_info
     return examples[:limit], {**data_info, "limit": limit, "n_before_limit": len(examples)}
+
+
+# detect's settings, declared once: the keywords of detect() take their defaults from here,
+# detect() checks them here (once), and the command line makes its options from them
+SETTINGS = Settings(
+    SEED_SETTING,
+    n_bootstrap_setting(1000),
+    Setting("blind_baseline", True, Boolean(), "also fit the model-free blind baseline"),
+    LIMIT_SETTING,
+)
+
+
+class ScoringCollection:
+    """collect for the kinds that score passages with methods (detect, audit, canary):
+    one generator per (passage, method), then one scores row per passage."""
+
+    def __init__(self, examples: list[Example], methods: list[Method], data_info: dict[str, Any], *,
+                 seed: int = 0, n_bootstrap: int = 1000, blind_baseline: bool | None = True,
+                 section: tuple[str, Mapping[str, Any]] | None = None):
+        self.examples, self.methods, self.data_info = examples, methods, data_info
+        self.seed, self.n_bootstrap, self.blind_baseline = seed, n_bootstrap, blind_baseline
+        self.section = section  # (kind, settings): the kind's settings section of run.json
+        self.notes: list[str] = []
+        self.resolved: list[Method] = []
+        self.plan_: ScoringPlan | None = None
+
+    def choose(self, session: Session) -> list[Method]:
+        """The methods, once the model is known (audit's ``auto`` chooses here)."""
+        return self.methods
+
+    def plan(self, session: Session) -> dict:
+        self.resolved = [method.resolve(session.target_spec) for method in self.choose(session)]
+        self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed)
+        return self.plan_.runs()
+
+    def finish(self, results: dict, stats: DriveStats) -> Collected:
+        assert self.plan_ is not None
+        rows, train_ids = self.plan_.rows(results)
+        notes = list(self.notes)
+        if self.data_info.get("n_skipped"):
+            notes.append(f"{self.data_info['n_skipped']} empty rows were skipped")
+        fields: dict[str, Any] = dict(
+            methods={m.name: m.get_params() for m in self.resolved},
+            data=self.data_info,
+            n_passages=len(self.examples),
+            n_tokens=stats.tokens_by_model.get("target", 0),
+            seed=self.seed,
+            bootstrap={"n": self.n_bootstrap, "seed": self.seed},
+            blind_baseline=self.blind_baseline,
+            train_ids=train_ids,
+            failures=[{"id": r["id"], "errors": r["errors"]} for r in rows if r.get("errors")],
+            notes=notes,
+        )
+        if self.section is not None:
+            fields[self.section[0]] = dict(self.section[1])
+        return Collected(files={"examples.jsonl": [example_row(e) for e in self.examples], "scores.jsonl": rows},
+                         record=fields)
+
+
+def derive_metrics(run: record.Run) -> Derived:
+    """metrics.json (AUCs with bootstrap CIs, the blind baseline) from the scores and texts."""
+    rec = run.record
+    if run.examples is None:
+        raise DataError(f"{run.dir / 'examples.jsonl'} is missing: the texts are needed for the blind baseline")
+    texts = {str(e.get("id")): e.get("text", "") for e in run.examples}
+    boot = rec.bootstrap or {}
+    metrics, notes = summarize(
+        run.scores or [], texts, list(rec.methods), rec.train_ids,
+        n_bootstrap=int(boot.get("n", 1000)),
+        seed=int(boot.get("seed", rec.seed or 0)),
+        blind_baseline=rec.blind_baseline is not False,
+        sources={str(e.get("id")): e["source"] for e in run.examples if isinstance(e.get("source"), str)},
+    )
+    return Derived({"metrics.json": metrics}, notes)
+
+
+def resample(rec: record.RunRecord, n_bootstrap: int | None) -> None:
+    """run.json says how many resamples the metrics beside it used (issue 27: it kept the old N)."""
+    boot = rec.bootstrap or {}
+    used = int(boot.get("n", 1000) if n_bootstrap is None else n_bootstrap)
+    rec.bootstrap = {**boot, "n": used, "seed": int(boot.get("seed", rec.seed or 0))}
+
+
+KIND = RunKind("detect", {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False},
+               derive_metrics, resample)
 
 
 def detect(
@@ -69,15 +155,14 @@ def detect(
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    seed: int = 0,
-    n_bootstrap: int = 1000,
-    blind_baseline: bool = True,
+    seed: int = SETTINGS.default("seed"),
+    n_bootstrap: int = SETTINGS.default("n_bootstrap"),
+    blind_baseline: bool = SETTINGS.default("blind_baseline"),
     progress: ProgressFactory | None = None,
     command: list[str] | None = None,
     api_options: Mapping[str, Any] | None = None,
-    kind: str = "detect",
-    settings: Mapping[str, Any] | None = None,
-    limit: int | None = None,
+    limit: int | None = SETTINGS.default("limit"),
+    read_options: Mapping[str, Any] | None = None,
 ) -> DetectResult:
     """Score ``data`` with ``methods`` on ``model`` and (with ``out``) write the run record.
 
@@ -85,66 +170,28 @@ def detect(
     (reused and left open). ``data``: a data file path, a Dataset, or a list of texts /
     Examples. ``params``: method name -> {parameter: value}. ``api_options``: for
     ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
-    ``kind``/``settings``: for commands built on detect (audit records kind "audit" and
-    its settings, then writes through :meth:`DetectResult.write` with verdicts.json).
     ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
+    ``read_options``: how a data file is read (text_column, label_column, doc_column,
+    id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
     """
     started = time.perf_counter()
-    out_dir = record.prepare_out_dir(out) if out is not None else None
-    # methods are checked before the data and the model load: a typo must not cost either
+    SETTINGS.check({"seed": seed, "n_bootstrap": n_bootstrap, "blind_baseline": blind_baseline, "limit": limit})
+    # methods are checked before the output, the data and the model: a typo must not cost any
     built = build_methods(methods, params)
-    examples, data_info = load_examples(data)
+    if out is not None:
+        record.prepare_out_dir(out)
+    examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
-    own_session = not isinstance(model, Session)
-    session = Session(
-        model, cache=cache, batch_size=batch_size, device=device, dtype=dtype, api_options=api_options
-    ) if own_session else model
-    try:
-        resolved = [method.resolve(session.target_spec) for method in built]
-        names = [m.name for m in resolved]
-        stats = DriveStats()
-        score_start = time.perf_counter()
-        rows, train_ids = score_examples(examples, resolved, session.backend_for, seed=seed,
-                                         progress=progress, stats=stats)
-        score_s = time.perf_counter() - score_start
-        target_info, other_models = session.model_info()
-        load_s, cache_counts = session.load_s, session.cache_counts()
-    finally:
-        if own_session:
-            session.close()
+    collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
+                                   blind_baseline=blind_baseline)
+    done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,
+                   dtype=dtype, api_options=api_options, progress=progress, command=command, started=started)
+    return scored_result(done, collection)
 
-    notes: list[str] = []
-    if data_info.get("n_skipped"):
-        notes.append(f"{data_info['n_skipped']} empty rows were skipped")
-    sources = {e.id: e.meta["source"] for e in examples if isinstance(e.meta.get("source"), str)}
-    metrics, metric_notes = summarize(rows, {e.id: e.text for e in examples}, names, train_ids,
-                                      n_bootstrap=n_bootstrap, seed=seed, blind_baseline=blind_baseline,
-                                      sources=sources)
-    notes.extend(metric_notes)
 
-    run = record.RunRecord(
-        kind=kind,
-        command=command if command is not None else list(sys.argv),
-        model=target_info,
-        models=other_models,
-        methods={m.name: m.get_params() for m in resolved},
-        data=data_info,
-        n_passages=len(examples),
-        n_tokens=stats.tokens_by_model.get("target", 0),
-        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
-                 "total_s": round(time.perf_counter() - started, 3)},
-        cache=cache_counts,
-        requests=stats.as_record(),
-        seed=seed,
-        bootstrap={"n": n_bootstrap, "seed": seed},
-        blind_baseline=blind_baseline,
-        train_ids=train_ids,
-        failures=[{"id": r["id"], "errors": r["errors"]} for r in rows if r.get("errors")],
-        notes=notes,
-        **({kind: dict(settings)} if settings is not None else {}),
-    )
-    result = DetectResult(scores=scores_frame(rows, names), metrics=metrics, record=run, examples=examples,
-                          rows=rows, notes=notes)
-    if out_dir is not None:
-        result.write(out_dir)
-    return result
+def scored_result(done: Executed, collection: ScoringCollection) -> DetectResult:
+    """The DetectResult of an executed scoring run."""
+    rows = done.files["scores.jsonl"]
+    return DetectResult(scores=scores_frame(rows, [m.name for m in collection.resolved]),
+                        metrics=done.files.get("metrics.json"), record=done.record,
+                        examples=collection.examples, rows=rows, out=done.out, notes=done.record.notes)

@@ -20,6 +20,15 @@ class ConfigError(CopyprobeError):
     """An unknown method, parameter, model spec or option value."""
 
 
+class SettingError(ConfigError):
+    """A run kind's setting with a value it does not accept. Names the setting (the
+    library's word); the command line may say which option set it."""
+
+    def __init__(self, setting: str, problem: str):
+        super().__init__(f"{setting} {problem}")
+        self.setting, self.problem = setting, problem
+
+
 class CapabilityError(CopyprobeError):
     """A method needs a request kind that the backend cannot answer."""
 

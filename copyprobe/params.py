@@ -17,7 +17,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from copyprobe.errors import ConfigError
+from copyprobe.errors import ConfigError, SettingError
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -215,6 +215,10 @@ class Optional(Constraint):
     def describe(self) -> str:
         return f"{self.inner.describe()}, or none"
 
+    def reason(self, value: Any) -> str | None:
+        # a value given is judged by the inner rule alone ("must be an integer >= 1, got 0")
+        return None if value is None else self.inner.reason(value)
+
     def parse(self, text: str) -> Any:
         if text.strip().lower() in ("none", "null", ""):
             return None
@@ -351,7 +355,77 @@ def infer(default: Any) -> Constraint:
     return Constraint()
 
 
+# -- run-kind settings ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of a run kind, declared once: its name (the Python keyword, the key in
+    run.json, and what the command line names its option after), its default, the values
+    it accepts and one line of help."""
+
+    name: str
+    default: Any
+    constraint: Constraint = Constraint()
+    help: str = ""
+
+
+class Settings:
+    """A run kind's settings, in order. The public function takes each as a keyword with
+    ``default(name)`` as its default and checks them all once with :meth:`check`; the CLI
+    makes one option per setting; :meth:`record` is the settings section of run.json."""
+
+    def __init__(self, *settings: Setting):
+        self.settings = tuple(settings)
+        self.by_name = {s.name: s for s in self.settings}
+
+    def __iter__(self):
+        return iter(self.settings)
+
+    def __getitem__(self, name: str) -> Setting:
+        return self.by_name[name]
+
+    def default(self, name: str) -> Any:
+        return self.by_name[name].default
+
+    def check(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` (name -> value, every declared setting) with each checked once: a bad
+        one is a ConfigError naming the setting, never a command-line option."""
+        for setting in self.settings:
+            problem = setting.constraint.reason(values[setting.name])
+            if problem is not None:
+                raise SettingError(setting.name, problem)
+        return values
+
+    def record(self, values: dict[str, Any], names: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The settings as run.json records them (``names``: only these, in declared order)."""
+        return {s.name: values[s.name] for s in self.settings if names is None or s.name in names}
+
+
+SEED_SETTING = Setting("seed", 0, SEED, "seed of the bootstrap, training splits and sampling methods")
+LIMIT_SETTING = Setting("limit", None, Optional(COUNT), "only the first N passages of the data (a quick try-out)")
+
+
+def n_bootstrap_setting(default: int) -> Setting:
+    return Setting("n_bootstrap", default, NON_NEGATIVE_INT, "bootstrap resamples for confidence intervals; 0 = none")
+
+
 # -- command-line options ---------------------------------------------------------------
+
+
+def parse_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` that only reads the string (a setting whose value the library
+    checks, once); a string that is no value at all is the usual usage error."""
+    import argparse
+
+    def convert(raw: str) -> Any:
+        try:
+            return constraint.parse(raw)
+        except (ValueError, TypeError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {constraint.describe()}, got {raw!r}") from None
+
+    convert.__name__ = flag
+    return convert
 
 
 def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:

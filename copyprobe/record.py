@@ -31,14 +31,9 @@ from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_chec
 
 FORMAT_VERSION = 1
 
-# kind -> the files besides run.json that hold its results (name -> JSON lines?)
-RESULT_FILES: dict[str, dict[str, bool]] = {
-    "detect": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False},
-    "audit": {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False, "verdicts.json": False},
-    "copying": {"results.jsonl": True, "metrics.json": False},
-    "plant": {},
-    "canary": {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False},
-}
+# kind -> the files besides run.json that hold its results (name -> JSON lines?): plant's
+# here, every engine run kind's added from its declaration as it registers (copyprobe.kinds)
+RESULT_FILES: dict[str, dict[str, bool]] = {"plant": {}}
 
 
 @dataclass
@@ -156,6 +151,8 @@ class Run:
     verdicts: dict | None = None  # verdicts.json (audit)
     results: list[dict] | None = None  # results.jsonl (copying)
     canary: dict | None = None  # canary.json
+    # where inputs that derive reads (a canary kit) are now, when moved since the run
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def scores_frame(self):
         """The scores as a pandas DataFrame (one row per passage, one column per method)."""

@@ -82,7 +82,8 @@ def method_class(name: str) -> type:
 
 
 def convert_param(cls: type, key: str, raw: str) -> Any:
-    """Turn a command-line string into a parameter value, with the parameter's constraint."""
+    """Read a command-line string as a parameter value, with the parameter's constraint
+    (the value is checked when the method is made, not here)."""
     constraints = cls.param_constraints()
     if key not in constraints:
         close = difflib.get_close_matches(key, list(constraints), n=1)
@@ -91,7 +92,11 @@ def convert_param(cls: type, key: str, raw: str) -> Any:
             f"method {cls.name!r} has no parameter {key!r}{hint} "
             f"(it has: {', '.join(constraints) or 'none'})"
         )
-    return constraints[key].convert(raw, f"{cls.name}.{key}")
+    constraint = constraints[key]
+    try:  # read only: make_method checks the value against the constraint, once
+        return constraint.parse(raw)
+    except (ValueError, TypeError, OverflowError):
+        raise ConfigError(f"bad value {raw!r} for {cls.name}.{key}: expected {constraint.describe()}") from None
 
 
 def make_method(name: str, **params: Any):

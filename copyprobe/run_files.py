@@ -218,10 +218,16 @@ def scores_row(methods: list[str]) -> Shape:
                          "errors": dict_of(STR), "details": obj()})
 
 
-KINDS = ("detect", "audit", "copying", "plant", "canary")
+# the kinds a run.json may name: plant here, every engine run kind added as it registers
+# (copyprobe.kinds), so a new kind is known to every reader without an edit here
+KINDS: list[str] = ["plant"]
+
+
+def _known_kind(value: Any, where: str) -> None:
+    one_of(*KINDS)(value, where)  # read at check time: the registered kinds
 
 RUN = obj(optional={
-    "format_version": at_least(INT, 0), "kind": one_of(*KINDS), "command": lst(STR), "created": STR,
+    "format_version": at_least(INT, 0), "kind": _known_kind, "command": lst(STR), "created": STR,
     "copyprobe_version": opt(STR), "versions": dict_of(STR), "model": opt(obj()), "models": obj(),
     "methods": dict_of(obj()), "data": obj(), "n_passages": opt(at_least(INT, 0)),
     "n_tokens": opt(at_least(INT, 0)), "timings": dict_of(opt(ANY)), "cache": obj(), "requests": obj(),
@@ -234,7 +240,12 @@ RUN = obj(optional={
                        optional={"templates": lst(INT), "limit": opt(INT), **{k: opt(NUM) for k in (
                            "literal_threshold", "literal_words", "event_threshold", "character_threshold",
                            "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens")}})),
-    "mitigation": opt(obj()), "canary": opt(obj()), "plant": opt(obj()),
+    "mitigation": opt(obj()),
+    "canary": opt(obj(required={"method": STR, "alpha": NUM},
+                      optional={"kit": STR, "manifest_checksum": opt(STR), "document": opt(STR), "style": STR,
+                                "repeat": INT, "n_canaries": INT, "n_candidates": lst(INT),
+                                "document_sha256": STR})),
+    "plant": opt(obj()),
 })
 
 PLANT = obj(required={"format": INT, "status": one_of("training", "done"), "settings_key": STR, "model": STR,

@@ -39,7 +39,7 @@ def build_methods(
         else:
             built.append(make_method(item, **params.pop(item, {})))
     if params:
-        raise ConfigError(f"--param names method {next(iter(params))!r}, which is not in --methods")
+        raise ConfigError(f"parameters are given for method {next(iter(params))!r}, which is not among the methods")
     names = [m.name for m in built]
     duplicated = {n for n in names if names.count(n) > 1}
     if duplicated:
@@ -47,12 +47,13 @@ def build_methods(
     return built
 
 
-def load_examples(data: Any) -> tuple[list[Example], dict[str, Any]]:
-    """Examples and a data description from a path, a Dataset, or a list of texts/Examples."""
+def load_examples(data: Any, **read_options: Any) -> tuple[list[Example], dict[str, Any]]:
+    """Examples and a data description from a path (read with ``read_options``), a
+    Dataset, or a list of texts/Examples."""
     from copyprobe.data.readers import Dataset, load_dataset
 
     if isinstance(data, (str, Path)):
-        data = load_dataset(data)
+        data = load_dataset(data, **read_options)
     if isinstance(data, Dataset):
         info = {
             "path": str(data.path),
@@ -107,33 +108,47 @@ def score_examples(
 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Run every method over every example. ``backend_for`` is a Session's (spec -> backend).
     Returns per-example rows and the ids each learning method trained on."""
-    stats = stats if stats is not None else DriveStats()
-    # rows a method takes from the data (ReCaLL's prefix) count as its training rows
-    held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
-    runs = {(i, m): method.run(example) for m, method in enumerate(methods) for i, example in enumerate(examples)}
+    plan = ScoringPlan(examples, methods, seed)
     kwargs = {"progress": progress} if progress else {}
-    results = drive(runs, backend_for, stats=stats, **kwargs)
+    results = drive(plan.runs(), backend_for, stats=stats if stats is not None else DriveStats(), **kwargs)
+    return plan.rows(results)
 
-    rows = [example_row(example, text=False) for example in examples]
-    train_ids: dict[str, list[str]] = {}
-    for m, method in enumerate(methods):
-        outputs = [results[(i, m)] for i in range(len(examples))]
-        if method.trains:
-            ok = [i for i, o in enumerate(outputs) if not isinstance(o, Failure)]
-            train_rows = [ok[i] for i in train_split(method, [examples[i] for i in ok], seed)]
-            method.fit([outputs[i] for i in train_rows], [examples[i].label for i in train_rows])
-            for i, value in zip(ok, method.predict([outputs[i] for i in ok])):
-                outputs[i] = value
-            train_ids[method.name] = [examples[i].id for i in train_rows]
-            for i in train_rows:
-                rows[i].setdefault("train", []).append(method.name)
-        if held[m]:
-            train_ids[method.name] = [examples[i].id for i in held[m]]
-            for i in held[m]:
-                rows[i].setdefault("train", []).append(method.name)
-        for row, output in zip(rows, outputs):
-            put_score(row, method.name, output)
-    return rows, train_ids
+
+class ScoringPlan:
+    """Scoring as collect's two steps: the generators of every (example, method) pair, then
+    the scores rows from their results (learning methods fitted on a seeded split)."""
+
+    def __init__(self, examples: list[Example], methods: list[Method], seed: int = 0):
+        self.examples, self.methods, self.seed = examples, methods, seed
+        # rows a method takes from the data (ReCaLL's prefix) count as its training rows
+        self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
+
+    def runs(self) -> dict[tuple[int, int], Any]:
+        return {(i, m): method.run(example)
+                for m, method in enumerate(self.methods) for i, example in enumerate(self.examples)}
+
+    def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+        examples, seed = self.examples, self.seed
+        rows = [example_row(example, text=False) for example in examples]
+        train_ids: dict[str, list[str]] = {}
+        for m, method in enumerate(self.methods):
+            outputs = [results[(i, m)] for i in range(len(examples))]
+            if method.trains:
+                ok = [i for i, o in enumerate(outputs) if not isinstance(o, Failure)]
+                train_rows = [ok[i] for i in train_split(method, [examples[i] for i in ok], seed)]
+                method.fit([outputs[i] for i in train_rows], [examples[i].label for i in train_rows])
+                for i, value in zip(ok, method.predict([outputs[i] for i in ok])):
+                    outputs[i] = value
+                train_ids[method.name] = [examples[i].id for i in train_rows]
+                for i in train_rows:
+                    rows[i].setdefault("train", []).append(method.name)
+            if self.held[m]:
+                train_ids[method.name] = [examples[i].id for i in self.held[m]]
+                for i in self.held[m]:
+                    rows[i].setdefault("train", []).append(method.name)
+            for row, output in zip(rows, outputs):
+                put_score(row, method.name, output)
+        return rows, train_ids
 
 
 def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:

@@ -141,8 +141,10 @@ def test_constraints_drive_validation_and_param_parsing(name):
             continue
         with pytest.raises(ConfigError, match=f"{name}.{key}"):
             make_method(name, **{key: bad})
+        # the command line only reads the string; making the method refuses it, naming the parameter
         with pytest.raises(ConfigError, match=f"{name}.{key}"):
-            convert_param(cls, key, "surely-not-a-choice" if isinstance(bad, str) else str(bad))
+            raw = "surely-not-a-choice" if isinstance(bad, str) else str(bad)
+            make_method(name, **{key: convert_param(cls, key, raw)})
 
 
 @pytest.mark.parametrize("name", NAMES)

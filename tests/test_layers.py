@@ -46,10 +46,10 @@ def test_an_import_up_a_layer_or_across_peers_is_reported():
 
 def test_imports_resolve_to_modules_whether_they_name_a_module_or_an_attribute():
     modules = set(check_imports.graph())
-    # rescore.py: `from copyprobe import record` (a module), `from copyprobe.scoring import summarize`
+    # audit.py: `from copyprobe import record` (a module), `from copyprobe.engine import execute`
     # (an attribute), and a lazy `from copyprobe.evaluation.verdicts import audit_verdicts` inside a function
-    found = {t for _, t in check_imports.imports_of(PACKAGE / "rescore.py", modules)}
-    assert {"copyprobe.record", "copyprobe.scoring", "copyprobe.evaluation.verdicts"} <= found
+    found = {t for _, t in check_imports.imports_of(PACKAGE / "audit.py", modules)}
+    assert {"copyprobe.record", "copyprobe.engine", "copyprobe.evaluation.verdicts"} <= found
     assert "copyprobe" not in found
 
 

@@ -74,14 +74,14 @@ class ResponseCache:
                     continue
                 if _is_busy(exc):
                     raise BackendError(f"cache file {self.path} stayed locked by another process for "
-                                       f"{BUSY_WAIT_S:g} s; retry, or give another --cache file") from None
+                                       f"{BUSY_WAIT_S:g} s; retry, or use another cache file") from None
                 raise ConfigError(f"cache file {self.path} is unreadable or corrupt ({exc}); "
-                                  "delete it or run with --no-cache") from None
+                                  "delete it or run without the cache") from None
             except sqlite3.DatabaseError as exc:
                 self._db.close()
                 raise ConfigError(
                     f"cache file {self.path} is unreadable or corrupt ({exc}); "
-                    "delete it or run with --no-cache"
+                    "delete it or run without the cache"
                 ) from None
             except ConfigError:
                 self._db.close()
@@ -104,7 +104,7 @@ class ResponseCache:
         if columns != ["fingerprint", "kind", "key", "response", "created"]:
             raise ConfigError(
                 f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
-                f"table has columns {', '.join(columns)}); give another --cache file or use --no-cache"
+                f"table has columns {', '.join(columns)}); use another cache file or none"
             )
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -113,7 +113,7 @@ class ResponseCache:
             found = row[0] if row else "none"
             raise ConfigError(
                 f"cache file {self.path} has cache schema {found!s:.20}, and this copyprobe reads schema "
-                f"{SCHEMA_VERSION}; give another --cache file (or --no-cache); entries of another schema are "
+                f"{SCHEMA_VERSION}; use another cache file (or none); entries of another schema are "
                 "never mixed in"
             )
         row = self._db.execute("PRAGMA quick_check").fetchone()

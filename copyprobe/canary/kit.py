@@ -146,7 +146,7 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     marked_norm = normalise(marked)
     for cands, pub in drawn:
         if len(marked_norm.find_all(normalise(cands[pub]).text)) != repeat:
-            raise DataError("a canary joins the surrounding text when normalised; choose another --seed")
+            raise DataError("a canary joins the surrounding text when normalised; choose another seed")
     doc_rel = PUBLISH / name
     manifest: dict[str, Any] = {
         "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
@@ -176,16 +176,16 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
              n_words: int | None = None, command: list[str] | None = None) -> Kit:
     """Draw the canaries, mark the document, write the kit; returns the loaded kit."""
     if style not in STYLES:
-        raise ConfigError(f"--style must be one of {', '.join(STYLES)}, got {style!r}")
+        raise ConfigError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
     if n_candidates < 2:
-        raise ConfigError(f"--n-candidates must be at least 2, got {n_candidates}")
+        raise ConfigError(f"n_candidates must be at least 2, got {n_candidates}")
     if n_canaries < 1:
-        raise ConfigError(f"--n-canaries must be at least 1, got {n_canaries}")
+        raise ConfigError(f"n_canaries must be at least 1, got {n_canaries}")
     repeat = DEFAULT_REPEAT[style] if repeat is None else repeat
     if repeat < 1:
-        raise ConfigError(f"--repeat must be at least 1, got {repeat}")
+        raise ConfigError(f"repeat must be at least 1, got {repeat}")
     if n_words is not None and n_words < 1:
-        raise ConfigError(f"--n-words must be at least 1, got {n_words}")
+        raise ConfigError(f"n_words must be at least 1, got {n_words}")
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")
@@ -197,7 +197,7 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
         raise DataError(f"{source} is empty: there is nothing to mark")
     out_dir = Path(out)
     if (out_dir / MANIFEST).exists():
-        raise ConfigError(f"{out_dir} already holds a kit; choose another --out (a kit is never overwritten)")
+        raise ConfigError(f"{out_dir} already holds a kit; choose another output directory (a kit is never overwritten)")
 
     marked, manifest = draw_kit(text, source.name, n_candidates=n_candidates, style=style, repeat=repeat,
                                 seed=seed, n_canaries=n_canaries, n_words=n_words)

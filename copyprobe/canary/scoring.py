@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -18,7 +18,9 @@ from copyprobe import record
 from copyprobe.canary import stats
 from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError
+from copyprobe.engine import Derived, RunKind, execute
+from copyprobe.errors import DataError
+from copyprobe.params import SEED_SETTING, Real, Setting, Settings, Text
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
 from copyprobe.evaluation.vocabulary import ordinal
 
@@ -30,17 +32,6 @@ class CanaryResult:
     rows: list[dict[str, Any]]
     examples: list[Example]
     out: Path | None = None
-
-    def write(self, out_dir: str | os.PathLike) -> Path:
-        from copyprobe.scoring import example_row
-
-        self.out = record.write_run(out_dir, self.record, {
-            "examples.jsonl": [example_row(e) for e in self.examples],
-            "scores.jsonl": self.rows,
-            "canary.json": self.canary,
-            "metrics.json": None,
-        })
-        return self.out
 
 
 def kit_examples(kit: Kit, prefix: str = "") -> list[Example]:
@@ -97,8 +88,9 @@ def verdict(result: dict[str, Any]) -> str:
 
 
 def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: float,
-                   prefix: str = "") -> dict[str, Any]:
-    """canary.json from the scores rows (a pure function: rescoring gives the same)."""
+                   prefix: str = "", kit_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """canary.json from the scores rows (a pure function: rescoring gives the same);
+    ``kit_summary``: the kit as the run recorded it (default: ``kit.public_summary()``)."""
     by_id = {r["id"]: r for r in rows}
     per: list[dict[str, Any]] = []
     for c in kit.canaries:
@@ -116,7 +108,8 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
     sizes = [c["n_candidates"] for c in per]
     combined = stats.combine(ranks, sizes)
     result: dict[str, Any] = {
-        "method": method, "alpha": alpha, "kit": kit.public_summary(), "canaries": per, "combined": combined,
+        "method": method, "alpha": alpha, "kit": kit_summary if kit_summary is not None else kit.public_summary(),
+        "canaries": per, "combined": combined,
         "test": "rank" if len(per) == 1 else "sum_of_ranks",
         "p_value": per[0]["p_value"] if len(per) == 1 else combined["sum_of_ranks_p"],
     }
@@ -126,43 +119,98 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
     return result
 
 
+# the keys of Kit.public_summary(), recorded in run.json's canary section
+_KIT_KEYS = ("kit", "style", "repeat", "n_canaries", "n_candidates", "document_sha256", "manifest_checksum")
+
+
+def recorded_kit(run: record.Run) -> Kit:
+    """The kit a canary run was tested with, from its recorded directory (or
+    ``run.inputs["kit"]`` when it moved), checked to be the same kit (manifest checksum).
+    Only the manifest is read: which candidate was published is private to the kit."""
+    from copyprobe.canary.kit import read_manifest
+
+    settings = run.record.canary or {}
+    where = run.inputs.get("kit") or settings.get("kit")
+    if not where or not settings.get("manifest_checksum"):
+        raise DataError(f"{run.dir / 'run.json'} does not name the canary kit it was tested with "
+                        "(canary.kit and canary.manifest_checksum)")
+    path, manifest, canaries = read_manifest(where)
+    if manifest.get("checksum") != settings.get("manifest_checksum"):
+        raise DataError(f"{path} is not the kit this run was tested with (its manifest checksum differs from "
+                        f"canary.manifest_checksum in {run.dir / 'run.json'})")
+    return Kit(dir=path, manifest=manifest, canaries=canaries, document=Path(str(settings.get("document", ""))))
+
+
+def derive_canary(run: record.Run) -> Derived:
+    """canary.json (ranks, exact p-values, verdict) from the candidates' scores and the kit."""
+    from copyprobe.detect import derive_metrics
+
+    settings = run.record.canary or {}
+    if "method" not in settings or "alpha" not in settings:
+        raise DataError(f"{run.dir / 'run.json'} has no canary method and alpha to recompute canary.json from")
+    kit = recorded_kit(run)
+    have = {str(r.get("id")) for r in run.scores or []}
+    missing = next((f"c{c.index}:{j}" for c in kit.canaries for j in range(len(c.candidates))
+                    if f"c{c.index}:{j}" not in have), None)
+    if missing is not None:
+        raise DataError(f"{run.dir / 'scores.jsonl'} has no row for candidate {missing} of the kit")
+    derived = derive_metrics(run)  # unlabelled candidates: no metrics, and the note that says so
+    derived.files["metrics.json"] = None
+    derived.files["canary.json"] = canary_summary(kit, run.scores or [], settings["method"],
+                                                  float(settings["alpha"]),
+                                                  kit_summary={k: settings.get(k) for k in _KIT_KEYS})
+    return derived
+
+
+KIND = RunKind("canary", {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False}, derive_canary)
+
+# canary test's settings, declared once (keywords, checks, command-line options, run.json)
+SETTINGS = Settings(
+    Setting("method", "loss", Text(empty=False), "any registered method"),
+    Setting("alpha", 0.05, Real(0, 1, low_open=True, high_open=True), "significance level"),
+    replace(SEED_SETTING, help="seed for methods"),
+)
+
+
 def canary_test(
     model: Any,
     kit: str | os.PathLike | Kit,
-    method: str = "loss",
+    method: str = SETTINGS.default("method"),
     *,
     params: Mapping[str, Any] | None = None,
-    alpha: float = 0.05,
+    alpha: float = SETTINGS.default("alpha"),
     document: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
     cache: Any = True,
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    seed: int = 0,
+    seed: int = SETTINGS.default("seed"),
     progress: Any = None,
     command: list[str] | None = None,
     api_options: Mapping[str, Any] | None = None,
 ) -> CanaryResult:
     """Test ``model`` with the kit; writes the run directory when ``out`` is given."""
-    from copyprobe.detect import detect
+    import time
 
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
-    out_dir = record.prepare_out_dir(out) if out is not None else None
+    from copyprobe.detect import ScoringCollection
+    from copyprobe.scoring import build_methods
+
+    started = time.perf_counter()
+    values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
+    if out is not None:
+        record.prepare_out_dir(out)
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     examples = kit_examples(loaded)
-    settings = {"method": method, "alpha": alpha, **loaded.public_summary(),
+    settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
                 "document": str(loaded.document)}
-    result = detect(model, examples, [method], params={method: dict(params)} if params else None,
-                    cache=cache, batch_size=batch_size, device=device, dtype=dtype, seed=seed, n_bootstrap=0,
-                    blind_baseline=False, progress=progress,
-                    command=command if command is not None else list(sys.argv), kind="canary", settings=settings)
-    result.record.data = {"kit": str(loaded.dir), "n_passages": len(examples),
-                          "document_sha256": loaded.manifest["document"]["sha256"]}
-    result.record.blind_baseline = None
-    summary = canary_summary(loaded, result.rows, method, alpha)
-    out_result = CanaryResult(canary=summary, record=result.record, rows=result.rows, examples=examples)
-    if out_dir is not None:
-        out_result.write(out_dir)
-    return out_result
+    data = {"kit": str(loaded.dir), "n_passages": len(examples),
+            "document_sha256": loaded.manifest["document"]["sha256"]}
+    collection = ScoringCollection(examples, build_methods([method], {method: dict(params)} if params else None),
+                                   data, seed=seed, n_bootstrap=0, blind_baseline=None,
+                                   section=("canary", settings))
+    done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,
+                   dtype=dtype, api_options=api_options, progress=progress,
+                   command=command if command is not None else list(sys.argv), started=started)
+    return CanaryResult(canary=done.files["canary.json"], record=done.record, rows=done.files["scores.jsonl"],
+                        examples=examples, out=done.out)

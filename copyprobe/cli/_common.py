@@ -23,24 +23,49 @@ def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None 
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def add_scoring_options(parser: argparse.ArgumentParser, *, bootstrap: int = 1000) -> None:
-    """--param, --seed and --bootstrap, checked where they are declared."""
-    from copyprobe.params import NON_NEGATIVE_INT, SEED, option_type
+# a setting whose option is not "--" + its name with dashes
+FLAGS = {"n_bootstrap": "--bootstrap", "literal_threshold": "--threshold", "literal_max_tokens": "--literal-tokens",
+         "nonliteral_max_tokens": "--story-tokens"}
 
+
+def flag_of(setting: str) -> str:
+    return FLAGS.get(setting, "--" + setting.replace("_", "-"))
+
+
+def add_settings(parser: argparse.ArgumentParser, settings: Any, names: tuple[str, ...] | None = None,
+                 defaults: dict[str, Any] | None = None) -> None:
+    """One option per declared setting of a run kind (``names``: only these), read from
+    the declaration: its name, default and help. The option only reads the string; the
+    library checks the value (once) and names the setting, which :func:`copyprobe.cli.main`
+    turns back into this option's name. ``args.<setting name>`` holds the value."""
+    from copyprobe.params import OneOf, parse_type
+
+    flags = dict(parser.get_default("_setting_flags") or {})
+    for setting in settings:
+        if names is not None and setting.name not in names:
+            continue
+        flag = flag_of(setting.name)
+        default = (defaults or {}).get(setting.name, setting.default)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        parser.add_argument(flag, dest=setting.name, type=parse_type(setting.constraint, flag), default=default,
+                            metavar=("{" + ",".join(setting.constraint.choices) + "}"
+                                     if isinstance(setting.constraint, OneOf)
+                                     else "N" if setting.name == "limit" else setting.name.upper()),
+                            help=f"{setting.help} (default {shown})")
+        flags[setting.name] = flag
+    parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
+
+
+def setting_values(args: argparse.Namespace, settings: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The values of the settings the command line read, as the library's keywords."""
+    return {s.name: getattr(args, s.name) for s in settings
+            if (names is None or s.name in names) and hasattr(args, s.name)}
+
+
+def add_scoring_options(parser: argparse.ArgumentParser, settings: Any, *, bootstrap: int | None = None) -> None:
+    """--param, and the run kind's seed and bootstrap settings."""
     parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
-    parser.add_argument("--seed", type=option_type(SEED, "--seed"), default=0,
-                        help="seed for bootstrap and training splits (default 0)")
-    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=bootstrap,
-                        help=f"bootstrap resamples for CIs; 0 = none (default {bootstrap})")
-
-
-def add_limit_option(parser: argparse.ArgumentParser, what: str = "passages") -> None:
-    """--limit N: only the first N passages (items), to try a command before a full run.
-    The command passes ``args.limit`` to the library's ``limit=`` keyword."""
-    from copyprobe.params import COUNT
-
-    parser.add_argument("--limit", type=option_type(COUNT, "--limit"), default=None, metavar="N",
-                        help=f"only the first N {what} of the data (to try the command quickly)")
+    add_settings(parser, settings, ("seed", "n_bootstrap"))
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +117,8 @@ def check_batch_size(value: int) -> int:
 
 
 def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
-    """`METHOD.NAME=VALUE` strings -> {method: {name: typed value}}."""
+    """`METHOD.NAME=VALUE` strings -> {method: {name: typed value}}: read only; the method
+    checks its values when it is made (:func:`copyprobe.registry.make_method`), once."""
     from copyprobe.registry import convert_param, method_class
 
     params: dict[str, dict[str, Any]] = {}
@@ -108,28 +134,26 @@ def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[
     return params
 
 
-def run_detect(args: argparse.Namespace, data: Any, methods: list[Any], **options: Any) -> int:
-    """The shared tail of `detect` and `demo`: score with progress bars, print the metrics
-    table, write the report when asked, and say where the run is. ``methods``: names or
-    built Method objects."""
-    from copyprobe.detect import detect
+def run_options(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+    """The keywords every scoring run takes from the common options (model, run directory, cache)."""
+    return {"out": args.out, "cache": cache_setting(args), "batch_size": args.batch_size, "device": args.device,
+            "dtype": args.dtype, "progress": progress, "command": ["copyprobe", *sys.argv[1:]],
+            "api_options": api_options(args)}
 
-    names = [m if isinstance(m, str) else m.name for m in methods]
+
+def run_detect(args: argparse.Namespace, data: Any, methods: list[Any], **options: Any) -> int:
+    """`demo`'s detect run: score with progress bars, then :func:`show_detect`. ``methods``:
+    names or built Method objects; ``options``: more keywords of :func:`copyprobe.detect`."""
+    from copyprobe.detect import SETTINGS, detect
+
     with progress_bars(not args.no_progress) as progress:
-        result = detect(
-            args.model,
-            data,
-            methods,
-            out=args.out,
-            cache=cache_setting(args),
-            batch_size=args.batch_size,
-            device=args.device,
-            dtype=args.dtype,
-            progress=progress,
-            command=["copyprobe", *sys.argv[1:]],
-            api_options=api_options(args),
-            **options,
-        )
+        result = detect(args.model, data, methods, **run_options(args, progress),
+                        **setting_values(args, SETTINGS), **options)
+    return show_detect(args, result, [m if isinstance(m, str) else m.name for m in methods])
+
+
+def show_detect(args: argparse.Namespace, result: Any, names: list[str]) -> int:
+    """Print the metrics table, write the report when asked, and say where the run is."""
     print_metrics(result.metrics, result.scores, names, result.notes)
     if args.report:
         from copyprobe.reports.html import write_report
@@ -154,7 +178,7 @@ def progress_bars(enabled: bool = True) -> Iterator[Any]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -162,13 +186,23 @@ def progress_bars(enabled: bool = True) -> Iterator[Any]:
         TimeRemainingColumn(),
         transient=False,
         console=_console(),
-    ) as progress:
+    )
+    started = False
 
-        def factory(label: str, total: int):
-            task = progress.add_task(label, total=total)
-            return lambda n: progress.advance(task, n)
+    def factory(label: str, total: int):
+        # started at the first bar, so an error before any model work is one line on its own
+        nonlocal started
+        if not started:
+            progress.start()
+            started = True
+        task = progress.add_task(label, total=total)
+        return lambda n: progress.advance(task, n)
 
+    try:
         yield factory
+    finally:
+        if started:
+            progress.stop()
 
 
 def _console():

@@ -17,7 +17,7 @@ import signal
 import sys
 import warnings
 
-from copyprobe.errors import CopyprobeError, DataWarning, one_line
+from copyprobe.errors import CopyprobeError, DataWarning, SettingError, one_line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -79,6 +79,13 @@ def _main(argv: list[str] | None) -> int:
         return 2
     try:
         code = args.func(args)
+    except SettingError as exc:
+        flag = (getattr(args, "_setting_flags", None) or {}).get(exc.setting)
+        if flag is None:  # a setting the command line did not read: the library's words
+            print(f"copyprobe: error: {one_line(exc)}", file=sys.stderr)
+        else:  # the option that set it, as argparse words a bad option value
+            print(f"{args._prog}: error: argument {flag}: {exc.problem} (see {args._prog} --help)", file=sys.stderr)
+        return exc.exit_code
     except CopyprobeError as exc:
         message = str(exc).strip().replace("\r", "\\r").replace("\n", "\\n")  # one line, always
         print(f"copyprobe: error: {message}", file=sys.stderr)

@@ -23,52 +23,125 @@ from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import CopySet
 from copyprobe.copying.fluency import FluencyJudge
-from copyprobe.errors import ConfigError
+from copyprobe.engine import Collected, Derived, RunKind, execute
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.params import (
+    COUNT,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    PROBABILITY,
+    Boolean,
+    Constraint,
+    Integer,
+    Items,
+    OneOf,
+    Optional,
+    Setting,
+    Settings,
+)
+from copyprobe.record import Run, RunRecord
 from copyprobe.runner import DriveStats, Failure, drive
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
 
 
+class Tasks(Constraint):
+    """Copying tasks: at least one of literal, nonliteral, qa; fluency grades their outputs."""
+
+    def parse(self, text: str) -> tuple[str, ...]:
+        return tuple(t.strip() for t in text.split(",") if t.strip())
+
+    def describe(self) -> str:
+        return f"comma-separated tasks from {', '.join(TASKS)}"
+
+    def reason(self, value: Any) -> str | None:
+        if isinstance(value, str) or not isinstance(value, (tuple, list)):
+            return f"must be a sequence of task names, got {value!r}"
+        if not value:
+            return f"is empty (choose from {', '.join(TASKS)})"
+        unknown = [t for t in value if t not in TASKS]
+        if unknown:
+            return f"has unknown copying task(s) {', '.join(map(str, unknown))} (choose from {', '.join(TASKS)})"
+        if set(value) == {"fluency"}:
+            return "is only fluency: fluency grades the outputs of literal/nonliteral, add one of them"
+        return None
+
+
+class Templates(Items):
+    """Indices into the prompt templates of Fig. 5 / Fig. 6."""
+
+    def __init__(self) -> None:
+        super().__init__(Integer(0, 2))
+
+    def reason(self, value: Any) -> str | None:
+        if isinstance(value, (tuple, list)) and value and all(isinstance(t, int) for t in value):
+            wrong = [t for t in value if t not in (0, 1, 2)]
+            return f"has template index {wrong[0]} out of range (0, 1, 2)" if wrong else None
+        return super().reason(value)
+
+
+# copying's settings, declared once: CopyConfig checks them (once), the command line makes
+# its options from them, run.json's copying section records them (CopyConfig.describe)
+SETTINGS = Settings(
+    Setting("tasks", TASKS, Tasks(), "copying tasks: literal, nonliteral, qa, fluency"),
+    Setting("mitigation", "none", OneOf("none", "memfree", "system_prompt"), "inference-time mitigation"),
+    Setting("templates", (0,), Templates(),
+            "prompt templates of Fig. 5/6 to use, comma-separated from 0,1,2 (the paper uses all three)"),
+    Setting("chat", False, Boolean(), "send prompts as chat messages (system reminder as system message)"),
+    Setting("literal_threshold", lit.DEFAULT_THRESHOLD, PROBABILITY, "ROUGE-L threshold for literal copying"),
+    Setting("event_threshold", nl.EVENT_THRESHOLD, NON_NEGATIVE_INT, "events for non-literal copying"),
+    Setting("character_threshold", nl.CHARACTER_THRESHOLD, NON_NEGATIVE_INT, "characters for non-literal copying"),
+    Setting("repetition_penalty", 1.1, POSITIVE, "repetition penalty of generations (1.1 as the paper)"),
+    Setting("literal_max_tokens", 100, COUNT, "max new tokens of literal completions"),
+    Setting("nonliteral_max_tokens", 1024, COUNT, "max new tokens of stories (1024 as the paper)"),
+    Setting("limit", None, Optional(COUNT), "only the first N items of each task (a quick try-out)"),
+    Setting("baseline", True, Boolean(), "also score literal copying on clean text"),
+    Setting("n_bootstrap", 1000, NON_NEGATIVE_INT, "bootstrap resamples of the CI of the difference to the baseline"),
+)
+
+# the settings of the MemFree filter, which copying() builds into the backend
+MEMFREE_SETTINGS = Settings(
+    Setting("memfree_n", 10, Integer(2), "MemFree n-gram length in tokens"),
+    Setting("memfree_index", "set", OneOf("set", "bloom"), "MemFree n-gram index"),
+)
+
+
 def parse_tasks(text: str | Sequence[str]) -> tuple[str, ...]:
-    names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
-    if not names:
-        raise ConfigError("no copying tasks given (choose from literal, nonliteral, qa, fluency)")
-    unknown = [t for t in names if t not in TASKS]
-    if unknown:
-        raise ConfigError(f"unknown copying task(s) {', '.join(unknown)} (choose from {', '.join(TASKS)})")
-    if names == ["fluency"]:
-        raise ConfigError("fluency grades the outputs of literal/nonliteral: add one of them to --tasks")
+    """Task names (a comma-separated string or a sequence), checked, without repeats."""
+    names = Tasks().parse(text) if isinstance(text, str) else tuple(text)
+    SETTINGS["tasks"].constraint.validate(names, "tasks")
     return tuple(dict.fromkeys(names))
 
 
 @dataclass
 class CopyConfig:
-    tasks: tuple[str, ...] = ("literal", "nonliteral", "qa", "fluency")
+    tasks: tuple[str, ...] = SETTINGS.default("tasks")
     gen: GenConfig = field(default_factory=GenConfig)
-    templates: tuple[int, ...] = (0,)  # indices into Fig. 5 / Fig. 6 (the paper uses 0, 1, 2)
-    literal_max_tokens: int = 100
-    nonliteral_max_tokens: int = 1024  # B.1
+    templates: tuple[int, ...] = SETTINGS.default("templates")  # indices into Fig. 5 / Fig. 6
+    literal_max_tokens: int = SETTINGS.default("literal_max_tokens")
+    nonliteral_max_tokens: int = SETTINGS.default("nonliteral_max_tokens")  # B.1
     qa_max_tokens: int = 32
-    literal_threshold: float = lit.DEFAULT_THRESHOLD
+    literal_threshold: float = SETTINGS.default("literal_threshold")
     literal_words: int = lit.DEFAULT_WORDS
-    event_threshold: int = nl.EVENT_THRESHOLD
-    character_threshold: int = nl.CHARACTER_THRESHOLD
+    event_threshold: int = SETTINGS.default("event_threshold")
+    character_threshold: int = SETTINGS.default("character_threshold")
     chunk_tokens: int = nl.CHUNK_TOKENS
     judge: Any = None  # an EmbeddingJudge / BackendJudge; default EmbeddingJudge()
     fluency_judge: FluencyJudge | None = None  # default: the evaluated model itself
     demos: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    limit: int | None = None  # at most this many items per task
-    baseline: bool = True  # literal copying also on clean text (copyprobe.copying.baseline)
-    n_bootstrap: int = 1000  # resamples of the CI of the difference to the baseline
+    limit: int | None = SETTINGS.default("limit")  # at most this many items per task
+    baseline: bool = SETTINGS.default("baseline")  # literal copying also on clean text (copying.baseline)
+    n_bootstrap: int = SETTINGS.default("n_bootstrap")  # resamples of the CI of the difference to the baseline
     bootstrap_seed: int = 0
 
     def __post_init__(self):
-        self.tasks = parse_tasks(self.tasks)
-        for t in self.templates:
-            if t not in (0, 1, 2):
-                raise ConfigError(f"template index {t} out of range (0, 1, 2)")
-        if not 0 <= self.literal_threshold <= 1:
-            raise ConfigError("literal threshold must be in [0, 1]")
+        if isinstance(self.tasks, str):
+            self.tasks = Tasks().parse(self.tasks)
+        self.tasks, self.templates = tuple(self.tasks), tuple(self.templates)
+        SETTINGS.check({**{s.name: getattr(self, s.name) for s in SETTINGS if hasattr(self, s.name)},
+                        "mitigation": self.gen.mitigation, "chat": self.gen.chat,
+                        "repetition_penalty": self.gen.repetition_penalty})
+        self.tasks = tuple(dict.fromkeys(self.tasks))
 
     def describe(self) -> dict[str, Any]:
         judge = self.judge.describe() if self.judge is not None and "nonliteral" in self.tasks else None
@@ -157,11 +230,18 @@ def run_copying(
     clean: Sequence[lit.LiteralItem] = (),
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run the tasks (and the literal task on the ``clean`` baseline items); returns (rows, metrics)."""
-    from copyprobe.copying.baseline import longest_common_span
-
     runs, skeleton = build_runs(data, config, clean)
     kwargs = {"progress": progress} if progress is not None else {}
     results = drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
+    rows = result_rows(data, config, skeleton, results)
+    return rows, compute_metrics(rows, config)
+
+
+def result_rows(data: CopySet, config: CopyConfig, skeleton: dict[tuple, dict],
+                results: dict[Any, Any]) -> list[dict]:
+    """results.jsonl: one row per (task, item, template), ``error`` set when it could not be scored."""
+    from copyprobe.copying.baseline import longest_common_span
+
     rows = []
     for key, base in skeleton.items():
         res = results.get(key)
@@ -181,7 +261,7 @@ def run_copying(
         if err.task in wanted:
             rows.append({"task": err.task, "id": err.id, "title": "", "template": None,
                          "error": f"bad input: {err.reason}"})
-    return rows, compute_metrics(rows, config)
+    return rows
 
 
 def _mean(values: list[float]) -> float | None:
@@ -263,7 +343,45 @@ def compute_metrics(rows: list[dict], config: CopyConfig, n_bootstrap: int | Non
     return out
 
 
-# ------------------------------------------------------------------ whole run + record
+# ------------------------------------------------------------------ the run kind
+class CopyingCollection:
+    """collect for ``copying``: one generator per (task, item, template)."""
+
+    def __init__(self, data: CopySet, config: CopyConfig, clean: Sequence[lit.LiteralItem],
+                 fields: dict[str, Any], memfree: tuple[dict[str, Any], Any] | None = None):
+        self.data, self.config, self.clean, self.fields, self.memfree = data, config, clean, fields, memfree
+        self.skeleton: dict[tuple, dict] = {}
+
+    def plan(self, session: Any) -> dict[tuple, Any]:
+        runs, self.skeleton = build_runs(self.data, self.config, self.clean)
+        return runs
+
+    def finish(self, results: dict[Any, Any], stats: DriveStats) -> Collected:
+        rows = result_rows(self.data, self.config, self.skeleton, results)
+        fields = dict(self.fields, copying=self.config.describe(),
+                      failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"),
+                                 "error": r["error"]} for r in rows if r.get("error")])
+        if self.memfree is not None:  # every generation is done: the filter's count is final
+            info, proc = self.memfree
+            info["rejections"] = proc.n_rejections
+        return Collected(files={"results.jsonl": rows}, record=fields)
+
+
+def derive_copying(run: Run) -> Derived:
+    """metrics.json from results.jsonl and the copying settings in run.json."""
+    if run.results is None or not run.record.copying:
+        raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
+    return Derived({"metrics.json": compute_metrics(run.results, CopyConfig.from_description(run.record.copying))})
+
+
+def _resample(rec: RunRecord, n_bootstrap: int | None) -> None:
+    if n_bootstrap is not None and rec.copying:
+        rec.copying = {**rec.copying, "n_bootstrap": n_bootstrap}
+
+
+KIND = RunKind("copying", {"results.jsonl": True, "metrics.json": False}, derive_copying, _resample)
+
+
 def copying(
     model: Any,
     data: Any,
@@ -274,8 +392,8 @@ def copying(
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    memfree_n: int = 10,
-    memfree_index: str = "set",
+    memfree_n: int = MEMFREE_SETTINGS.default("memfree_n"),
+    memfree_index: str = MEMFREE_SETTINGS.default("memfree_index"),
     progress=None,
     command: list[str] | None = None,
     book_options: dict[str, Any] | None = None,
@@ -293,9 +411,9 @@ def copying(
     from copyprobe import record
     from copyprobe.copying.data import load_copyset
     from copyprobe.copying.memfree import memfree_backend
-    from copyprobe.session import Session
 
     started = time.perf_counter()
+    MEMFREE_SETTINGS.check({"memfree_n": memfree_n, "memfree_index": memfree_index})
     out_dir = record.prepare_out_dir(out) if out is not None else None
     copyset = data if isinstance(data, CopySet) else load_copyset(data, **(book_options or {}))
     notes: list[str] = []
@@ -304,8 +422,6 @@ def copying(
         data_info["sha256"] = hashlib.sha256(Path(copyset.source).read_bytes()).hexdigest()
     wanted = [t for t in config.tasks if t != "fluency"]
     if not any(getattr(copyset, t) for t in wanted):
-        from copyprobe.errors import DataError
-
         raise DataError(f"the data has no items for the tasks asked ({', '.join(wanted)}); it has {copyset.counts()}")
     clean_items: list = []
     if config.baseline and "literal" in config.tasks and copyset.literal:
@@ -314,7 +430,7 @@ def copying(
         clean_items = clean_literal_items(clean, copyset.literal[:config.limit], config.limit)
         source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
         data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}
-    memfree_info = None
+    memfree = None
     load_start = time.perf_counter()
     target: Any = model
     if config.gen.mitigation == "memfree":
@@ -325,38 +441,18 @@ def copying(
             target, proc = memfree_backend(model, corpus, n=memfree_n, kind=memfree_index,
                                            batch_size=batch_size, device=device, dtype=dtype)
         else:
-            raise ConfigError("with --mitigation memfree pass a model spec (the backend is built with the filter)")
-        memfree_info = {"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
-                        "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}
-    with Session(target, cache=cache, batch_size=batch_size, device=device, dtype=dtype) as session:
-        load_s = time.perf_counter() - load_start
-        stats = DriveStats()
-        score_start = time.perf_counter()
-        rows, metrics = run_copying(copyset, session.backend_for, config, progress=progress, stats=stats,
-                                    clean=clean_items)
-        score_s = time.perf_counter() - score_start
-        target_info, other_models = session.model_info()
-        cache_counts = session.cache_counts()
-    if target is not model:  # the MemFree backend is ours to release
-        target.close()
-    if memfree_info is not None:
-        memfree_info["rejections"] = proc.n_rejections
-    run = record.RunRecord(
-        kind="copying",
-        command=command if command is not None else list(sys.argv),
-        model=target_info,
-        models=other_models,
-        copying=config.describe(),
-        mitigation={"name": config.gen.mitigation, "memfree": memfree_info},
-        data=data_info,
-        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
-                 "total_s": round(time.perf_counter() - started, 3)},
-        cache=cache_counts,
-        requests=stats.as_record(),
-        failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"), "error": r["error"]}
-                  for r in rows if r.get("error")],
-        notes=notes,
-    )
-    if out_dir is not None:
-        record.write_run(out_dir, run, {"results.jsonl": rows, "metrics.json": metrics})
-    return {"rows": rows, "metrics": metrics, "run": run.to_json(), "out": out_dir}
+            raise ConfigError("with mitigation memfree give a model spec (the backend is built with the filter)")
+        memfree = ({"n": memfree_n, "index": memfree_index, "protected_texts": len(corpus),
+                    "protected_ngrams": proc.index.n_ngrams, "fingerprint": proc.fingerprint()}, proc)
+    fields = {"mitigation": {"name": config.gen.mitigation, "memfree": memfree[0] if memfree else None},
+              "data": data_info, "notes": notes}
+    collection = CopyingCollection(copyset, config, clean_items, fields, memfree)
+    try:
+        done = execute(KIND, target, collection, out=out_dir, cache=cache, batch_size=batch_size, device=device,
+                       dtype=dtype, progress=progress, command=command if command is not None else list(sys.argv),
+                       started=started, load_s=time.perf_counter() - load_start)
+    finally:
+        if target is not model:  # the MemFree backend is ours to release
+            target.close()
+    return {"rows": done.files["results.jsonl"], "metrics": done.files["metrics.json"],
+            "run": done.record.to_json(), "out": out_dir}

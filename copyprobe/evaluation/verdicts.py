@@ -46,10 +46,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
-from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, ordinal as _ordinal
+from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
-TESTS = ("rank", "t")
 MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
 
 ASSUMPTIONS = {

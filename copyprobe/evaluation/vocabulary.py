@@ -18,6 +18,9 @@ EVIDENCE = "evidence"
 NO_EVIDENCE = "no evidence"
 CANNOT_TELL = "cannot tell"
 VERDICTS = (EVIDENCE, NO_EVIDENCE, CANNOT_TELL)
+# the document-level tests a verdict can come from (evaluation/verdicts.py); here, with no
+# numeric import, so a settings declaration can name them without loading numpy
+TESTS = ("rank", "t")
 
 # Words written by earlier versions (audit: seen/inconclusive/not detected/untested;
 # report: suspect/member) read as today's words, so old run directories still load.

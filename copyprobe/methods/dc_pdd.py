@@ -94,7 +94,7 @@ class DCPDD(Method):
     def validate(self) -> None:
         super().validate()
         if self.freq is None or not str(self.freq).strip():
-            raise ConfigError(f"dc_pdd needs a token frequency table: --param dc_pdd.freq=FREQ.npz; {FREQ_HINT}")
+            raise ConfigError(f"dc_pdd needs a token frequency table: set the parameter dc_pdd.freq to a FREQ.npz file; {FREQ_HINT}")
         load_frequency_table(self.freq)  # fail before any model work
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:

@@ -104,7 +104,7 @@ def word_candidates(
     if not generation.top_logprobs:
         raise CapabilityError(
             f"model {model!r} returned no top log-probs for substitute proposals; "
-            "use --param neighborhood.proposals=sample"
+            "set the parameter neighborhood.proposals to sample"
         )
     start, end = span
     original = text[start:end].lower()

@@ -118,7 +118,7 @@ class _PrefixMethod(Method):
         if name not in contexts:
             path = getattr(self, name)
             if path is None:
-                raise ConfigError(f"{self.name} has no {name}: give --param {self.name}.{name}=FILE, or run it "
+                raise ConfigError(f"{self.name} has no {name}: set the parameter {self.name}.{name} to a FILE, or run it "
                                   "through detect on labelled data so it can draw one")
             contexts = {**contexts, name: read_prefix(path, f"{self.name}.{name}")}
             self._contexts = contexts

@@ -98,7 +98,7 @@ class TagTab(Method):
     def validate(self) -> None:
         super().validate()
         if self.freq is None or not str(self.freq).strip():
-            raise ConfigError(f"tag_tab ranks words by corpus frequency: --param tag_tab.freq=FREQ.npz; {FREQ_HINT}")
+            raise ConfigError(f"tag_tab ranks words by corpus frequency: set the parameter tag_tab.freq to a FREQ.npz file; {FREQ_HINT}")
         load_frequency_table(self.freq)  # fail before any model work
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:

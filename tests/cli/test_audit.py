@@ -74,6 +74,8 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     from copyprobe.audit import DEFAULT_LOGIT_METHOD
 
     assert run["audit"]["method"] == DEFAULT_LOGIT_METHOD and run["audit"]["test"] == "rank"
+    chose = [n for n in run["notes"] if n.startswith("method auto ->")]
+    assert len(chose) == 1 and run["notes"][0] == chose[0]  # said once, first
     out = capsys.readouterr().out
     assert out.startswith("Cannot tell whether the model was trained on book")
     assert "give at least 99 documents" in out  # alpha 0.01, rank test, 4 clean documents

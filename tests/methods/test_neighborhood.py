@@ -98,7 +98,7 @@ def test_top_candidates_filtering_by_hand():
     glued = "(cat) sat"  # "cat" follows "(": only pieces without a leading space fit
     assert [w for w, _ in word_candidates(gen, glued, (1, 4), "target")] == ["s", "dog"]
     assert word_candidates(Generation(text="", top_logprobs=[{" cat": -1.0}]), text, (4, 7), "t") == []
-    with pytest.raises(CapabilityError, match="proposals=sample"):
+    with pytest.raises(CapabilityError, match="neighborhood.proposals to sample"):
         word_candidates(Generation(text="x"), text, (4, 7), "target")
 
 

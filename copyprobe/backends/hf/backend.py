@@ -185,7 +185,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
             raise
 
     def _oom_message(self) -> str:
-        return f"out of memory on {self.device} at batch size {self.batch_size}: lower --batch-size"
+        return f"out of memory on {self.device} at batch size {self.batch_size}: lower the batch size"
 
     def _hidden(self, input_ids, attention_mask=None):
         out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)

@@ -9,19 +9,20 @@ import argparse
 import sys
 from typing import Any
 
+from copyprobe.audit import SETTINGS
 from copyprobe.cli._common import (
-    add_limit_option,
     add_model_options,
     add_passage_option,
     add_run_options,
     add_scoring_options,
+    add_settings,
     api_options,
     cache_setting,
     check_batch_size,
     parse_params,
     progress_bars,
+    setting_values,
 )
-from copyprobe.params import Real, option_type
 
 
 HELP = "was the model trained on these documents? evidence / no evidence / cannot tell, per document"
@@ -40,20 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "them, or a JSONL/CSV of passages with a document column")
     parser.add_argument("--clean", required=True,
                         help="documents you are sure the model never saw, in the same genre and style (same forms)")
-    parser.add_argument("--method", default="auto",
-                        help="method name (default auto: the score chosen by the audit validity benchmark when "
-                             "the model gives log-probabilities; DE-COP with supplied paraphrases otherwise)")
-    parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"),
-                        default=0.01, help="significance level (default 0.01)")
-    parser.add_argument("--test", choices=("rank", "t"), default="t",
-                        help="document-level test: t (default; assumes normal document scores, checked by the "
-                             "validity benchmark) or rank (exact, no distributional assumption; needs at least "
-                             "1/alpha - 1 clean documents: 99 at alpha 0.01)")
+    add_settings(parser, SETTINGS, ("method", "alpha", "test"))
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
     add_passage_option(parser)
-    add_limit_option(parser, "passages of each side")
-    add_scoring_options(parser, bootstrap=200)
+    add_settings(parser, SETTINGS, ("limit",))
+    add_scoring_options(parser, SETTINGS)
     add_run_options(parser)
     add_model_options(parser)
 
@@ -68,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
     params = parse_params(args.param, method_names() if args.method == "auto" else [args.method])
     with progress_bars(not args.no_progress) as progress:
         result = audit(
-            args.model, args.suspect, args.clean, args.method,
+            args.model, args.suspect, args.clean,
             params=params if args.method == "auto" else params.get(args.method),
-            alpha=args.alpha, test=args.test, out=args.out, n_bootstrap=args.bootstrap, limit=args.limit,
+            out=args.out,
             read_options={"text_column": args.text_column, "doc_column": args.doc_column,
                           "passage_words": args.passage_words},
             cache=cache_setting(args), batch_size=args.batch_size, device=args.device, dtype=args.dtype,
-            seed=args.seed, progress=progress, command=["copyprobe", *sys.argv[1:]],
-            api_options=api_options(args),
+            progress=progress, command=["copyprobe", *sys.argv[1:]],
+            api_options=api_options(args), **setting_values(args, SETTINGS),
         )
     _print(result.verdicts)
     if args.report:

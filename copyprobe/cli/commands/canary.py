@@ -9,13 +9,14 @@ import sys
 from copyprobe.cli._common import (
     add_model_options,
     add_run_options,
+    add_settings,
     api_options,
     cache_setting,
     check_batch_size,
     parse_params,
     progress_bars,
+    setting_values,
 )
-from copyprobe.params import SEED, Real, option_type
 
 HELP = "canary audits: mark a document before publishing it, later test a model with an exact p-value"
 DESCRIPTION = (
@@ -82,12 +83,11 @@ def add_make_arguments(parser: argparse.ArgumentParser) -> None:
 def add_test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (e.g. smollm2-135m-instruct, hf:DIR, openai:M@URL)")
     parser.add_argument("--kit", required=True, help="kit directory written by `copyprobe canary make`")
-    parser.add_argument("--method", default="loss", help="any registered method (default loss)")
+    from copyprobe.canary.scoring import SETTINGS
+
     parser.add_argument("--doc", help="check this copy of the published document instead of the kit's")
-    parser.add_argument("--alpha", type=option_type(Real(0, 1, low_open=True, high_open=True), "--alpha"),
-                        default=0.05, help="significance level of the verdict (default 0.05)")
+    add_settings(parser, SETTINGS)
     parser.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE", help="method parameter, repeatable")
-    parser.add_argument("--seed", type=option_type(SEED, "--seed"), default=0, help="seed for methods (default 0)")
     add_run_options(parser)
     add_model_options(parser)
 
@@ -114,16 +114,16 @@ def run_make(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from copyprobe.canary.scoring import canary_test
+    from copyprobe.canary.scoring import SETTINGS, canary_test
 
     check_batch_size(args.batch_size)
     params = parse_params(args.param, [args.method])
     with progress_bars(not args.no_progress) as progress:
         result = canary_test(
-            args.model, args.kit, args.method, params=params.get(args.method), alpha=args.alpha,
+            args.model, args.kit, params=params.get(args.method),
             document=args.doc, out=args.out, cache=cache_setting(args), batch_size=args.batch_size,
-            device=args.device, dtype=args.dtype, seed=args.seed, progress=progress,
-            command=["copyprobe", *sys.argv[1:]], api_options=api_options(args),
+            device=args.device, dtype=args.dtype, progress=progress,
+            command=["copyprobe", *sys.argv[1:]], api_options=api_options(args), **setting_values(args, SETTINGS),
         )
     summary = result.canary
     for c in summary["canaries"]:

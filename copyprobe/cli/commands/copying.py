@@ -7,15 +7,15 @@ import json
 import sys
 
 from copyprobe.cli._common import (
-    add_limit_option,
     add_model_options,
     add_run_options,
+    add_settings,
     cache_setting,
     check_batch_size,
     progress_bars,
+    setting_values,
 )
-from copyprobe.errors import ConfigError, DataError
-from copyprobe.params import NON_NEGATIVE_INT, option_type
+from copyprobe.errors import DataError
 
 
 HELP = "literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations"
@@ -31,43 +31,27 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec: smollm2-135m-instruct, gemma-3-270m, hf:DIR, gguf:FILE, openai:MODEL@URL")
     parser.add_argument("--data", required=True, help="copy-eval data: JSON/JSONL file, CopyBench data directory, a book (.txt, .md, .epub, .pdf, .docx, .html; docs/input-files.md), kjv / kjv_incontext, or copybench:literal|nonliteral|qa")
-    parser.add_argument("--tasks", default="literal,nonliteral,qa,fluency", help="comma-separated: literal, nonliteral, qa, fluency (default all)")
-    parser.add_argument("--mitigation", default="none", choices=["none", "memfree", "system_prompt"], help="inference-time mitigation (default none)")
+    from copyprobe.copying.runner import MEMFREE_SETTINGS, SETTINGS
+
+    add_settings(parser, SETTINGS, ("tasks", "mitigation"))
     parser.add_argument("--judge", default="embedding", help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
     parser.add_argument("--embedding-threshold", type=float, default=None, help="cosine threshold of the embedding judge (default: the calibrated one)")
     parser.add_argument("--fluency-judge", default="target", help="fluency judge: 'target' (default: the evaluated model) or a model spec")
-    parser.add_argument("--templates", default="0", help="prompt templates of Fig. 5/6 to use, comma-separated from 0,1,2 (default 0; the paper uses all three)")
-    parser.add_argument("--chat", action="store_true", help="send prompts as chat messages (system reminder as system message)")
-    parser.add_argument("--threshold", type=float, default=0.8, help="ROUGE-L threshold for literal copying (default 0.8)")
-    parser.add_argument("--event-threshold", type=int, default=5, help="events for non-literal copying (default 5)")
-    parser.add_argument("--character-threshold", type=int, default=3, help="characters for non-literal copying (default 3)")
-    parser.add_argument("--repetition-penalty", type=float, default=1.1, help="repetition penalty of generations (default 1.1, as the paper)")
-    parser.add_argument("--literal-tokens", type=int, default=100, help="max new tokens of literal completions (default 100)")
-    parser.add_argument("--story-tokens", type=int, default=1024, help="max new tokens of stories (default 1024, as the paper)")
-    add_limit_option(parser, "items of each task")
+    add_settings(parser, SETTINGS, ("templates",))
+    parser.add_argument("--chat", action="store_true", help=SETTINGS["chat"].help)
+    add_settings(parser, SETTINGS, ("literal_threshold", "event_threshold", "character_threshold", "repetition_penalty",
+                                    "literal_max_tokens", "nonliteral_max_tokens", "limit"))
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
-    parser.add_argument("--memfree-n", type=int, default=10, help="MemFree n-gram length in tokens (default 10)")
-    parser.add_argument("--memfree-index", default="set", choices=["set", "bloom"], help="MemFree n-gram index (default set)")
+    add_settings(parser, MEMFREE_SETTINGS)
     parser.add_argument("--prefix-words", type=int, default=200, help="book input: words of each prefix (default 200)")
     parser.add_argument("--reference-words", type=int, default=50, help="book input: words of each reference (default 50)")
     parser.add_argument("--clean", default=None,
                         help="baseline: text the model cannot have seen (.txt/.epub, or CopyBench literal JSON), "
                         "scored like the book; default: the clean prose shipped with copyprobe (docs/copying.md)")
-    parser.add_argument("--no-baseline", action="store_true", help="do not score the clean baseline")
-    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=1000,
-                        help="bootstrap resamples of the CI of the difference to the baseline (default 1000)")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="do not score the clean baseline")
+    add_settings(parser, SETTINGS, ("n_bootstrap",))
     add_run_options(parser)
     add_model_options(parser)
-
-
-def _templates(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise ConfigError(f"--templates must be indices 0, 1, 2 separated by commas, got {text!r}") from None
-    if not values:
-        raise ConfigError("--templates is empty")
-    return values
 
 
 def _demos(path: str | None) -> dict[str, list[tuple[str, str]]]:
@@ -96,37 +80,23 @@ def _demos(path: str | None) -> dict[str, list[tuple[str, str]]]:
 
 
 def build_config(args: argparse.Namespace):
+    """The CopyConfig of the options: CopyConfig checks the settings (once), then the judges are made."""
     from copyprobe.copying.common import GenConfig
     from copyprobe.copying.fluency import FluencyJudge
     from copyprobe.copying.nonliteral import make_judge
-    from copyprobe.copying.runner import CopyConfig, parse_tasks
+    from copyprobe.copying.runner import SETTINGS, CopyConfig
 
-    tasks = parse_tasks(args.tasks)
-    if args.literal_tokens < 1 or args.story_tokens < 1:
-        raise ConfigError("--literal-tokens and --story-tokens must be at least 1")
-    if args.repetition_penalty <= 0:
-        raise ConfigError("--repetition-penalty must be positive")
-    if args.memfree_n < 2:
-        raise ConfigError("--memfree-n must be at least 2")
-    judge = make_judge(args.judge, args.embedding_threshold) if "nonliteral" in tasks else None
-    fluency_judge = FluencyJudge(None if args.fluency_judge in ("target", "") else args.fluency_judge)
-    return CopyConfig(
-        tasks=tasks,
-        gen=GenConfig(max_tokens=args.literal_tokens, repetition_penalty=args.repetition_penalty,
-                      chat=args.chat, mitigation=args.mitigation),
-        templates=_templates(args.templates),
-        literal_max_tokens=args.literal_tokens,
-        nonliteral_max_tokens=args.story_tokens,
-        literal_threshold=args.threshold,
-        event_threshold=args.event_threshold,
-        character_threshold=args.character_threshold,
-        judge=judge,
-        fluency_judge=fluency_judge,
+    gen = ("mitigation", "chat", "repetition_penalty")
+    values = setting_values(args, SETTINGS)
+    config = CopyConfig(
+        gen=GenConfig(max_tokens=values["literal_max_tokens"], **{k: values[k] for k in gen}),
+        **{k: v for k, v in values.items() if k not in gen},
         demos=_demos(args.demos),
-        limit=args.limit,
-        baseline=not args.no_baseline,
-        n_bootstrap=args.bootstrap,
     )
+    if "nonliteral" in config.tasks:
+        config.judge = make_judge(args.judge, args.embedding_threshold)
+    config.fluency_judge = FluencyJudge(None if args.fluency_judge in ("target", "") else args.fluency_judge)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:

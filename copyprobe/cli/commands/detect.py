@@ -5,16 +5,20 @@ from __future__ import annotations
 import argparse
 
 from copyprobe.cli._common import (
-    add_limit_option,
     add_model_options,
     add_passage_option,
     add_run_options,
     add_scoring_options,
+    add_settings,
     check_batch_size,
     parse_params,
-    run_detect,
+    progress_bars,
+    run_options,
+    setting_values,
+    show_detect,
     split_names,
 )
+from copyprobe.detect import SETTINGS
 
 DEFAULT_METHODS = "loss,zlib,lowercase,min_k,min_k_pp,slope,reference"
 
@@ -36,30 +40,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id-column", help="column holding the passage id")
     parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
     add_passage_option(parser)
-    add_scoring_options(parser)
-    add_limit_option(parser)
+    add_scoring_options(parser, SETTINGS)
+    add_settings(parser, SETTINGS, ("limit",))
     add_run_options(parser)
     add_model_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from copyprobe.data.readers import load_dataset
-    from copyprobe.record import prepare_out_dir
-    from copyprobe.scoring import build_methods
+    from copyprobe.detect import detect
 
     names = split_names(args.methods)
-    params = parse_params(args.param, names)
-    methods = build_methods(names, params)  # unknown methods and bad values fail before the data loads
     check_batch_size(args.batch_size)
-    prepare_out_dir(args.out)
-    dataset = load_dataset(
-        args.data,
-        text_column=args.text_column,
-        label_column=args.label_column,
-        doc_column=args.doc_column,
-        id_column=args.id_column,
-        split=args.split,
-        passage_words=args.passage_words,
-    )
-    return run_detect(args, dataset, methods, seed=args.seed, n_bootstrap=args.bootstrap, limit=args.limit)
-
+    with progress_bars(not args.no_progress) as progress:
+        # detect checks the methods and their parameters (once) before it reads the data or loads the model
+        result = detect(args.model, args.data, names, params=parse_params(args.param, names), read_options={
+            "text_column": args.text_column, "label_column": args.label_column, "doc_column": args.doc_column,
+            "id_column": args.id_column, "split": args.split, "passage_words": args.passage_words},
+            **run_options(args, progress), **setting_values(args, SETTINGS))
+    return show_detect(args, result, names)

@@ -8,25 +8,28 @@ import argparse
 from copyprobe.params import NON_NEGATIVE_INT, option_type
 
 
-HELP = "recompute metrics, verdicts and report from a run directory (no model is loaded)"
+HELP = "recompute metrics, verdicts, canary.json and report from a run directory (no model is loaded)"
 DESCRIPTION = (
     "Recompute metrics.json (AUC, TPR at low FPR, bootstrap CIs, blind baseline), "
-    "verdicts.json (audit runs) or the copying metrics from the run record alone."
+    "verdicts.json (audit runs), the copying metrics or canary.json (canary tests, with their kit) "
+    "from the run directory alone."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by detect, audit, demo or copying")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by detect, audit, demo, copying or canary test")
     parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=None,
                         help="bootstrap resamples (default: the number the run used)")
     parser.add_argument("--report", action="store_true", help="also write report.html (detect and audit runs)")
+    parser.add_argument("--kit", default=None,
+                        help="canary runs: the kit directory, when it moved since the test (default: the recorded one)")
 
 
 def run(args: argparse.Namespace) -> int:
     from copyprobe.cli._common import print_metrics
     from copyprobe.rescore import rescore
 
-    loaded = rescore(args.run_dir, n_bootstrap=args.bootstrap)
+    loaded = rescore(args.run_dir, n_bootstrap=args.bootstrap, inputs={"kit": args.kit} if args.kit else None)
     if loaded.record.kind in ("detect", "audit"):
         names = list(loaded.record.methods)
         print_metrics(loaded.metrics, loaded.scores_frame(), names, (loaded.metrics or {}).get("notes", []))

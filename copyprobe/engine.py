@@ -1,0 +1,190 @@
+"""One engine for every run kind: *collect* the model's answers, then *derive* results.
+
+A run kind (detect, audit, copying, canary test, ...) is declared by two parts:
+
+* a :class:`Collection` says which model requests to make: ``plan(session)`` gives the
+  generators (one per passage and method, or per copying item), ``finish(results, stats)``
+  turns what they returned into the collected files (``scores.jsonl``, ``results.jsonl``,
+  ``examples.jsonl``) and the kind's fields of the run record;
+* a :class:`RunKind` names the kind and its ``derive``: a pure function from a
+  :class:`~copyprobe.record.Run` (the record and the collected files) to the derived files
+  (``metrics.json``, ``verdicts.json``, ``canary.json``) and notes.
+
+:func:`execute` is the one path that opens the session (the target and every other model,
+each behind the response cache, so an interrupted run resumes from the cache), drives the
+generators with progress, closes the session however the run ends (an error, Ctrl-C),
+builds the run record, derives and writes the run directory. :func:`derive_run` is the
+same derive applied to a saved directory: ``copyprobe rescore`` makes no model call.
+The kinds are registered in :mod:`copyprobe.kinds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Hashable, Mapping, Protocol
+
+from copyprobe import record, run_files
+from copyprobe.runner import DriveStats, ProgressFactory, drive
+from copyprobe.session import Session
+
+
+@dataclass
+class Collected:
+    """What collect produced: the collected files (name -> content) and the run record's
+    fields that belong to this kind (``methods``, ``data``, its settings section, ...)."""
+
+    files: dict[str, Any]
+    record: dict[str, Any]
+
+
+class Collection(Protocol):
+    """The collect half of a run kind."""
+
+    def plan(self, session: Session) -> dict[Hashable, Any]:
+        """key -> generator of request lists (see :func:`copyprobe.runner.drive`)."""
+
+    def finish(self, results: dict[Hashable, Any], stats: DriveStats) -> Collected:
+        """The collected files and record fields from the generators' results."""
+
+
+@dataclass
+class Derived:
+    """What derive produced: derived files (None removes a stale one) and notes for run.json."""
+
+    files: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """A run kind's declaration: its name, the files besides run.json that hold its results
+    (name -> JSON lines?), its derive, and (for kinds with resampled intervals) how a new
+    number of bootstrap resamples is written into its record."""
+
+    name: str
+    files: Mapping[str, bool]
+    derive: Callable[[record.Run], Derived]
+    resample: Callable[[record.RunRecord, int | None], None] | None = None
+
+
+def register(kind: RunKind) -> RunKind:
+    """Make ``kind`` known to every reader of run directories (run.json's ``kind``, the
+    files :func:`record.load_run` reads); :mod:`copyprobe.kinds` calls it once per kind."""
+    if kind.name not in run_files.KINDS:
+        run_files.KINDS.append(kind.name)
+    record.RESULT_FILES[kind.name] = dict(kind.files)
+    return kind
+
+
+@dataclass
+class Executed:
+    """A finished run: its record, every file written (collected and derived) and where."""
+
+    record: record.RunRecord
+    files: dict[str, Any]
+    derived: Derived
+    stats: DriveStats
+    out: Path | None = None
+
+
+def as_run(rec: record.RunRecord, files: Mapping[str, Any], where: Path | None = None) -> record.Run:
+    """A :class:`~copyprobe.record.Run` from in-memory files (as :func:`record.load_run`
+    gives it from disk), so derive reads the same thing in both places."""
+    known = {f.name for f in dataclasses.fields(record.Run)} - {"dir", "record", "inputs"}
+    return record.Run(dir=where if where is not None else Path("."), record=rec,
+                      **{name.split(".")[0]: content for name, content in files.items()
+                         if name.split(".")[0] in known})
+
+
+def execute(
+    kind: RunKind,
+    model: Any,
+    collection: Collection,
+    *,
+    out: str | Path | None = None,
+    cache: bool | str | Path = True,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    api_options: Mapping[str, Any] | None = None,
+    progress: ProgressFactory | None = None,
+    command: list[str] | None = None,
+    started: float | None = None,
+    load_s: float = 0.0,
+) -> Executed:
+    """Collect through one session, derive, and (with ``out``) write the run directory.
+
+    ``model``: a model spec, a Backend, or a Session (reused and left open). ``started``:
+    when the caller began (perf_counter), for ``timings.total_s``; ``load_s``: loading
+    time the caller spent before (e.g. building a filtered backend)."""
+    started = time.perf_counter() if started is None else started
+    out_dir = record.prepare_out_dir(out) if out is not None else None
+    own_session = not isinstance(model, Session)
+    session = Session(model, cache=cache, batch_size=batch_size, device=device, dtype=dtype,
+                      api_options=api_options) if own_session else model
+    try:
+        runs = collection.plan(session)
+        stats = DriveStats()
+        score_start = time.perf_counter()
+        kwargs = {"progress": progress} if progress is not None else {}
+        results = drive(runs, session.backend_for, stats=stats, **kwargs) if runs else {}
+        collected = collection.finish(results, stats)
+        score_s = time.perf_counter() - score_start
+        target_info, other_models = session.model_info()
+        load_s += session.load_s
+        cache_counts = session.cache_counts()
+    finally:
+        if own_session:
+            session.close()
+
+    fields = dict(collected.record)
+    notes = list(fields.pop("notes", []))
+    # a kind's own section (its settings) that RunRecord has no field for is kept as it is
+    known = {f.name for f in dataclasses.fields(record.RunRecord)}
+    extra = {k: fields.pop(k) for k in list(fields) if k not in known}
+    rec = record.RunRecord(
+        kind=kind.name,
+        command=command if command is not None else list(sys.argv),
+        model=target_info,
+        models=other_models,
+        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
+                 "total_s": round(time.perf_counter() - started, 3)},
+        cache=cache_counts,
+        requests=stats.as_record(),
+        notes=notes,
+        extra=extra,
+        **fields,
+    )
+    derived = kind.derive(as_run(rec, collected.files, out_dir))
+    rec.notes.extend(derived.notes)
+    files = {**collected.files, **derived.files}
+    if out_dir is not None:
+        record.write_run(out_dir, rec, files)
+    return Executed(record=rec, files=files, derived=derived, stats=stats, out=out_dir)
+
+
+def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None) -> Derived:
+    """Derive again from a saved run (no model): the kind's derive on what
+    :func:`record.load_run` read; ``n_bootstrap`` replaces the recorded number of resamples."""
+    if kind.resample is not None:
+        kind.resample(run.record, n_bootstrap)
+    elif n_bootstrap is not None:
+        from copyprobe.errors import ConfigError
+
+        raise ConfigError(f"n_bootstrap: a {kind.name} run has no bootstrap resamples to change")
+    return kind.derive(run)
+
+
+def rewrite_derived(run: record.Run, derived: Derived) -> None:
+    """Write the derived files into the run directory, then run.json last (as write_run does)."""
+    for name, content in derived.files.items():
+        path = Path(run.dir) / name
+        if content is None:
+            path.unlink(missing_ok=True)
+        else:
+            record.write_json(path, content)
+    record.write_json(Path(run.dir) / "run.json", run.record.to_json())

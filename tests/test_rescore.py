@@ -1,0 +1,135 @@
+"""Run directories written by an earlier copyprobe (tests/fixtures/saved_runs, written by
+scripts/golden_runs.py on main at 77c4de1) still load, and rescore to identical files
+with no model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from copyprobe.record import load_run
+from copyprobe.rescore import rescore
+
+SAVED = Path(__file__).parent / "fixtures" / "saved_runs"
+DERIVED = ("metrics.json", "verdicts.json", "canary.json")
+
+
+def _json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def no_model(monkeypatch):
+    """Rescoring must never load a model: any attempt fails the test."""
+    def refuse(spec, **options):
+        raise AssertionError(f"rescore tried to load model {spec}")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", refuse)
+
+
+@pytest.mark.parametrize("name", ["detect", "audit", "copying"])
+def test_saved_run_rescores_to_identical_files(tmp_path, name):
+    run_dir = tmp_path / name
+    shutil.copytree(SAVED / name, run_dir)
+    before = load_run(run_dir)
+    assert before.record.kind == name
+    rescore(run_dir)
+    for file in DERIVED:
+        if (SAVED / name / file).exists():
+            assert _json(run_dir / file) == _json(SAVED / name / file), file
+    after = _json(run_dir / "run.json")
+    assert after == _json(SAVED / name / "run.json")
+    for file in ("scores.jsonl", "results.jsonl", "examples.jsonl"):
+        if (SAVED / name / file).exists():
+            assert (run_dir / file).read_bytes() == (SAVED / name / file).read_bytes()
+
+
+def test_rescore_with_fewer_resamples_changes_only_the_intervals(tmp_path):
+    run_dir = tmp_path / "detect"
+    shutil.copytree(SAVED / "detect", run_dir)
+    rescore(run_dir, n_bootstrap=10)
+    old, new = _json(SAVED / "detect" / "metrics.json"), _json(run_dir / "metrics.json")
+    assert _json(run_dir / "run.json")["bootstrap"]["n"] == 10
+    for name, block in old["passage"].items():
+        assert new["passage"][name]["auc"] == block["auc"]  # the AUC itself needs no resampling
+
+
+def test_saved_canary_run_rescores_from_its_kit(tmp_path):
+    """canary.json is derived again from the scores and the kit (which candidate was
+    published is in the kit only); a kit moved since the test is given as an input."""
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    (run_dir / "canary.json").unlink()
+    rescore(run_dir, inputs={"kit": SAVED / "canary-kit"})
+    assert _json(run_dir / "canary.json") == _json(SAVED / "canary" / "canary.json")
+    assert _json(run_dir / "run.json") == _json(SAVED / "canary" / "run.json")
+
+
+def test_canary_rescore_refuses_another_kit(tmp_path):
+    from copyprobe.cli.main import main
+    from copyprobe.errors import DataError
+
+    kit = tmp_path / "kit"
+    document = SAVED / "canary-kit" / "publish" / "book.txt"
+    assert main(["canary", "make", "--doc", str(document), "--out", str(kit), "--n-candidates", "30",
+                 "--n-canaries", "2", "--style", "words", "--seed", "another"]) == 0
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    with pytest.raises(DataError, match="is not the kit this run was tested with"):
+        rescore(run_dir, inputs={"kit": kit})
+
+
+def test_rescore_of_a_missing_kit_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    code = main(["rescore", str(run_dir), "--kit", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nowhere" in err
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda run: run["canary"].update(kit=["a", "list"]), "canary.kit"),
+    (lambda run: run["canary"].pop("alpha"), "alpha"),
+    (lambda run: run["canary"].pop("manifest_checksum"), "manifest_checksum"),
+])
+def test_hand_edited_canary_record_is_one_line(tmp_path, capsys, edit, field):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    record = _json(run_dir / "run.json")
+    edit(record)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and field.split(".")[-1] in err
+
+
+def test_canary_scores_missing_a_candidate_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    lines = (run_dir / "scores.jsonl").read_text().splitlines()
+    (run_dir / "scores.jsonl").write_text("\n".join(lines[1:]) + "\n")
+    code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no row for candidate c0:0" in err
+
+
+def test_hand_edited_audit_test_is_one_line(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "audit"
+    shutil.copytree(SAVED / "audit", run_dir)
+    record = _json(run_dir / "run.json")
+    record["audit"]["test"] = "welch"
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "'audit.test' must be one of" in err
