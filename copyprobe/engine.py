@@ -122,7 +122,7 @@ def execute(
     when the caller began (perf_counter), for ``timings.total_s``; ``load_s``: loading
     time the caller spent before (e.g. building a filtered backend)."""
     started = time.perf_counter() if started is None else started
-    out_dir = record.prepare_out_dir(out) if out is not None else None
+    out_dir = record.prepare_out_dir(out, kind.name) if out is not None else None
     own_session = not isinstance(model, Session)
     session = Session(model, cache=cache, batch_size=batch_size, device=device, dtype=dtype,
                       api_options=api_options) if own_session else model

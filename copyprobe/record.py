@@ -196,9 +196,15 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
     return out
 
 
-def prepare_out_dir(out: str | os.PathLike) -> Path:
-    """Create the output directory now, so an unwritable one fails before any model work."""
+def prepare_out_dir(out: str | os.PathLike, kind: str | None = None) -> Path:
+    """Create the output directory now, so an unwritable one fails before any model work.
+
+    With ``kind``, a directory that already holds a run is reused only when it is a
+    copyprobe run of the same kind (the same command run again): files of another kind,
+    another tool or a damaged record are never silently replaced."""
     path = Path(out)
+    if kind is not None:
+        _check_reusable(path, kind)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".copyprobe-write-test"
@@ -207,6 +213,27 @@ def prepare_out_dir(out: str | os.PathLike) -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot write to output directory {path}: {exc.strerror or exc}") from None
     return path
+
+
+def _check_reusable(path: Path, kind: str) -> None:
+    # run.json is written last: a run's files without it are a run whose writing failed,
+    # which the same command resumes; so only an existing run.json decides
+    if not (path / "run.json").is_file():
+        return
+    advice = "choose a new output directory"
+    try:
+        found = read_json(path / "run.json")
+    except (OSError, DataError) as exc:
+        raise ConfigError(f"{exc}; it would be overwritten; {advice}") from None
+    # records from before format_version may lack "kind" (and "command"): detect or copying
+    if not isinstance(found, dict) or not {"kind", "format_version", "methods", "copying"} & set(found):
+        raise ConfigError(f"{path / 'run.json'} is not a copyprobe run record; it would be overwritten; {advice}")
+    other = found["kind"] if "kind" in found else _legacy_kind(found)
+    if not isinstance(other, str):
+        raise ConfigError(f"{path / 'run.json'} is not a copyprobe run record; it would be overwritten; {advice}")
+    if other != kind:
+        article = "an" if other[:1] in "aeiou" else "a"
+        raise ConfigError(f"{path} holds {article} {other} run; a {kind} run would overwrite it; {advice}")
 
 
 __all__ = [

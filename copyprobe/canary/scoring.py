@@ -199,7 +199,7 @@ def canary_test(
     started = time.perf_counter()
     values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
     if out is not None:
-        record.prepare_out_dir(out)
+        record.prepare_out_dir(out, "canary")
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),

@@ -495,7 +495,7 @@ def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(backend, "_hidden", oom)
-    with pytest.raises(BackendError, match="--batch-size") as info:
+    with pytest.raises(BackendError, match="at batch size 8: lower the batch size") as info:
         backend.answer([TokenLogprobsRequest("abc")])
     assert "\n" not in str(info.value)
 

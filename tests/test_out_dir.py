@@ -1,0 +1,74 @@
+"""A run's output directory: the same command again reuses it; anything else in it is never overwritten."""
+
+import json
+
+import pytest
+
+import copyprobe
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.data.readers import load_dataset
+from copyprobe.errors import ConfigError
+
+
+@pytest.fixture
+def demo():
+    from copyprobe.cli.commands.demo import demo_data_path
+
+    return load_dataset(demo_data_path())
+
+
+def detect_into(out, demo, tmp_path):
+    backend = FakeBackend(member_texts=[e.text for e in demo.examples if e.label == 1])
+    return copyprobe.detect(backend, demo, ["loss"], out=out, cache=tmp_path / "c.sqlite")
+
+
+def test_the_same_command_again_reuses_its_directory(tmp_path, demo):
+    detect_into(tmp_path / "run", demo, tmp_path)
+    first = (tmp_path / "run" / "scores.jsonl").read_text()
+    detect_into(tmp_path / "run", demo, tmp_path)
+    assert (tmp_path / "run" / "scores.jsonl").read_text() == first
+
+
+def test_a_run_whose_writing_failed_is_resumed(tmp_path, demo):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "examples.jsonl").write_text('{"id": "cut off')  # run.json is written last
+    detect_into(tmp_path / "run", demo, tmp_path)
+    assert (tmp_path / "run" / "run.json").is_file()
+
+
+def test_a_directory_of_other_files_is_fine(tmp_path, demo):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    detect_into(tmp_path / "run", demo, tmp_path)
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"run.json": {"kind": "copying", "command": ["copyprobe", "copying"]}}, "holds a copying run"),
+    ({"run.json": {"name": "another tool's record"}}, "not a copyprobe run record"),
+    ({"run.json": "{not json"}, "not valid JSON"),
+    ({"run.json": [1, 2]}, "not a copyprobe run record"),
+])
+def test_files_of_another_run_or_tool_are_not_overwritten(tmp_path, demo, files, expected):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name, content in files.items():
+        (out / name).write_text(content if isinstance(content, str) else json.dumps(content))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    backend = FakeBackend(member_texts=[])
+    with pytest.raises(ConfigError, match=expected):
+        copyprobe.detect(backend, demo, ["loss"], out=out, cache=False)
+    assert backend.calls["token_logprobs"] == 0  # refused before any model work
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_the_cli_says_it_in_one_line(tmp_path, demo, capsys):
+    from copyprobe.cli.main import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"kind": "audit", "command": []}))
+    code = main(["detect", "--model", "fake", "--data", "demo", "--methods", "loss", "--out", str(out), "--no-cache"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "holds an audit run" in err[0]
