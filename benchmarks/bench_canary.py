@@ -571,6 +571,15 @@ def _calls_md(payload: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+READING = "\n## Reading"
+
+
+def rewrite(path: Path, table: str) -> None:
+    """A results page with new tables, keeping the hand-written reading at its end."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    atomic_write(path, table + (old[old.index(READING):] if READING in old else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.work_dir)
@@ -580,10 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "table":
         results = Path(args.results)
-        atomic_write(results / "canary.md", render_md(read_json(results / "canary.json", what="canary results")))
+        rewrite(results / "canary.md", render_md(read_json(results / "canary.json", what="canary results")))
         for stem in ("canary_null", "canary_null_zlib"):
             if (results / f"{stem}.json").exists():
-                atomic_write(results / f"{stem}.md", render_null_md(read_json(results / f"{stem}.json")))
+                rewrite(results / f"{stem}.md", render_null_md(read_json(results / f"{stem}.json")))
         return 0
     if args.stage in ("make", "all"):
         stage_make(args, work)

@@ -1,6 +1,7 @@
 """The canary benchmark's split and table helpers (the benchmark itself is too slow for tests)."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +113,19 @@ def test_null_table_shows_cpu_time_per_sentence():
     payload["calls"] = [{"first_kit": 0, "kits": 20, "sentences": 80, "threads": 1, "batch_size": 8,
                          "dtype": "float32", "wall_s": 30.0, "cpu_s": 10.0}]
     assert "| 0..19 | 80 | 1 | 8 | float32 | 30.0 | 10.0 | 125 |" in bench_canary.render_null_md(payload)
+
+
+def test_table_stage_rewrites_the_tables_and_keeps_the_reading(tmp_path):
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "4"])
+    payload = bench_canary.null_payload(args, [1, 2, 3, 4, 4], "cmd", 1.0)
+    (tmp_path / "canary_null.json").write_text(json.dumps(payload))
+    (tmp_path / "canary_null.md").write_text("stale table\n\n## Reading (by hand)\n\n- a note\n")
+    run = {"model": "hf:m", "seconds": 1.0, "plant": {}, "documents": [], "levels": []}
+    (tmp_path / "canary.json").write_text(json.dumps(
+        {"created": "now", "machine": "m", "commands": [], "runs": {"1": run},
+         "settings": {k: v for k, v in vars(bench_canary.parse_args([])).items() if k != "stage"}}))
+    assert bench_canary.main(["--stage", "table", "--results", str(tmp_path)]) == 0
+    null_md = (tmp_path / "canary_null.md").read_text()
+    assert null_md.startswith(bench_canary.render_null_md(payload)) and "stale" not in null_md
+    assert null_md.endswith("\n## Reading (by hand)\n\n- a note\n")
+    assert "## 1 epoch(s): `hf:m`" in (tmp_path / "canary.md").read_text()
