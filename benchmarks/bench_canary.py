@@ -87,6 +87,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--null-chunk", type=int, default=250,
                    help="kits scored per call of the scorer (sorted by length across the chunk: less padding)")
     p.add_argument("--null-batch-size", type=int, default=8)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (on a shared machine more threads than free cores make every matrix "
+                        "product wait for the slowest thread)")
     p.add_argument("--null-dtype", default="float32", help="the model's dtype for the null (canary test's CPU default)")
     return p.parse_args(argv)
 
@@ -584,6 +587,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.work_dir)
     command = "python benchmarks/bench_canary.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.stage in ("plant", "test", "all", "null") and not (args.stage == "null" and args.null_model == "zlib"):
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.stage == "null":
         stage_null(args, Path(args.results), command)
         return 0
