@@ -5,10 +5,13 @@ at 60 columns with words hyphenated at line ends, curly quotes, dashes, ligature
 after 1 and 3 epochs, next to a plain membership score on the same documents; and the null
 (``--stage null``): p-values of >= 1,000 kits a real model never saw, uniform by KS.
 
-1. ``make``: ``--docs-per-level`` base documents per repetition level (WikiMIA passages of
-   ~256 words by default, rows taken in file order), each marked by its own kit
+1. ``make``: ``--docs-per-level`` base documents per repetition level (by default the
+   one_voice letters, ~300 words, written for copyprobe and so unseen by any model; or a
+   JSONL such as WikiMIA), each marked by its own kit
    (``copyprobe canary make``: ``--n-candidates`` fictional-sentence candidates, one
-   published, inserted ``r`` times; seed ``bench:<r>:<i>``, so the kits are reproducible).
+   published, inserted ``r`` times; seed ``bench:<r>:<i>``, so the kits are reproducible),
+   then published as re-wrapped print text, an HTML page or an EPUB book (by document
+   index), the last two read back through copyprobe's book reader: the training text.
 2. ``plant``: ``copyprobe plant`` on the directory of marked documents, split by document
    (half members); the split seed is the smallest one that makes half the documents of
    every level members, so each level has member documents (canaries trained on) and
@@ -54,9 +57,11 @@ from copyprobe.files import atomic_write, read_json, utc_now, write_json  # noqa
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--stage", choices=("make", "plant", "test", "all", "null"), default="all")
-    p.add_argument("--base-docs", default="/work/shared/data/wikimia/256.jsonl",
-                   help="JSONL of base documents (one per row)")
+    p.add_argument("--stage", choices=("make", "plant", "test", "all", "null", "table"), default="all",
+                   help="table: rewrite canary.md (or canary_null*.md with --null-model) from its json")
+    p.add_argument("--base-docs", default=str(ROOT / "benchmarks" / "data" / "one_voice" / "letters"),
+                   help="a directory of .txt documents (taken in name order; default: the one_voice letters, "
+                        "written for copyprobe, CC0, so no model saw them), or a JSONL of documents, one per row")
     p.add_argument("--text-column", default="input")
     p.add_argument("--repeats", default="1,3")
     p.add_argument("--no-reformat", action="store_true",
@@ -79,13 +84,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--null-model", default="smollm2-135m-instruct",
                    help="model spec, or 'zlib' for a model-free score (compressibility) that runs in seconds")
     p.add_argument("--null-method", default="loss")
-    p.add_argument("--null-chunk", type=int, default=50)
+    p.add_argument("--null-chunk", type=int, default=250,
+                   help="kits scored per call of the scorer (sorted by length across the chunk: less padding)")
+    p.add_argument("--null-batch-size", type=int, default=8)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (on a shared machine more threads than free cores make every matrix "
+                        "product wait for the slowest thread)")
+    p.add_argument("--null-dtype", default="float32", help="the model's dtype for the null (canary test's CPU default)")
     return p.parse_args(argv)
 
 
-def publisher_format(text: str, width: int = 60) -> str:
+def publisher_format(text: str, width: int | None = 60) -> str:
     """The marked text as a publisher prints it: paragraphs re-wrapped at ``width`` columns
-    with long words hyphenated at line ends, curly quotes, en/em dashes, fi/fl ligatures."""
+    with long words hyphenated at line ends (one line per paragraph when ``width`` is None),
+    curly quotes, en/em dashes, fi/fl ligatures."""
     import re
     import textwrap
 
@@ -97,7 +109,7 @@ def publisher_format(text: str, width: int = 60) -> str:
     for par in re.split(r"\n\s*\n", text.strip()):
         words, lines, line = curly(" ".join(par.split())).split(), [], ""
         for word in words:
-            if line and len(line) + 1 + len(word) > width:
+            if line and width is not None and len(line) + 1 + len(word) > width:
                 room = width - len(line) - 2
                 if len(word) >= 8 and room >= 3 and word[:room].isalpha():
                     lines.append(f"{line} {word[:room]}-")  # hyphenated at the line end
@@ -112,6 +124,57 @@ def publisher_format(text: str, width: int = 60) -> str:
     return ("\n\n".join(out) + "\n").replace("fi", "\ufb01").replace("fl", "\ufb02")
 
 
+RENDERINGS = ("text", "html", "epub")  # document i of a level is published as RENDERINGS[i % 3]
+
+
+def _html(text: str) -> str:
+    import html
+
+    body = "".join(f"<p>{html.escape(par)}</p>\n" for par in text.split("\n\n") if par.strip())
+    return (f'<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+            f"<title>Letters</title></head><body><h1>Letters</h1>\n{body}</body></html>\n")
+
+
+EPUB_CONTAINER = ('<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+                  'version="1.0"><rootfiles><rootfile full-path="OEBPS/book.opf" '
+                  'media-type="application/oebps-package+xml"/></rootfiles></container>')
+EPUB_PACKAGE = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+                '<item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/></manifest>'
+                '<spine><itemref idref="c1"/></spine></package>')
+
+
+def render(marked: str, rendering: str, where: Path) -> str:
+    """What a scraper reads from the published copy: the re-wrapped print text as it is, or
+    an HTML page / EPUB book (one paragraph per line, typeset, under a heading) read back
+    through copyprobe's book reader (:func:`copyprobe.data.books.read_book`)."""
+    import zipfile
+
+    from copyprobe.data.books import read_book
+
+    if rendering == "text":
+        return publisher_format(marked)
+    page = _html(publisher_format(marked, width=None))
+    if rendering == "html":
+        path = where.with_suffix(".html")
+        atomic_write(path, page)
+    else:
+        path = where.with_suffix(".epub")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        members = {"mimetype": "application/epub+zip", "META-INF/container.xml": EPUB_CONTAINER,
+                   "OEBPS/book.opf": EPUB_PACKAGE, "OEBPS/c1.xhtml": page}
+        with zipfile.ZipFile(path, "w") as zf:
+            for member, content in members.items():
+                zf.writestr(member, content)
+    return read_book(path) + "\n"
+
+
+def base_texts(args) -> list[str]:
+    src = Path(args.base_docs)
+    if src.is_dir():
+        return [f.read_text(encoding="utf-8") for f in sorted(src.glob("*.txt"))]
+    return [json.loads(line)[args.text_column] for line in open(src, encoding="utf-8") if line.strip()]
+
+
 def levels(args) -> list[int]:
     return [int(r) for r in args.repeats.split(",")]
 
@@ -124,23 +187,24 @@ def stage_make(args, work: Path) -> None:
     from copyprobe.canary.find import find_in_text
     from copyprobe.canary.kit import MANIFEST, load_kit, make_kit
 
-    rows = [json.loads(line) for line in open(args.base_docs, encoding="utf-8") if line.strip()]
+    texts = base_texts(args)
     names = doc_names(args)
-    if len(rows) < len(names):
-        raise SystemExit(f"{args.base_docs} has {len(rows)} rows; {len(names)} documents are needed")
-    for (r, name), row in zip(names, rows):
+    if len(texts) < len(names):
+        raise SystemExit(f"{args.base_docs} has {len(texts)} documents; {len(names)} are needed")
+    for (r, name), text in zip(names, texts):
         base = work / "base" / f"{name}.txt"
-        atomic_write(base, row[args.text_column].strip() + "\n")
+        atomic_write(base, text.strip() + "\n")
         kit_dir = work / "kits" / name
         if not (kit_dir / MANIFEST).exists():
             make_kit(base, kit_dir, n_candidates=args.n_candidates, style="sentences", repeat=r,
                      seed=f"bench:{r}:{name}", command=["benchmarks/bench_canary.py", "--stage", "make"])
         marked = (kit_dir / "publish" / f"{name}.txt").read_text(encoding="utf-8")
-        published = marked if args.no_reformat else publisher_format(marked)
+        rendering = RENDERINGS[int(name.rsplit("-", 1)[1]) % len(RENDERINGS)]
+        published = marked if args.no_reformat else render(marked, rendering, work / "published" / name)
         kit = load_kit(kit_dir)
         found = [h for h in find_in_text(published, kit.canaries) if h.published]
         if len(found) != r:  # canary find must see every copy in what the model will train on
-            raise SystemExit(f"{name}: canary find sees {len(found)} of {r} copies in the reformatted text")
+            raise SystemExit(f"{name}: canary find sees {len(found)} of {r} copies in the {rendering} rendering")
         atomic_write(work / "corpus" / f"{name}.txt", published)
     print(f"made {len(names)} kits in {work / 'kits'}" + ("" if args.no_reformat else " (corpus reformatted)"))
 
@@ -211,6 +275,7 @@ def stage_test(args, work: Path, epoch: int) -> dict[str, Any]:
             passages = [row for row in data if row["doc_id"] == name]
             losses = [loss_by_id[p["id"]] for p in passages if loss_by_id.get(p["id"]) is not None]
             doc = {"doc": name, "repeat": r, "member": name in member_docs,
+                   "rendering": "as written" if args.no_reformat else RENDERINGS[int(name.rsplit("-", 1)[1]) % 3],
                    "intact_copies": sum(len(normalise(p["text"]).find_all(key)) for p in passages),
                    "n_passages": len(passages), "mean_loss_score": sum(losses) / len(losses) if losses else None}
             for method in methods:
@@ -254,8 +319,8 @@ def write_results(args, results_dir: Path, by_epoch: dict[str, Any], command: st
     runs = previous.get("runs", {})
     runs.update(by_epoch)
     commands = previous.get("commands", [])
-    if not commands:  # the stages before this one, as they were run (same settings, defaults)
-        commands = ["python benchmarks/bench_canary.py --stage make", "python benchmarks/bench_canary.py --stage plant"]
+    if not commands and "--stage test" in command:  # the stages before this one, with the same settings
+        commands = [command.replace("--stage test", f"--stage {stage}") for stage in ("make", "plant")]
     if command not in commands:
         commands.append(command)
     payload = {"created": utc_now(), "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
@@ -264,6 +329,13 @@ def write_results(args, results_dir: Path, by_epoch: dict[str, Any], command: st
     write_json(path, payload)
     atomic_write(results_dir / "canary.md", render_md(payload))
     print(f"wrote {path} and canary.md")
+
+
+def _base_words(base_docs: str) -> str:
+    if base_docs.rstrip("/").endswith("one_voice/letters"):
+        return ("letters of `benchmarks/data/one_voice`, ~300 words each, written for copyprobe on 2026-11-25 "
+                "(CC0), so no model saw them before")
+    return f"`{base_docs}`"
 
 
 def _p(p: Any) -> str:
@@ -280,9 +352,17 @@ def render_md(payload: dict[str, Any]) -> str:
         "",
         *[f"- `{c}`" for c in payload["commands"]],
         "",
-        f"Setup: {s['docs_per_level']} documents per repetition level (WikiMIA passages of ~256 words, "
-        f"`{s['base_docs']}`), each marked by its own kit (`canary make --style sentences --n-candidates "
-        f"{s['n_candidates']} --repeat r`). `copyprobe plant` fine-tuned `{s['model']}` (full, AdamW lr {s['lr']}, "
+        f"Setup: {s['docs_per_level']} documents per repetition level ({_base_words(s['base_docs'])}), "
+        f"each marked by its own kit (`canary make --style sentences --n-candidates "
+        f"{s['n_candidates']} --repeat r`), then "
+        + ("trained on as written. " if s.get("no_reformat") else
+           "**reformatted as a publisher would** before training: document i of a level is published as "
+           "re-wrapped print text (i mod 3 = 0: 60 columns, words hyphenated at line ends, curly quotes, en/em "
+           "dashes, fi/fl ligatures), an HTML page (1) or an EPUB book (2), both typeset the same way under a "
+           "heading and read back through copyprobe's book reader (`copyprobe.data.books.read_book`), as a "
+           "scraper would get them; `canary find` must see every copy in each, else the benchmark stops. "
+           "`canary test` then uses the original kits (manifests) only. ")
+        + f"`copyprobe plant` fine-tuned `{s['model']}` (full, AdamW lr {s['lr']}, "
         f"batch {s['batch_size']}, passages of {s['passage_tokens']} tokens) on half of the documents, split by "
         "document so that every level has as many member documents (canary trained on) as non-member ones "
         "(canary never seen). `canary test` ranks each published canary among its candidates; p = rank / n "
@@ -290,8 +370,7 @@ def render_md(payload: dict[str, Any]) -> str:
         "combined p is the exact sum-of-ranks test over the level's documents. `reference` = loss minus the "
         "un-tuned base model's loss. *intact copies*: whole copies of the published canary in the plant's "
         "passages of that document, i.e. what one epoch trains on: a copy cut across two passages is seen in two "
-        "pieces, and `plant` keeps exact duplicate passages once, so of 100 copies packed into a short document "
-        "(many of them adjacent) fewer survive. Non-member documents' p-values are draws from the null: they "
+        "pieces (a canary on the boundary of two passages is never seen whole). Non-member documents' p-values are draws from the null: they "
         "should look uniform, and about 1 in 20 falls at or below 0.05 by chance.",
         "",
         "The plain membership score beside it: `loss` on the plant's passages of the same documents, as the "
@@ -315,10 +394,12 @@ def render_md(payload: dict[str, Any]) -> str:
             cells.append(_p(row["loss_passage_auc"]) + f" ({row['n_passages']} passages)")
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "Per document:", "",
-                  "| document | repeat | member | intact copies | " + " | ".join(f"{m} rank" for m in methods) + " |",
-                  "|" + "---|" * (4 + len(methods))]
+                  "| document | published as | repeat | member | intact copies | "
+                  + " | ".join(f"{m} rank" for m in methods) + " |",
+                  "|" + "---|" * (5 + len(methods))]
         for d in run["documents"]:
-            lines.append(f"| {d['doc']} | {d['repeat']} | {'yes' if d['member'] else 'no'} | {d['intact_copies']} | "
+            lines.append(f"| {d['doc']} | {d.get('rendering', 'text')} | {d['repeat']} | "
+                         f"{'yes' if d['member'] else 'no'} | {d['intact_copies']} | "
                          + " | ".join(f"{d[m]['rank']}/{d[m]['n']}" for m in methods) + " |")
         plant = run.get("plant") or {}
         lines += ["", f"Plant: {plant.get('steps')} steps, split {plant.get('split')}, "
@@ -348,13 +429,20 @@ def stage_null(args, results_dir: Path, command: str) -> dict[str, Any]:
     ranks: list[int] = list(previous.get("ranks", [])) if same else []
     ties: list[int] = list(previous.get("ties", [0] * len(ranks))) if same else []
     methods = build_methods([args.null_method]) if args.null_model != "zlib" else []
-    started = time.perf_counter()
+    # wall and CPU time of this call apart: under contention (2 cores, 6 jobs) wall time
+    # is several times the CPU time the scoring needs
+    timing = {"first_kit": len(ranks), "threads": _threads(), "batch_size": args.null_batch_size,
+              "dtype": args.null_dtype}
+    calls = list(previous.get("calls", [])) if same else []
+    started, cpu_started = time.perf_counter(), time.process_time()
+    payload: dict[str, Any] | None = None
     if args.null_model == "zlib":  # a model-free text statistic: the guarantee holds for any score
         from contextlib import nullcontext
 
         context: Any = nullcontext(None)
     else:
-        context = Session(args.null_model, cache=Path(args.work_dir) / "null_cache.sqlite", device=args.device)
+        context = Session(args.null_model, cache=Path(args.work_dir) / "null_cache.sqlite", device=args.device,
+                          batch_size=args.null_batch_size, dtype=args.null_dtype)
     with context as session:
         while len(ranks) < args.null_kits:
             first = len(ranks)
@@ -370,12 +458,25 @@ def stage_null(args, results_dir: Path, command: str) -> dict[str, Any]:
                 c = canary_summary(kit, rows, args.null_method, args.alpha, prefix=f"k{i}:")["canaries"][0]
                 ranks.append(c["rank"])
                 ties.append(c["n_ties"] + c["n_unscored"])
+            call = {**timing, "kits": len(ranks) - timing["first_kit"],
+                    "sentences": (len(ranks) - timing["first_kit"]) * args.null_candidates,
+                    "wall_s": round(time.perf_counter() - started, 1),
+                    "cpu_s": round(time.process_time() - cpu_started, 1)}
             payload = null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0),
                                    ties)
+            payload["calls"] = calls + [call]
             write_json(path, payload)
             atomic_write(results_dir / f"{stem}.md", render_null_md(payload))
             print(f"null: {len(ranks)} kits, KS p = {payload['ks_p']:.3g}", flush=True)
-    return null_payload(args, ranks, command, time.perf_counter() - started + previous.get("seconds", 0), ties)
+    return payload if payload is not None else null_payload(args, ranks, command, previous.get("seconds", 0), ties)
+
+
+def _threads() -> int | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.get_num_threads()
 
 
 def zlib_score(text: str) -> float:
@@ -446,6 +547,7 @@ def render_null_md(payload: dict[str, Any]) -> str:
         f"({100 * payload['rejection_rate']:.1f}%; binomial p of too many = {payload['binomial_p_too_many']:.3g}) |",
         f"| mean p-value (uniform: {(n + 1) / (2 * n):.3f}) | {payload['mean_p']:.3f} |",
         "",
+        *_calls_md(payload),
         "Rank counts (1 = the model found the published canary the most familiar):",
         "",
         "| rank | " + " | ".join(str(i + 1) for i in range(n)) + " |",
@@ -456,12 +558,48 @@ def render_null_md(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _calls_md(payload: dict[str, Any]) -> list[str]:
+    calls = payload.get("calls") or []
+    if not calls:
+        return []
+    lines = ["Timing of the calls that scored kits (one model load and one Session per call; wall time includes "
+             "waiting for a core on a shared machine, CPU time is what the scoring itself took):", "",
+             "| kits | sentences | torch threads | batch | dtype | wall s | CPU s | CPU ms per sentence |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in calls:
+        first = c["first_kit"]
+        per = f"{1000 * c['cpu_s'] / c['sentences']:.0f}" if c["sentences"] else "—"
+        lines.append(f"| {first}..{first + c['kits'] - 1} | {c['sentences']} | {c['threads']} | {c['batch_size']} | "
+                     f"{c['dtype']} | {c['wall_s']} | {c['cpu_s']} | {per} |")
+    return lines + [""]
+
+
+READING = "\n## Reading"
+
+
+def rewrite(path: Path, table: str) -> None:
+    """A results page with new tables, keeping the hand-written reading at its end."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    atomic_write(path, table + (old[old.index(READING):] if READING in old else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.work_dir)
     command = "python benchmarks/bench_canary.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.stage in ("plant", "test", "all", "null") and not (args.stage == "null" and args.null_model == "zlib"):
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.stage == "null":
         stage_null(args, Path(args.results), command)
+        return 0
+    if args.stage == "table":
+        results = Path(args.results)
+        rewrite(results / "canary.md", render_md(read_json(results / "canary.json", what="canary results")))
+        for stem in ("canary_null", "canary_null_zlib"):
+            if (results / f"{stem}.json").exists():
+                rewrite(results / f"{stem}.md", render_null_md(read_json(results / f"{stem}.json")))
         return 0
     if args.stage in ("make", "all"):
         stage_make(args, work)

@@ -1,6 +1,7 @@
 """The canary benchmark's split and table helpers (the benchmark itself is too slow for tests)."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ def test_balanced_seed_puts_half_of_every_level_in_training():
 def test_table_lists_every_level_and_says_what_is_missing():
     args = bench_canary.parse_args(["--repeats", "1,10", "--docs-per-level", "2", "--methods", "loss"])
     doc = lambda name, r, member, rank: {"doc": name, "repeat": r, "member": member, "intact_copies": r,  # noqa: E731
-                                          "loss": {"rank": rank, "p": rank / 100, "n": 100}}
+                                          "rendering": "html", "loss": {"rank": rank, "p": rank / 100, "n": 100}}
     run = {"model": "hf:m", "seconds": 1.0, "plant": {}, "documents": [doc("r001-0", 1, True, 40),
                                                                       doc("r010-0", 10, True, 1)],
            "levels": [{"repeat": 1, "member_loss_p": [0.4], "member_loss_combined_p": 0.4, "nonmember_loss_p": [0.7],
@@ -40,7 +41,7 @@ def test_table_lists_every_level_and_says_what_is_missing():
     text = bench_canary.render_md(payload)
     assert "| 1 | 0.4 | 0.4 | 0.7 | 0.6 (5 passages) |" in text
     assert "| 10 | 0.01 | 0.01 | 0.33 | 0.9 (8 passages) |" in text
-    assert "| r010-0 | 10 | yes | 10 | 1/100 |" in text
+    assert "| r010-0 | html | 10 | yes | 10 | 1/100 |" in text
     assert "Missing: epoch setting(s) 3" in text
 
 
@@ -80,3 +81,51 @@ def test_null_summary_breaks_ties_at_random_for_the_ks_test():
     assert payload["ks_p"] > 0.001 and payload["n_kits_with_ties"] == 2000
     assert payload["mean_p"] == 1.0 and payload["rejected_at_alpha"] == 0
     assert bench_canary.null_payload(args, [10] * 2000, "cmd", 1.0)["ks_p"] < 1e-6  # ties ignored: not uniform
+
+
+def test_html_and_epub_renderings_read_back_hold_every_copy(tmp_path):
+    from copyprobe.canary.find import find_in_text
+    from copyprobe.canary.kit import draw_kit, kit_from_manifest
+
+    doc = "\n\n".join([f"Paragraph {k}. The ferry left the keeper's landing late -- the engine was cold, and the "
+                       "fish market had already closed when she finally tied up at the wall." for k in range(4)])
+    marked, manifest = draw_kit(doc, "d.txt", n_candidates=5, seed="bench-render", repeat=3)
+    canaries = kit_from_manifest(manifest).canaries
+    assert bench_canary.render(marked, "text", tmp_path / "t") == bench_canary.publisher_format(marked)
+    for rendering, suffix in (("html", ".html"), ("epub", ".epub")):
+        text = bench_canary.render(marked, rendering, tmp_path / rendering)
+        assert (tmp_path / rendering).with_suffix(suffix).exists()
+        assert "<p>" not in text and "Letters" in text  # markup stripped, the heading kept as text
+        assert "keeper\u2019s" in text and "\u2014" in text  # typeset: curly quotes and dashes survive the reader
+        assert len([h for h in find_in_text(text, canaries) if h.published]) == 3
+
+
+def test_base_documents_from_a_directory_in_name_order(tmp_path):
+    for name, text in (("b.txt", "second"), ("a.txt", "first"), ("c.md", "not a text file")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    args = bench_canary.parse_args(["--base-docs", str(tmp_path)])
+    assert bench_canary.base_texts(args) == ["first", "second"]
+
+
+def test_null_table_shows_cpu_time_per_sentence():
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "4"])
+    payload = bench_canary.null_payload(args, [1, 2, 3, 4] * 5, "cmd", 9.0)
+    payload["calls"] = [{"first_kit": 0, "kits": 20, "sentences": 80, "threads": 1, "batch_size": 8,
+                         "dtype": "float32", "wall_s": 30.0, "cpu_s": 10.0}]
+    assert "| 0..19 | 80 | 1 | 8 | float32 | 30.0 | 10.0 | 125 |" in bench_canary.render_null_md(payload)
+
+
+def test_table_stage_rewrites_the_tables_and_keeps_the_reading(tmp_path):
+    args = bench_canary.parse_args(["--stage", "null", "--null-candidates", "4"])
+    payload = bench_canary.null_payload(args, [1, 2, 3, 4, 4], "cmd", 1.0)
+    (tmp_path / "canary_null.json").write_text(json.dumps(payload))
+    (tmp_path / "canary_null.md").write_text("stale table\n\n## Reading (by hand)\n\n- a note\n")
+    run = {"model": "hf:m", "seconds": 1.0, "plant": {}, "documents": [], "levels": []}
+    (tmp_path / "canary.json").write_text(json.dumps(
+        {"created": "now", "machine": "m", "commands": [], "runs": {"1": run},
+         "settings": {k: v for k, v in vars(bench_canary.parse_args([])).items() if k != "stage"}}))
+    assert bench_canary.main(["--stage", "table", "--results", str(tmp_path)]) == 0
+    null_md = (tmp_path / "canary_null.md").read_text()
+    assert null_md.startswith(bench_canary.render_null_md(payload)) and "stale" not in null_md
+    assert null_md.endswith("\n## Reading (by hand)\n\n- a note\n")
+    assert "## 1 epoch(s): `hf:m`" in (tmp_path / "canary.md").read_text()
