@@ -37,6 +37,11 @@ class BackendError(CopyprobeError):
     """A model could not be loaded or a request failed for good."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C after which the command kept its work somewhere other than the response
+    cache (e.g. plant's checkpoint): its message is the one line that says where."""
+
+
 class DataWarning(UserWarning):
     """Data that was read but may not be what was meant (e.g. CSV rows spanning several
     lines); the CLI prints it as one line ``copyprobe: warning: ...``."""

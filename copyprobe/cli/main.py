@@ -17,7 +17,7 @@ import signal
 import sys
 import warnings
 
-from copyprobe.errors import CopyprobeError, DataWarning, SettingError, one_line
+from copyprobe.errors import CopyprobeError, DataWarning, Interrupted, SettingError, one_line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -90,11 +90,11 @@ def _main(argv: list[str] | None) -> int:
         message = str(exc).strip().replace("\r", "\\r").replace("\n", "\\n")  # one line, always
         print(f"copyprobe: error: {message}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(
-            "copyprobe: interrupted; finished work is in the cache — run the same command again to resume",
-            file=sys.stderr,
-        )
+    except KeyboardInterrupt as exc:
+        # a command that kept its work elsewhere says where (errors.Interrupted)
+        told = str(exc) if isinstance(exc, Interrupted) else ""
+        print(f"copyprobe: {told or 'interrupted; finished work is in the cache — run the same command again to resume'}",
+              file=sys.stderr)
         _interrupts.told = True
         return 130
     except MemoryError:

@@ -41,7 +41,7 @@ from copyprobe.backends.hf.loading import (
     resolve_device,
 )
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
-from copyprobe.errors import ConfigError, one_line
+from copyprobe.errors import ConfigError, Interrupted, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
@@ -646,8 +646,8 @@ def _train_epochs(settings: PlantSettings, session: _Session, optimizer, members
     except KeyboardInterrupt:
         bar.close()
         _save_checkpoint(ckpt_dir, key, session.model, optimizer, pos.epoch, pos.step_in_epoch, pos.global_step)
-        log(f"plant: interrupted at step {pos.global_step}; checkpoint saved, run the same command again to resume")
-        raise
+        raise Interrupted(f"interrupted at step {pos.global_step}; the checkpoint is saved — run the same "
+                          "command again to resume") from None
     bar.close()
     return pos, epoch_seconds
 

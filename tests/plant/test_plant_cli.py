@@ -199,6 +199,11 @@ def test_interrupted_training_resumes_to_the_same_weights(tiny, tmp_path, monkey
     part = tmp_path / "part"
     _interrupt_at(monkeypatch, 5)  # mid second epoch
     assert main(args(tiny, part, "--no-eval")) == 130
+    said = capsys.readouterr().err.strip().splitlines()
+    # one line, and it names the checkpoint (the response cache holds nothing of a plant)
+    assert said[-1] == ("copyprobe: interrupted at step 4; the checkpoint is saved — run the same command "
+                        "again to resume"), said
+    assert not any("cache" in line for line in said)
     assert (part / "checkpoint" / "state.pt").is_file()
     meta = json.loads((part / "checkpoint" / "meta.json").read_text())
     assert meta["global_step"] == 4 and meta["epoch"] == 1 and meta["step_in_epoch"] == 1
