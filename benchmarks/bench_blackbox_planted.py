@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 from collections import Counter
@@ -121,8 +122,7 @@ def main() -> int:
     backend = load_backend(args.model, device="cpu", max_length=args.max_length, **options)
     load_s = time.perf_counter() - start
     session = Session(backend, cache=args.cache)
-    command = "python benchmarks/bench_blackbox_planted.py " + " ".join(
-        f"'{a}'" if " " in a else a for a in sys.argv[1:])
+    command = "python benchmarks/bench_blackbox_planted.py " + shlex.join(sys.argv[1:])
     results = []
     for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
         method_params = dict(params.get(name, {}))
