@@ -235,9 +235,14 @@ def write_results(out: Path, new: list[dict]) -> None:
     notes = [r for r in data["results"] if r.get("label")]
     if notes:
         lines += ["", "Notes:", ""] + [f"- {r['method']} ({r['model']}): {r['label']}" for r in notes]
-    md = out.with_suffix(".md")
+    write_keeping_findings(out.with_suffix(".md"), lines)
+
+
+def write_keeping_findings(md: Path, lines: list[str]) -> None:
+    """Write the generated part of a results page; a hand-written "## Findings" section of
+    the page there survives re-runs."""
     kept = ""
-    if md.exists() and "\n## Findings" in md.read_text():  # hand-written analysis survives re-runs
+    if md.exists() and "\n## Findings" in md.read_text():
         kept = "\n" + md.read_text()[md.read_text().index("\n## Findings") + 1:]
     atomic_write(md, "\n".join(lines) + "\n" + kept)
 
