@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from copyprobe.data.example import Example  # noqa: E402
 from copyprobe.files import read_json, write_json, atomic_write  # noqa: E402
-from copyprobe.runner import DriveStats  # noqa: E402
+from copyprobe.drive import DriveStats  # noqa: E402
 from copyprobe.scoring import build_methods, score_examples  # noqa: E402
 
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from copyprobe.files import read_json, write_json  # noqa: E402
-from copyprobe.runner import DriveStats  # noqa: E402
+from copyprobe.drive import DriveStats  # noqa: E402
 from copyprobe.scoring import build_methods, score_examples  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

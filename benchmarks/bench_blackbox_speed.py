@@ -35,7 +35,7 @@ from bench_blackbox import parse_params  # noqa: E402
 
 from copyprobe.data.example import Example  # noqa: E402
 from copyprobe.errors import DataError  # noqa: E402
-from copyprobe.runner import DriveStats  # noqa: E402
+from copyprobe.drive import DriveStats  # noqa: E402
 from copyprobe.scoring import build_methods, score_examples  # noqa: E402
 
 

@@ -5,7 +5,7 @@ builds the chat prompt, calls ``model.generate(max_new_tokens=2, output_scores=T
 and reads the scores of the letters A-D at the first generated position (their script
 reads the letter position of its Llama-2 output the same way), then softmaxes the four.
 
-copyprobe runs the ``decop`` method (mode=logit) through ``copyprobe.runner.drive`` on
+copyprobe runs the ``decop`` method (mode=logit) through ``copyprobe.drive.drive`` on
 its own in-process backend (``HFBackend`` wrapping the same model), which on CPU answers
 the 24 ChoiceLogprobsRequests with one KV-cache walk over the token trie of all orderings
 (``copyprobe.backends.prefix_tree``: the header once, 4 first options, 12 first pairs, no
@@ -39,7 +39,7 @@ from copyprobe.backends.hf import HFBackend
 from copyprobe.data.example import Example
 from copyprobe.files import write_json
 from copyprobe.methods.decop import DECOP, LETTERS
-from copyprobe.runner import DriveStats, drive
+from copyprobe.drive import DriveStats, drive
 
 
 def smollm2_gguf() -> tuple[str, str]:

@@ -17,7 +17,7 @@ from copyprobe.engine import Collected, Derived, Executed, RunKind, execute
 from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
 from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, Setting, Settings, n_bootstrap_setting
-from copyprobe.runner import DriveStats, ProgressFactory
+from copyprobe.drive import DriveStats, ProgressFactory
 from copyprobe.scoring import ScoringPlan, build_methods, example_row, load_examples, scores_frame, summarize
 from copyprobe.session import Session
 

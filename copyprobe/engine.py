@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from copyprobe import record, run_files
-from copyprobe.runner import DriveStats, ProgressFactory, drive
+from copyprobe.drive import DriveStats, ProgressFactory, drive
 from copyprobe.session import Session
 
 
@@ -45,7 +45,7 @@ class Collection(Protocol):
     """The collect half of a run kind."""
 
     def plan(self, session: Session) -> dict[Hashable, Any]:
-        """key -> generator of request lists (see :func:`copyprobe.runner.drive`)."""
+        """key -> generator of request lists (see :func:`copyprobe.drive.drive`)."""
 
     def finish(self, results: dict[Hashable, Any], stats: DriveStats) -> Collected:
         """The collected files and record fields from the generators' results."""

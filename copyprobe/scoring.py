@@ -18,7 +18,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method, Score
 from copyprobe.registry import make_method
-from copyprobe.runner import DriveStats, Failure, ProgressFactory, drive
+from copyprobe.drive import DriveStats, Failure, ProgressFactory, drive
 
 
 def build_methods(

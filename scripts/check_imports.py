@@ -22,7 +22,7 @@ LAYERS: dict[str, float] = {
     "errors": 0, "_version": 0, "params": 0.1, "files": 0.1, "run_files": 0.15, "registry": 0.2,
     "text": 1, "data": 1, "backends": 1, "freq": 1,
     "methods": 2, "evaluation": 2,
-    "runner": 3, "session": 3.1, "scoring": 3.2, "record": 3.3, "engine": 3.5,
+    "drive": 3, "session": 3.1, "scoring": 3.2, "record": 3.3, "engine": 3.5,
     "detect": 4, "copying": 4.1, "plant": 4.1, "audit": 4.2, "canary": 4.3, "demo": 4.3,
     "testing": 4.4, "kinds": 4.45, "rescore": 4.5,
     "reports": 5,

@@ -178,7 +178,7 @@ def test_fit_leaves_parameters_unchanged(name, freq_table):
     method = make_method(name, **runnable_params(name, freq_table)).resolve("fake-target")
     before = copy.deepcopy(method.get_params())
     session = Session(FakeBackend(spec="fake-target"), cache=False, loader=lambda spec: FakeBackend(spec=spec))
-    from copyprobe.runner import drive
+    from copyprobe.drive import drive
 
     examples = corpus()
     features = drive({i: method.run(e) for i, e in enumerate(examples)}, session.backend_for)

@@ -172,7 +172,7 @@ def split_names(text: str) -> list[str]:
 
 @contextmanager
 def progress_bars(enabled: bool = True) -> Iterator[Any]:
-    """A progress factory for copyprobe.runner.drive: one bar per (request kind, model)."""
+    """A progress factory for copyprobe.drive.drive: one bar per (request kind, model)."""
     if not enabled:
         yield None
         return

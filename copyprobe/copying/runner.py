@@ -1,4 +1,4 @@
-"""Run the copying tasks over a CopySet with :func:`copyprobe.runner.drive`.
+"""Run the copying tasks over a CopySet with :func:`copyprobe.drive.drive`.
 
 Every (task, item, template) is one generator; the driver batches, de-duplicates and
 caches all their generations (and the judges' requests, which name their judge model).
@@ -40,7 +40,7 @@ from copyprobe.params import (
     Settings,
 )
 from copyprobe.record import Run, RunRecord
-from copyprobe.runner import DriveStats, Failure, drive
+from copyprobe.drive import DriveStats, Failure, drive
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
 

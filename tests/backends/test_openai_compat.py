@@ -22,7 +22,7 @@ from copyprobe.backends.openai_compat import OpenAIBackend, parse_spec
 from copyprobe.data.example import Example
 from copyprobe.errors import BackendError, CapabilityError, ConfigError
 from copyprobe.registry import make_method
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 SECRET = "sk-test-very-secret-key-0123456789"
 

@@ -7,7 +7,7 @@ from copyprobe.backends.fake import FakeBackend
 from copyprobe.copying import data as D
 from copyprobe.copying import prompts
 from copyprobe.errors import DataError
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 
 def _write(path, obj):

@@ -7,7 +7,7 @@ from copyprobe.backends.fake import FakeBackend
 from copyprobe.copying import literal as lit
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import LiteralItem
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 from copyprobe.text import lcs_length
 
 WORDS = ["the", "lord", "god", "formed", "man", "of", "the", "dust", "of", "ground", "and", "breathed", "into", "his", "nostrils", "breath", "life", "became", "a", "living", "soul", "planted", "garden", "eastward", "in", "eden", "there", "he", "put", "whom", "had"]

@@ -5,7 +5,7 @@ from copyprobe.copying import nonliteral as nl
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import NonLiteralItem
 from copyprobe.copying.prompts import EVENT_JUDGE
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 
 @pytest.mark.parametrize("text,names,expected", [

@@ -4,7 +4,7 @@ from copyprobe.backends.fake import FakeBackend
 from copyprobe.copying import qa
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import QAItem
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 
 @pytest.mark.parametrize("raw,normalized", [

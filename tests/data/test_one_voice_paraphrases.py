@@ -15,7 +15,7 @@ import copyprobe
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.methods.decop import DECOP, LETTERS
-from copyprobe.runner import drive
+from copyprobe.drive import drive
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks/data/one_voice"

@@ -18,7 +18,7 @@ import pytest
 from copyprobe.data.example import Example
 from copyprobe.methods.name_cloze import NameCloze
 from copyprobe.methods.prefix_probe import PrefixProbe
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 pytestmark = [pytest.mark.model, pytest.mark.bigmodel]  # "not model" runs skip them too
 DEMO = Path(__file__).resolve().parents[2] / "copyprobe/demo/demo.jsonl"

@@ -16,7 +16,7 @@ from copyprobe.freq import FrequencyTable
 from copyprobe.methods.base import Score
 from copyprobe.methods.dc_pdd import dc_pdd_score, first_occurrences
 from copyprobe.registry import make_method
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 # vocabulary of 5 ids, 10 corpus tokens: counts 5, 3, 1, 0, 1

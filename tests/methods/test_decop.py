@@ -27,7 +27,7 @@ from copyprobe.methods.decop import (
     parse_paraphrases,
 )
 from copyprobe.registry import make_method, method_class
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 ORIGINAL = "The old lighthouse keeper climbed the stairs every night to light the lamp for the ships."
 

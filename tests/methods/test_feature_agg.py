@@ -15,7 +15,7 @@ from copyprobe.errors import ConfigError, DataError
 from copyprobe.evaluation.stats import dataset_test
 from copyprobe.methods.feature_agg import feature_names, text_features
 from copyprobe.registry import convert_param, make_method, method_class
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 # ten scored tokens with losses 1, 2, ..., 10 (in scrambled order)

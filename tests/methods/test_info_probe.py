@@ -12,7 +12,7 @@ from copyprobe.errors import ConfigError
 from copyprobe.methods.base import Score
 from copyprobe.methods.info_probe import MASK, InfoProbe, mask_word, parse_word, word_stats
 from copyprobe.registry import make_method, method_class
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 from copyprobe.text import normalize, split_words, token_spans
 
 TEXT = "Stay gold, Ponyboy, stay gold."

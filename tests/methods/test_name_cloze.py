@@ -20,7 +20,7 @@ from copyprobe.methods.name_cloze import (
     parse_guess,
 )
 from copyprobe.registry import make_method
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 HARRY = (
     "Getting desperate, Harry asked for the train that left at eleven o'clock, but the guard said "

@@ -21,7 +21,7 @@ from copyprobe.methods.neighborhood import (
     word_candidates,
 )
 from copyprobe.registry import make_method
-from copyprobe.runner import DriveStats, Failure, drive
+from copyprobe.drive import DriveStats, Failure, drive
 from model_helpers import FAMOUS_AND_NONSENSE, model_fixture
 
 

@@ -9,7 +9,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
 from copyprobe.methods.prefix_probe import lcs_words, similarities
 from copyprobe.registry import make_method
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 TEXT = " ".join(f"w{i}" for i in range(100))
 

@@ -22,7 +22,7 @@ from copyprobe.methods.veilprobe import (
     top_words,
 )
 from copyprobe.registry import make_method, method_class
-from copyprobe.runner import drive
+from copyprobe.drive import drive
 
 # tiny settings so that training takes seconds on a shared CPU
 TINY = dict(map_epochs=1, proto_steps=60, max_input_bytes=48, max_suffix_bytes=32, map_dim=16, map_layers=1)

@@ -15,7 +15,7 @@ from copyprobe.backends.openai_compat import OpenAIBackend
 from copyprobe.data.example import Example
 from copyprobe.errors import BackendError, CapabilityError
 from copyprobe.registry import make_method
-from copyprobe.runner import Failure, drive
+from copyprobe.drive import Failure, drive
 
 pytestmark = pytest.mark.server
 

@@ -5,7 +5,7 @@ import pytest
 from copyprobe.backends.base import GenerateRequest, RequestFailed, TokenLogprobsRequest, TOKEN_LOGPROBS
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.errors import CapabilityError, RowError
-from copyprobe.runner import DriveStats, Failure, drive
+from copyprobe.drive import DriveStats, Failure, drive
 
 
 def test_identical_requests_are_answered_once():
