@@ -41,7 +41,7 @@ from copyprobe.backends.hf.loading import (
     resolve_device,
 )
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
-from copyprobe.errors import ConfigError, Interrupted, one_line
+from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
@@ -121,21 +121,21 @@ class PlantSettings:
 
     def validate(self) -> None:
         if self.passage_tokens < 8:
-            raise ConfigError(f"--passage-tokens must be at least 8, got {self.passage_tokens}")
+            raise SettingError("passage_tokens", f"must be at least 8, got {self.passage_tokens}")
         if not 0.0 < self.member_fraction < 1.0:
-            raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {self.member_fraction}")
+            raise SettingError("member_fraction", f"must be between 0 and 1 (exclusive), got {self.member_fraction}")
         if self.epochs < 1:
-            raise ConfigError(f"--epochs must be at least 1, got {self.epochs}")
+            raise SettingError("epochs", f"must be at least 1, got {self.epochs}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ConfigError(f"--lr must be a positive number, got {self.lr}")
+            raise SettingError("lr", f"must be a positive number, got {self.lr}")
         if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
+            raise SettingError("batch_size", f"must be at least 1, got {self.batch_size}")
         if self.lora_r < 1:
-            raise ConfigError(f"--lora-r must be at least 1, got {self.lora_r}")
+            raise SettingError("lora_r", f"must be at least 1, got {self.lora_r}")
         if self.split_by not in ("passage", "document"):
-            raise ConfigError(f"--split-by must be passage or document, got {self.split_by!r}")
+            raise SettingError("split_by", f"must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError(f"--max-steps must be at least 1, got {self.max_steps}")
+            raise SettingError("max_steps", f"must be at least 1, got {self.max_steps}")
 
     def training(self) -> dict[str, Any]:
         """The settings that determine the trained weights (recorded and compared on rerun)."""
@@ -173,9 +173,9 @@ def _out_of_memory_hint(batch_size: int, device: str, what: str) -> Iterator[Non
     except Exception as exc:  # noqa: BLE001 - anything else goes on unchanged
         if not _oom_error(exc):
             raise
-        hint = f"try a smaller --batch-size (e.g. {max(1, batch_size // 2)})" if batch_size > 1 else \
-            "try --lora, shorter --passage-tokens or a machine with more memory"
-        raise ConfigError(f"out of memory while {what} with --batch-size {batch_size} on {device}; {hint}") from None
+        hint = f"try a smaller batch_size (e.g. {max(1, batch_size // 2)})" if batch_size > 1 else \
+            "try lora, shorter passage_tokens or a machine with more memory"
+        raise ConfigError(f"out of memory while {what} with batch_size {batch_size} on {device}; {hint}") from None
 
 
 def _batches(token_ids: list[list[int]], order: list[int], batch_size: int) -> list[list[int]]:
@@ -356,10 +356,10 @@ def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] 
         out.mkdir(parents=True)
         return "new", None
     if not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a directory")
+        raise ConfigError(f"the plant directory {out} exists and is not a directory")
     if not record.is_file():
         if any(out.iterdir()):
-            raise ConfigError(f"--out {out} exists, is not empty and is not a plant directory; choose another --out")
+            raise ConfigError(f"{out} exists, is not empty and is not a plant directory; choose another plant directory")
         return "new", None
     if not force:
         previous = read_checked(record, what="plant directory")
@@ -368,8 +368,8 @@ def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] 
                 return "done", previous
             return "resume", previous
         raise ConfigError(
-            f"--out {out} holds a plant made with other settings (model, corpus or training); "
-            "use another --out, or --force to replace it"
+            f"{out} holds a plant made with other settings (model, corpus or training); "
+            "choose another plant directory, or set force to replace it"
         )
     for name in ("model", "epochs", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json", "run.json"):
         target = out / name
@@ -428,10 +428,8 @@ def _prepare(settings: PlantSettings) -> _Prepared:
     tokenizer = load_tokenizer(source.kind, source.path)
     context = context_length(load_config(source.kind, source.path))
     if context is not None and settings.passage_tokens > context:
-        raise ConfigError(
-            f"--passage-tokens {settings.passage_tokens} is longer than the model context "
-            f"({context} tokens); use at most {context}"
-        )
+        raise SettingError("passage_tokens", f"{settings.passage_tokens} is longer than the model context "
+                                             f"({context} tokens); use at most {context}")
     corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
                          text_column=settings.text_column)
     return _Prepared(source, tokenizer, context, corpus, hash_weights(source.kind, source.path))
@@ -540,7 +538,7 @@ def _trainable_model(settings: PlantSettings, prepared: _Prepared, device: str):
         try:
             from peft import LoraConfig, get_peft_model
         except ImportError:
-            raise ConfigError("--lora needs the package peft (pip install peft)") from None
+            raise ConfigError("lora needs the package peft (pip install peft)") from None
         config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha or 2 * settings.lora_r,
                             lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
         model = get_peft_model(model, config)
@@ -616,7 +614,7 @@ def _train_epoch(settings: PlantSettings, session: _Session, optimizer, members:
         bar.set_postfix(epoch=f"{pos.epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")
         bar.update(1)
         if not math.isfinite(loss):
-            raise ConfigError(f"training diverged (loss {loss} at step {pos.global_step}); try a smaller --lr")
+            raise ConfigError(f"training diverged (loss {loss} at step {pos.global_step}); try a smaller lr")
     return len(batches)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Sequence, TypeVar
 
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import DataError, SettingError
 
 T = TypeVar("T")
 
@@ -29,14 +29,14 @@ def split_passages(items: Sequence[T], member_fraction: float = 0.5, seed: int =
     both classes to be non-empty.
     """
     if not 0.0 < member_fraction < 1.0:
-        raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {member_fraction}")
+        raise SettingError("member_fraction", f"must be between 0 and 1 (exclusive), got {member_fraction}")
     n = len(items)
     if n < MIN_PASSAGES:
         raise DataError(f"corpus too small to split: {n} passage(s), need at least {MIN_PASSAGES}")
     k = n_members_for(n, member_fraction)
     if k < 1 or k > n - 1:
         raise DataError(
-            f"corpus too small to split: {n} passages with --member-fraction {member_fraction} "
+            f"corpus too small to split: {n} passages with member_fraction {member_fraction} "
             f"gives {k} members and {n - k} non-members; both must be non-empty"
         )
     order = list(range(n))
@@ -51,7 +51,7 @@ def split_documents(doc_ids: Sequence[str | None], member_fraction: float = 0.5,
     """Indices of members and non-members when whole documents are split: every passage
     of a document gets the same label. Passages without a document count as their own."""
     if not 0.0 < member_fraction < 1.0:
-        raise ConfigError(f"--member-fraction must be between 0 and 1 (exclusive), got {member_fraction}")
+        raise SettingError("member_fraction", f"must be between 0 and 1 (exclusive), got {member_fraction}")
     n = len(doc_ids)
     if n < MIN_PASSAGES:
         raise DataError(f"corpus too small to split: {n} passage(s), need at least {MIN_PASSAGES}")
@@ -60,7 +60,7 @@ def split_documents(doc_ids: Sequence[str | None], member_fraction: float = 0.5,
     k = n_members_for(len(docs), member_fraction)
     if k < 1 or k > len(docs) - 1:
         raise DataError(
-            f"corpus too small to split by document: {len(docs)} document(s) with --member-fraction "
+            f"corpus too small to split by document: {len(docs)} document(s) with member_fraction "
             f"{member_fraction} gives {k} member and {len(docs) - k} non-member documents; both must be non-empty"
         )
     order = list(range(len(docs)))

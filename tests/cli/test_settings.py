@@ -157,14 +157,13 @@ def _raised_strings(path: Path) -> list[str]:
 
 
 def test_library_errors_name_no_command_line_option():
-    """Library modules say what is wrong in the library's words; only cli/ names options.
-    plant/ is being split elsewhere (issue 26, struct26) and keeps its flags for now."""
+    """Library modules say what is wrong in the library's words; only cli/ names options."""
     import re
 
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)
-        if rel.parts[0] in ("cli", "plant"):
+        if rel.parts[0] == "cli":
             continue
         for text in _raised_strings(path):
             # a flag of this call, not a whole command to run (`copyprobe freq build --tokenizer ...`)

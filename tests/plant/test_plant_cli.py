@@ -242,7 +242,7 @@ def test_other_settings_in_same_out_need_force(tiny, tmp_path, capsys):
     capsys.readouterr()
     assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3")) == 2
     err = capsys.readouterr().err
-    assert "other settings" in err and "--force" in err and "Traceback" not in err
+    assert "other settings" in err and "set force" in err and "Traceback" not in err
     assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3", "--force")) == 0
     assert json.loads((out / "plant.json").read_text())["split"]["seed"] == 3
 
@@ -251,7 +251,7 @@ def run_error(argv, capsys) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("copyprobe: error:")]
+    lines = [line for line in err.splitlines() if line.startswith(("copyprobe: error:", "copyprobe plant: error:"))]
     assert len(lines) == 1
     return lines[0]
 
@@ -287,14 +287,14 @@ def test_out_of_memory_suggests_smaller_batch(tiny, tmp_path, monkeypatch, capsy
 
     monkeypatch.setattr(finetune, "_train_step", oom)
     msg = run_error(args(tiny, tmp_path / "o", "--batch-size", "4"), capsys)
-    assert "out of memory while training with --batch-size 4" in msg and "--batch-size (e.g. 2)" in msg
+    assert "out of memory while training with batch_size 4" in msg and "batch_size (e.g. 2)" in msg
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--epochs", "0"], "--epochs must be at least 1"),
-    (["--lr", "-1"], "--lr must be a positive number"),
-    (["--batch-size", "0"], "--batch-size must be at least 1"),
-    (["--member-fraction", "1"], "--member-fraction must be between 0 and 1"),
+    (["--epochs", "0"], "argument --epochs: must be at least 1, got 0"),
+    (["--lr", "-1"], "argument --lr: must be a positive number"),
+    (["--batch-size", "0"], "argument --batch-size: must be at least 1"),
+    (["--member-fraction", "1"], "argument --member-fraction: must be between 0 and 1"),
     (["--model", "openai:gpt-4o"], "cannot fine-tune"),
     (["--model", "hf:/nonexistent/dir"], "model directory not found"),
     (["--model", "no-such-model"], "unknown model spec"),

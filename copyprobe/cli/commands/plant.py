@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip the member / non-member loss before and after training")
     parser.add_argument("--force", action="store_true", help="replace a plant with other settings in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # the library names its settings (errors.SettingError); main() words them as these options
+    parser.set_defaults(_prog=parser.prog, _setting_flags={
+        action.dest: action.option_strings[0] for action in parser._actions
+        if action.option_strings and action.dest != "help"})
 
 
 def run(args: argparse.Namespace) -> int:
