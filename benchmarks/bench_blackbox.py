@@ -27,7 +27,9 @@ import platform
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -113,23 +115,9 @@ def main() -> int:
             note = f"calibration offsets from {len(calib_ids)} unscored fresh passages: {', '.join(calib_ids)}"
         else:
             note = ""
-        method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
-        method = method.resolve(session.target_spec)  # 'auto' reference models
-        stats = DriveStats()
-        t0 = time.perf_counter()
-        rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
-        trained_on = set(train_ids.get(name, ()))  # a trained method is evaluated on the other rows
-        seconds = time.perf_counter() - t0
-        variants = [(name, method_params, lambda row: row.get(name))]
-        if name == "prefix_probe":
-            # every similarity is in the details: report all three from the same generations
-            chosen = method.similarity
-            for other in ("token_sort", "rouge_l", "lcs"):
-                if other != chosen:
-                    variants.append((name, {**method_params, "similarity": other},
-                                     lambda row, key=other: None if row.get(name) is None
-                                     else row["details"][name][key]))
-        for _, variant_params, value_of in variants:
+        scored = score_method(examples, name, method_params, session)
+        rows, trained_on, seconds, stats = scored.rows, scored.trained_on, scored.seconds, scored.stats
+        for variant_params, value_of in scored.variants:
             result = summarize_rows(rows, name, value_of, trained_on)
             result.update({"model": args.model, "method": name, "params": variant_params,
                            "label": " ".join(x for x in (args.label, note) if x),
@@ -142,28 +130,71 @@ def main() -> int:
                                                       "failures", "model_calls", "seconds_per_passage")}), flush=True)
         write_results(Path(args.out), results)
         if args.dump:
-            with open(args.dump, "a", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json.dumps({"method": name, **row}, default=str) + "\n")
+            append_dump(args.dump, rows, method=name)
     session.close()
     backend.close()
     return 0
 
 
-def summarize_rows(rows, name, value_of, trained_on) -> dict:
-    from copyprobe.evaluation.metrics import bootstrap_ci, roc_auc
+@dataclass
+class Scored:
+    """One method scored over the examples: its rows, the rows it trained on (evaluated on
+    the others), cost, and each (params, value of a row) to report."""
 
+    rows: list[dict]
+    trained_on: set
+    seconds: float
+    stats: DriveStats
+    variants: list[tuple[dict, Callable[[dict], Any]]]
+
+
+def score_method(examples, name: str, method_params: dict, session) -> Scored:
+    method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
+    method = method.resolve(session.target_spec)  # 'auto' reference models
+    stats = DriveStats()
+    t0 = time.perf_counter()
+    rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
+    seconds = time.perf_counter() - t0
+    variants: list = [(method_params, lambda row: row.get(name))]
+    if name == "prefix_probe":
+        # every similarity is in the details: report all three from the same generations
+        for other in ("token_sort", "rouge_l", "lcs"):
+            if other != method.similarity:
+                variants.append(({**method_params, "similarity": other},
+                                 lambda row, key=other: None if row.get(name) is None
+                                 else row["details"][name][key]))
+    return Scored(rows, set(train_ids.get(name, ())), seconds, stats, variants)
+
+
+def labelled_values(rows, name, value_of, trained_on) -> tuple[list, list, list, Counter]:
+    """Labels, scores and documents of the scored rows a method did not train on, and the
+    failure reasons of the others."""
     labels, values, groups = [], [], []
     failures: Counter[str] = Counter()
     for row in rows:
         if row["id"] in trained_on:
             continue
-        if value_of(row) is None:
-            failures[row.get("errors", {}).get(name, "no score")[:160]] += 1
+        value = value_of(row)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            failures[str(row.get("errors", {}).get(name, "no score"))[:160]] += 1
             continue
         labels.append(row["label"])
-        values.append(value_of(row))
+        values.append(float(value))
         groups.append(row["doc_id"])
+    return labels, values, groups, failures
+
+
+def append_dump(path: str, rows: list[dict], **tags) -> None:
+    """Every scored row (with its details) appended to a JSONL file, tagged."""
+    with open(path, "a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps({**tags, **row}, default=str) + "\n")
+
+
+def summarize_rows(rows, name, value_of, trained_on) -> dict:
+    from copyprobe.evaluation.metrics import bootstrap_ci, roc_auc
+
+    labels, values, groups, failures = labelled_values(rows, name, value_of, trained_on)
     auc = ci = gci = None
     if len(set(labels)) == 2:
         auc = roc_auc(labels, values)

@@ -32,7 +32,6 @@ import platform
 import shlex
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from copyprobe.files import read_json, write_json  # noqa: E402
-from copyprobe.drive import DriveStats  # noqa: E402
-from copyprobe.scoring import build_methods, score_examples  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_blackbox import parse_params, write_keeping_findings  # noqa: E402
+from bench_blackbox import (append_dump, labelled_values, parse_params, score_method,  # noqa: E402
+                            write_keeping_findings)
 
 DEFAULT_DATA = ROOT / "benchmarks/data/one_voice/decop_paraphrases.csv"
 
@@ -125,32 +123,10 @@ def main() -> int:
     command = "python benchmarks/bench_blackbox_planted.py " + shlex.join(sys.argv[1:])
     results = []
     for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
-        method_params = dict(params.get(name, {}))
-        method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
-        method = method.resolve(session.target_spec)
-        stats = DriveStats()
-        t0 = time.perf_counter()
-        rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
-        seconds = time.perf_counter() - t0
-        trained_on = set(train_ids.get(name, ()))  # a trained method is evaluated on the other rows
-        variants = [(method_params, lambda row: row.get(name))]
-        if name == "prefix_probe":  # every similarity is in the details: all three from one run
-            for other in ("token_sort", "rouge_l", "lcs"):
-                if other != method.similarity:
-                    variants.append(({**method_params, "similarity": other},
-                                     lambda row, k=other: None if row.get(name) is None else row["details"][name][k]))
-        for variant_params, value_of in variants:
-            labels, values, groups, failures = [], [], [], Counter()
-            for row in rows:
-                if row["id"] in trained_on:
-                    continue
-                value = value_of(row)
-                if value is None or (isinstance(value, float) and math.isnan(value)):
-                    failures[str(row.get("errors", {}).get(name, "no score"))[:160]] += 1
-                    continue
-                labels.append(row["label"])
-                values.append(float(value))
-                groups.append(row["doc_id"])
+        scored = score_method(examples, name, dict(params.get(name, {})), session)
+        rows, trained_on, seconds, stats = scored.rows, scored.trained_on, scored.seconds, scored.stats
+        for variant_params, value_of in scored.variants:
+            labels, values, groups, failures = labelled_values(rows, name, value_of, trained_on)
             result = {"tag": args.tag, "model": args.model, "method": name, "params": variant_params,
                       "passages": len(rows) - len(trained_on), "trained_on": len(trained_on),
                       **metrics(labels, values, groups), "failures": dict(failures), "blind": baseline,
@@ -164,9 +140,7 @@ def main() -> int:
                                                          "doc_auc", "tpr_5", "seconds_per_passage")}), flush=True)
         write_results(Path(args.out), results)
         if args.dump:
-            with open(args.dump, "a", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json.dumps({"tag": args.tag, "method": name, **row}, default=str) + "\n")
+            append_dump(args.dump, rows, tag=args.tag, method=name)
     session.close()
     backend.close()
     return 0
