@@ -180,11 +180,5 @@ def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None
 
 
 def rewrite_derived(run: record.Run, derived: Derived) -> None:
-    """Write the derived files into the run directory, then run.json last (as write_run does)."""
-    for name, content in derived.files.items():
-        path = Path(run.dir) / name
-        if content is None:
-            path.unlink(missing_ok=True)
-        else:
-            record.write_json(path, content)
-    record.write_json(Path(run.dir) / "run.json", run.record.to_json())
+    """Write the derived files into the run directory, then run.json last."""
+    record.write_run(run.dir, run.record, derived.files)
