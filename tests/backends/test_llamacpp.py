@@ -183,6 +183,44 @@ def test_prompts_sharing_prefixes_answer_as_they_do_alone(llamacpp_tiny):
         assert llamacpp_tiny.answer([gen])[0].text == generated.text
 
 
+def _fresh(backend):
+    """Forget the KV cache and the last scored text: the next request decodes from scratch."""
+    backend._kv = []
+    backend._scored = None
+
+
+@pytest.mark.parametrize("backend_name", [
+    "llamacpp_tiny",
+    pytest.param("llamacpp_smollm2", marks=pytest.mark.model),
+    # Qwen's Q4_K kernels are where a misaligned resume changes the numbers
+    pytest.param("llamacpp_qwen", marks=[pytest.mark.model, pytest.mark.bigmodel]),
+])
+def test_texts_sharing_prefixes_score_as_they_do_alone(backend_name, request):
+    backend = request.getfixturevalue(backend_name)
+    # VeilProbe's leave-one-word-out texts, a text that is a prefix of another, a duplicate
+    text = "The ferry left at nine; the lake was flat as a plate."  # one window of the tiny model
+    if backend.max_length > 256:  # real models: long enough for resumes at multiples of 32
+        text = " ".join([text, "Mother said the ice would hold until March, and Edvin laughed at her,",
+                         "but by the second week the boats were out again and the post came by water."] * 2)
+    words = text.split(" ")
+    texts = [text] + [" ".join(words[:i] + words[i + 1:]) for i in range(len(words))]
+    texts += [" ".join(words[:5]), text, "Another text entirely, sharing nothing."]
+    requests = [TokenLogprobsRequest(t, stats=True) for t in texts]
+    _fresh(backend)
+    before = dict(backend.counters)
+    together = backend.answer(list(reversed(requests)))[::-1]
+    decoded = backend.counters["decoded_tokens"] - before["decoded_tokens"]
+    alone = []
+    for r in requests:
+        _fresh(backend)
+        alone.append(backend.answer([r])[0])
+    total = sum(len(a.token_ids) for a in alone)
+    # the removed-word texts share everything before the removed word: much is reused
+    assert decoded < 0.8 * total
+    for got, want in zip(together, alone):
+        assert got == want  # the same numbers, bit for bit
+
+
 def test_sampler_applies_temperature_top_k_and_nucleus():
     import numpy as np
 
@@ -219,8 +257,10 @@ def test_context_requests_score_the_text_after_the_context(tiny_gguf, hf_tiny_gg
         full._batch.set_batch = lambda part, **kw: decoded.append(len(part)) or set_batch(part, **kw)
         answers = full.answer(requests)
         full._batch.set_batch = set_batch
-        # each context is decoded once, then each of its texts with the context's last token
-        bound = len(texts[0]) + sum(map(len, contexts)) + sum(len(r.text) + 1 for r in requests[1:])
+        # each context is decoded once, then each of its texts with the context's tokens from
+        # the last multiple of the chunk (5; the resume alignment) before its last token on
+        resumed = {c: len(c) - (len(c) - 1) // 5 * 5 for c in contexts}
+        bound = len(texts[0]) + sum(map(len, contexts)) + sum(len(r.text) + resumed[r.context] for r in requests[1:])
         assert sum(decoded) <= bound
         for backend, got in ((full, answers), (short, short.answer(requests))):
             for request, answer in zip(requests[1:], got[1:]):
