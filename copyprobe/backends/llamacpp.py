@@ -27,7 +27,8 @@ sampling with temperature, top-k and nucleus (top_p) from a NumPy generator seed
 request's seed, so a sample depends only on (prompt, settings, seed); HF-style repetition
 penalty; stop strings; top log-probs from the raw logits. Prompts run in sorted token
 order and each reuses the KV cache of the prefix it shares with the prompt before it
-(DE-COP's orderings, probes with a common instruction). With ``parallel`` > 1 (opt-in)
+(DE-COP's orderings, probes with a common instruction), from the last multiple of 32
+tokens, as token log-probs do, and never the cells a generation appended one at a time. With ``parallel`` > 1 (opt-in)
 up to ``parallel`` sequences decode together (continuous batching in a second llama.cpp
 context with one KV stream per sequence): one llama_decode per step for all of them.
 llama.cpp's numbers depend on how tokens are grouped into decode calls and laid out in
@@ -35,7 +36,11 @@ the cache, so both loops follow the same rule (same prefix reuse, same prompt ch
 sequence's cells contiguous as in the one-sequence context). That gives the same tokens
 on SmolLM2 (Q4_1; tests/backends/test_generation_batching.py), and the same greedy
 tokens on Qwen2.5-Coder-0.5B (Q4_K_M), but its seeded samples differed after the first
-token (benchmarks/results/blackbox_speed.md), so one at a time stays the default.
+token (benchmarks/results/blackbox_speed.md): one at a time, each step decodes one row,
+batched, one row per sequence in the same call, and llama.cpp's Q4_K kernels compute a
+lone row differently from rows in a tile (measured on token log-probs: decoding 1 or 4
+tokens per call moves them by up to 0.4, 8 or more per call not at all). So one at a
+time stays the default.
 
 **Multiple choice** reads the next-token log-probs after the prompt, like the HF backend
 (each choice as tokenized alone and with a leading space, the larger kept).
@@ -181,6 +186,7 @@ class LlamaCppBackend(Backend):
         self.metadata = dict(self.llm.metadata)
         self.chat_template = self.metadata.get("tokenizer.chat_template")
         self._kv: list[int] = []  # tokens whose keys/values are in the cache (sequence 0)
+        self._exact = 0  # how many of them a prompt decode computed (the rest: generated one by one)
         # the last plain text scored in one window and its score lists (prefix reuse)
         self._scored: tuple[list[int], dict[str, list]] | None = None
         # cost accounting (benchmarks/bench_blackbox_speed.py): tokens asked for, tokens run
@@ -286,8 +292,12 @@ class LlamaCppBackend(Backend):
                 limit = min(limit, reuse)
             if cap is not None:
                 limit = min(limit, cap)
+            # cells a generation appended were computed one row at a time, as a decode from
+            # the start would not compute them: never reuse them
+            limit = min(limit, self._exact)
             while common < limit and self._kv[common] == ids[common]:
                 common += 1
+            common = self._aligned(common)
         if common == 0:
             self._ctx.kv_cache_clear()
         else:
@@ -301,7 +311,7 @@ class LlamaCppBackend(Backend):
             try:
                 self._ctx.decode(self._batch)
             except RuntimeError as exc:
-                self._kv = []
+                self._kv, self._exact = [], 0
                 raise BackendError(f"llama.cpp decode failed: {exc}") from exc
             self.counters["decoded_tokens"] += len(part)
             self.counters["decode_calls"] += 1
@@ -311,6 +321,7 @@ class LlamaCppBackend(Backend):
             if on_chunk is not None:
                 on_chunk(start, logits)
             last = logits[-1]
+        self._exact = len(self._kv)
         return np.array(last, dtype=np.float32)
 
     def _append(self, token: int):
@@ -494,7 +505,7 @@ class LlamaCppBackend(Backend):
         # shares with the prompt before it (none for the first). llama.cpp's numbers
         # depend on how tokens are grouped into decode calls, so this rule, the same in
         # both loops below, is what makes batched and one-at-a-time answers identical.
-        shared = [0] + [_common_prefix(prompts[a], prompts[b], len(prompts[b]) - 1)
+        shared = [0] + [self._aligned(_common_prefix(prompts[a], prompts[b], len(prompts[b]) - 1))
                         for a, b in zip(order, order[1:])]
 
         def done(index: int, answer: Generation) -> None:

@@ -183,6 +183,28 @@ def test_prompts_sharing_prefixes_answer_as_they_do_alone(llamacpp_tiny):
         assert llamacpp_tiny.answer([gen])[0].text == generated.text
 
 
+@pytest.mark.model
+@pytest.mark.bigmodel
+def test_qwen_samples_and_choices_do_not_depend_on_the_prompts_before_them(llamacpp_qwen):
+    from copyprobe.backends.base import ChoiceLogprobsRequest
+
+    # a long shared prefix, cut at lengths that are not multiples of the kernels' tiles:
+    # resuming there moved Qwen's Q4_K logits and changed seeded samples
+    letter = ("Dear Edvin, the wind came through on Tuesday night with no manners at all. I had tied the "
+              "Tern to the jetty with every rope I own and two I borrowed from Sundqvist without asking. ")
+    prompts = [letter + tail for tail in ("By midnight", "By morning the lake", "In the morning", "Then")]
+    gens = [GenerateRequest(prompt=p, max_tokens=12, temperature=1.0, seed=3) for p in prompts]
+    choices = [ChoiceLogprobsRequest(prompt=p, choices=("the", "a")) for p in prompts]
+    _fresh(llamacpp_qwen)
+    together = llamacpp_qwen.answer(gens)
+    chosen = llamacpp_qwen.answer(choices)
+    for gen, choice, sampled, picked in zip(gens, choices, together, chosen):
+        _fresh(llamacpp_qwen)
+        assert llamacpp_qwen.answer([gen])[0].text == sampled.text
+        _fresh(llamacpp_qwen)
+        assert llamacpp_qwen.answer([choice])[0].logprobs == picked.logprobs
+
+
 def _fresh(backend):
     """Forget the KV cache and the last scored text: the next request decodes from scratch."""
     backend._kv = []
