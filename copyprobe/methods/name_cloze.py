@@ -79,6 +79,10 @@ STOP_WORDS = frozenset(
 
 
 TITLES = frozenset(["Mr", "Mrs", "Ms", "Miss", "Dr", "Sir", "Lady", "Lord", "St", "Prof", "Captain", "Uncle", "Aunt"])
+# capitalised words that taggers call proper nouns but that name nobody: titles, and the
+# salutation of a letter (spaCy tags "Dear" in "Dear Edvin," as PROPN; masking it asks
+# the model for a word no memory can supply)
+NOT_NAMES = TITLES | frozenset(["Dear", "Dearest"])
 DETERMINERS = frozenset(["the", "a", "an", "his", "her", "their", "my", "your", "our", "its", "this", "that", "these", "those"])
 
 
@@ -102,7 +106,8 @@ def _spacy_nlp():
 
 def _candidates_spacy(nlp, text: str) -> tuple[list[str], list[str]]:
     doc = nlp(text)
-    names = [t.text for t in doc if t.pos_ == "PROPN" and t.text.isalpha() and len(t.text) > 1]
+    names = [t.text for t in doc
+             if t.pos_ == "PROPN" and t.text.isalpha() and len(t.text) > 1 and t.text not in NOT_NAMES]
     nouns = [t.text for t in doc if t.pos_ == "NOUN" and t.text.isalpha() and len(t.text) > 2]
     return names, nouns
 
@@ -135,7 +140,7 @@ def _candidates_rule(text: str) -> tuple[list[str], list[str]]:
                 and len(word) > 1
                 and word.lower() not in lower_words
                 and word.lower() not in STOP_WORDS
-                and word not in TITLES
+                and word not in NOT_NAMES
             ):
                 names.append(word)
         elif word.isalpha() and len(word) >= 3 and word.lower() not in STOP_WORDS:
