@@ -148,12 +148,13 @@ class Scored:
     variants: list[tuple[dict, Callable[[dict], Any]]]
 
 
-def score_method(examples, name: str, method_params: dict, session) -> Scored:
+def score_method(examples, name: str, method_params: dict, session, train_split_by: str = "passage") -> Scored:
     method = build_methods([name], {name: dict(method_params)} if method_params else None)[0]
     method = method.resolve(session.target_spec)  # 'auto' reference models
     stats = DriveStats()
     t0 = time.perf_counter()
-    rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats)
+    rows, train_ids = score_examples(examples, [method], session.backend_for, stats=stats,
+                                     train_split_by=train_split_by)
     seconds = time.perf_counter() - t0
     variants: list = [(method_params, lambda row: row.get(name))]
     if name == "prefix_probe":

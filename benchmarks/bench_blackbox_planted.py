@@ -107,6 +107,9 @@ def main() -> int:
     parser.add_argument("--note", default="", help="a note stored with the result")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/blackbox_planted.json"))
     parser.add_argument("--dump", default=None, help="append every scored row (with details) to this JSONL")
+    parser.add_argument("--train-split", default="document", choices=("passage", "document"),
+                        help="how a learning method (veilprobe) picks its training rows; by document (the "
+                             "default here) no letter is both trained on and evaluated")
     args = parser.parse_args()
 
     from copyprobe.backends.specs import load_backend
@@ -123,12 +126,13 @@ def main() -> int:
     command = "python benchmarks/bench_blackbox_planted.py " + shlex.join(sys.argv[1:])
     results = []
     for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
-        scored = score_method(examples, name, dict(params.get(name, {})), session)
+        scored = score_method(examples, name, dict(params.get(name, {})), session, args.train_split)
         rows, trained_on, seconds, stats = scored.rows, scored.trained_on, scored.seconds, scored.stats
         for variant_params, value_of in scored.variants:
             labels, values, groups, failures = labelled_values(rows, name, value_of, trained_on)
             result = {"tag": args.tag, "model": args.model, "method": name, "params": variant_params,
                       "passages": len(rows) - len(trained_on), "trained_on": len(trained_on),
+                      **({"train_split": args.train_split} if trained_on else {}),
                       **metrics(labels, values, groups), "failures": dict(failures), "blind": baseline,
                       "model_calls": stats.by_model_kind, "seconds": round(seconds, 1),
                       "seconds_per_passage": round(seconds / len(examples), 2), "load_s": round(load_s, 1),

@@ -16,9 +16,17 @@ from copyprobe.data.example import Example
 from copyprobe.engine import Collected, Derived, Executed, RunKind, execute
 from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
-from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, Setting, Settings, n_bootstrap_setting
+from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, OneOf, Setting, Settings, n_bootstrap_setting
 from copyprobe.drive import DriveStats, ProgressFactory
-from copyprobe.scoring import ScoringPlan, build_methods, example_row, load_examples, scores_frame, summarize
+from copyprobe.scoring import (
+    TRAIN_SPLITS,
+    ScoringPlan,
+    build_methods,
+    example_row,
+    load_examples,
+    scores_frame,
+    summarize,
+)
 from copyprobe.session import Session
 
 
@@ -66,6 +74,9 @@ SETTINGS = Settings(
     n_bootstrap_setting(1000),
     Setting("blind_baseline", True, Boolean(), "also fit the model-free blind baseline"),
     LIMIT_SETTING,
+    Setting("train_split", "passage", OneOf(*TRAIN_SPLITS),
+            "how a learning method (veilprobe, feature_agg ...) picks its training rows: single passages, "
+            "or whole documents so that no document is both trained on and evaluated"),
 )
 
 
@@ -75,9 +86,10 @@ class ScoringCollection:
 
     def __init__(self, examples: list[Example], methods: list[Method], data_info: dict[str, Any], *,
                  seed: int = 0, n_bootstrap: int = 1000, blind_baseline: bool | None = True,
-                 section: tuple[str, Mapping[str, Any]] | None = None):
+                 section: tuple[str, Mapping[str, Any]] | None = None, train_split: str = "passage"):
         self.examples, self.methods, self.data_info = examples, methods, data_info
         self.seed, self.n_bootstrap, self.blind_baseline = seed, n_bootstrap, blind_baseline
+        self.train_split = train_split
         self.section = section  # (kind, settings): the kind's settings section of run.json
         self.notes: list[str] = []
         self.resolved: list[Method] = []
@@ -89,7 +101,7 @@ class ScoringCollection:
 
     def plan(self, session: Session) -> dict:
         self.resolved = [method.resolve(session.target_spec) for method in self.choose(session)]
-        self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed)
+        self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed, self.train_split)
         return self.plan_.runs()
 
     def finish(self, results: dict, stats: DriveStats) -> Collected:
@@ -98,6 +110,9 @@ class ScoringCollection:
         notes = list(self.notes)
         if self.data_info.get("n_skipped"):
             notes.append(f"{self.data_info['n_skipped']} empty rows were skipped")
+        if self.train_split == "document" and any(m.trains for m in self.resolved):
+            notes.append("learning methods trained on whole documents (train split by document): "
+                         "no document is both trained on and evaluated")
         fields: dict[str, Any] = dict(
             methods={m.name: m.get_params() for m in self.resolved},
             data=self.data_info,
@@ -163,6 +178,7 @@ def detect(
     api_options: Mapping[str, Any] | None = None,
     limit: int | None = SETTINGS.default("limit"),
     read_options: Mapping[str, Any] | None = None,
+    train_split: str = SETTINGS.default("train_split"),
 ) -> DetectResult:
     """Score ``data`` with ``methods`` on ``model`` and (with ``out``) write the run record.
 
@@ -173,9 +189,12 @@ def detect(
     ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
     ``read_options``: how a data file is read (text_column, label_column, doc_column,
     id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
+    ``train_split``: ``"passage"`` or ``"document"``, how learning methods choose the
+    labelled rows they train on (see :func:`copyprobe.scoring.train_split`).
     """
     started = time.perf_counter()
-    SETTINGS.check({"seed": seed, "n_bootstrap": n_bootstrap, "blind_baseline": blind_baseline, "limit": limit})
+    SETTINGS.check({"seed": seed, "n_bootstrap": n_bootstrap, "blind_baseline": blind_baseline, "limit": limit,
+                    "train_split": train_split})
     # methods are checked before the output, the data and the model: a typo must not cost any
     built = build_methods(methods, params)
     if out is not None:
@@ -183,7 +202,7 @@ def detect(
     examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
-                                   blind_baseline=blind_baseline)
+                                   blind_baseline=blind_baseline, train_split=train_split)
     done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,
                    dtype=dtype, api_options=api_options, progress=progress, command=command, started=started)
     return scored_result(done, collection)

@@ -75,8 +75,17 @@ def load_examples(data: Any, **read_options: Any) -> tuple[list[Example], dict[s
     return examples, {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0}
 
 
-def train_split(method: Method, examples: list[Example], seed: int) -> list[int]:
-    """Seeded, stratified choice of training rows for a learning method."""
+TRAIN_SPLITS = ("passage", "document")
+
+
+def train_split(method: Method, examples: list[Example], seed: int, by: str = "passage") -> list[int]:
+    """Seeded, stratified choice of training rows for a learning method. ``by="document"``
+    takes whole documents (every passage of a document, by ``doc_id``; a passage without
+    one is its own document), so no document is both trained on and evaluated: with
+    passages of one document on both sides a learner can recognise the document instead of
+    membership."""
+    if by not in TRAIN_SPLITS:
+        raise ConfigError(f"train split must be one of {', '.join(TRAIN_SPLITS)}, got {by!r}")
     n_train = int(method.train_size())
     labelled = [i for i, e in enumerate(examples) if e.label is not None]
     by_class = {c: [i for i in labelled if examples[i].label == c] for c in (0, 1)}
@@ -88,12 +97,49 @@ def train_split(method: Method, examples: list[Example], seed: int) -> list[int]
             f"the data has {len(by_class[1])} members and {len(by_class[0])} non-members"
         )
     rng = random.Random(f"{seed}:{method.name}")
+    if by == "document":
+        return _document_split(method, examples, by_class, needed, rng)
     chosen: list[int] = []
     total = len(by_class[0]) + len(by_class[1])
     for cls, rows in sorted(by_class.items()):
         # stratified, with at least 2 per class to fit on and at least 1 left to evaluate
         share = max(2, round(needed * len(rows) / total))
         chosen += rng.sample(rows, min(share, len(rows) - 1))
+    return sorted(chosen)
+
+
+def _document_split(method: Method, examples: list[Example], by_class: dict[int, list[int]], needed: int,
+                    rng: random.Random) -> list[int]:
+    """Whole documents per class, in seeded order, until the class's share of ``needed``
+    passages (at least 2) is reached, leaving at least one document of each class out."""
+    documents: dict[int, dict[str, list[int]]] = {0: {}, 1: {}}
+    for cls, rows in by_class.items():
+        for i in rows:
+            documents[cls].setdefault(examples[i].doc_id or f"\0{examples[i].id}", []).append(i)
+    mixed = set(documents[0]) & set(documents[1])
+    if mixed:
+        raise DataError(f"method {method.name!r}: document {sorted(mixed)[0]!r} has members and non-members; "
+                        f"a split by document needs one label per document (or split by passage)")
+    if min(len(docs) for docs in documents.values()) < 2:
+        raise DataError(
+            f"method {method.name!r} trains on whole documents: it needs at least 2 documents of each class "
+            f"(one to train on, one to evaluate); the data has {len(documents[1])} member and "
+            f"{len(documents[0])} non-member documents")
+    total = sum(len(rows) for rows in by_class.values())
+    chosen: list[int] = []
+    for cls, docs in sorted(documents.items()):
+        share = max(2, round(needed * len(by_class[cls]) / total))
+        order = sorted(docs)
+        rng.shuffle(order)
+        taken = 0
+        for name in order[:-1]:  # the last document is always left to evaluate
+            if taken >= share:
+                break
+            chosen += docs[name]
+            taken += len(docs[name])
+        if taken < 2:
+            raise DataError(f"method {method.name!r} trains on whole documents: all but one "
+                            f"{'member' if cls else 'non-member'} document hold fewer than 2 passages")
     return sorted(chosen)
 
 
@@ -105,10 +151,12 @@ def score_examples(
     seed: int = 0,
     progress: ProgressFactory | None = None,
     stats: DriveStats | None = None,
+    train_split_by: str = "passage",
 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Run every method over every example. ``backend_for`` is a Session's (spec -> backend).
-    Returns per-example rows and the ids each learning method trained on."""
-    plan = ScoringPlan(examples, methods, seed)
+    Returns per-example rows and the ids each learning method trained on (chosen by
+    passage or by whole document, see :func:`train_split`)."""
+    plan = ScoringPlan(examples, methods, seed, train_split_by)
     kwargs = {"progress": progress} if progress else {}
     results = drive(plan.runs(), backend_for, stats=stats if stats is not None else DriveStats(), **kwargs)
     return plan.rows(results)
@@ -118,8 +166,10 @@ class ScoringPlan:
     """Scoring as collect's two steps: the generators of every (example, method) pair, then
     the scores rows from their results (learning methods fitted on a seeded split)."""
 
-    def __init__(self, examples: list[Example], methods: list[Method], seed: int = 0):
+    def __init__(self, examples: list[Example], methods: list[Method], seed: int = 0,
+                 train_split_by: str = "passage"):
         self.examples, self.methods, self.seed = examples, methods, seed
+        self.train_split_by = train_split_by
         # rows a method takes from the data (ReCaLL's prefix) count as its training rows
         self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
 
@@ -135,7 +185,8 @@ class ScoringPlan:
             outputs = [results[(i, m)] for i in range(len(examples))]
             if method.trains:
                 ok = [i for i, o in enumerate(outputs) if not isinstance(o, Failure)]
-                train_rows = [ok[i] for i in train_split(method, [examples[i] for i in ok], seed)]
+                train_rows = [ok[i] for i in train_split(method, [examples[i] for i in ok], seed,
+                                                         self.train_split_by)]
                 method.fit([outputs[i] for i in train_rows], [examples[i].label for i in train_rows])
                 for i, value in zip(ok, method.predict([outputs[i] for i in ok])):
                     outputs[i] = value

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="split of a saved Hugging Face DatasetDict")
     add_passage_option(parser)
     add_scoring_options(parser, SETTINGS)
-    add_settings(parser, SETTINGS, ("limit",))
+    add_settings(parser, SETTINGS, ("limit", "train_split"))
     add_run_options(parser)
     add_model_options(parser)
 

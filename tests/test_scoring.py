@@ -1,0 +1,95 @@
+"""scoring.train_split: how a learning method picks its training rows, by passage or by
+whole document, and detect's train_split setting end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from copyprobe.backends.fake import FakeBackend
+from copyprobe.cli.main import main
+from copyprobe.data.example import Example
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.registry import make_method
+from copyprobe.scoring import train_split
+
+
+def letters(n_docs: int, sizes: list[int], seed: int) -> list[Example]:
+    """Documents of varying passage counts, half of them members, passages shuffled."""
+    rng = random.Random(seed)
+    rows = []
+    for d in range(n_docs):
+        for p in range(sizes[d % len(sizes)]):
+            rows.append(Example(id=f"d{d}p{p}", text=f"letter {d} passage {p}", label=d % 2, doc_id=f"d{d}"))
+    rng.shuffle(rows)
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_split_by_document_takes_whole_documents_of_both_classes(seed):
+    examples = letters(24, [1, 2, 3, 4], seed)
+    method = make_method("veilprobe", n_train=20)
+    chosen = train_split(method, examples, seed, by="document")
+    docs_in = {examples[i].doc_id for i in chosen}
+    for doc in docs_in:  # every passage of a chosen document, none of the others
+        assert {i for i, e in enumerate(examples) if e.doc_id == doc} <= set(chosen)
+    assert {examples[i].doc_id for i in range(len(examples)) if i not in chosen}.isdisjoint(docs_in)
+    for label in (0, 1):
+        rows = [i for i in chosen if examples[i].label == label]
+        assert len(rows) >= 2
+        # the class's share of n_train (stratified), passed by less than one document (<= 4 passages)
+        share = round(20 * sum(e.label == label for e in examples) / len(examples))
+        assert share <= len(rows) < share + 4
+        left = {e.doc_id for e in examples if e.label == label} - docs_in
+        assert left  # something of each class is left to evaluate
+    assert chosen == train_split(method, examples, seed, by="document")  # seeded
+
+
+def test_split_by_passage_may_cut_documents_which_by_document_never_does():
+    examples = letters(24, [3], 0)
+    method = make_method("veilprobe", n_train=24)
+    cut = set()
+    for seed in range(5):
+        chosen = set(train_split(method, examples, seed, by="passage"))
+        cut |= {e.doc_id for i, e in enumerate(examples) if i in chosen} & \
+               {e.doc_id for i, e in enumerate(examples) if i not in chosen}
+    assert cut  # the old behaviour: passages of one document on both sides
+    assert train_split(method, examples, 0) == train_split(method, examples, 0, by="passage")
+
+
+def test_split_by_document_refusals():
+    method = make_method("veilprobe", n_train=4)
+    mixed = letters(8, [2], 0) + [Example(id="odd", text="x", label=1, doc_id="d0")]  # d0 is a non-member doc
+    with pytest.raises(DataError, match="document 'd0' has members and non-members"):
+        train_split(method, mixed, 0, by="document")
+    one_member_doc = [Example(id=f"m{i}", text="m", label=1, doc_id="book") for i in range(6)] + \
+                     [Example(id=f"n{i}", text="n", label=0, doc_id=f"n{i}") for i in range(6)]
+    with pytest.raises(DataError, match="at least 2 documents of each class.*1 member and 6 non-member"):
+        train_split(method, one_member_doc, 0, by="document")
+    with pytest.raises(ConfigError, match="train split must be one of passage, document"):
+        train_split(method, letters(8, [2], 0), 0, by="chapter")
+
+
+def test_detect_train_split_document_end_to_end(tmp_path, capsys):
+    rows = [{"id": e.id, "text": f"{e.text} " + " ".join(f"w{e.doc_id}x{j}" for j in range(12)),
+             "label": e.label, "doc_id": e.doc_id} for e in letters(12, [3], 1)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    from copyprobe import detect
+
+    fake = FakeBackend(spec="fake-split", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    result = detect(fake, str(data), ["feature_agg"], params={"feature_agg": {"n_train": 12}}, out=out,
+                    cache=False, train_split="document", n_bootstrap=0)
+    trained = set(json.loads((out / "run.json").read_text())["train_ids"]["feature_agg"])
+    by_doc = {}
+    for r in rows:
+        by_doc.setdefault(r["doc_id"], set()).add(r["id"])
+    assert trained and all(ids <= trained or not (ids & trained) for ids in by_doc.values())
+    assert any("train split by document" in note for note in result.notes)
+    code = main(["detect", "--model", "fake", "--data", str(data), "--methods", "loss", "--train-split", "chapter",
+                 "--out", str(tmp_path / "bad")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--train-split" in err
