@@ -28,9 +28,10 @@ request's seed, so a sample depends only on (prompt, settings, seed); HF-style r
 penalty; stop strings; top log-probs from the raw logits. Prompts run in sorted token
 order and each reuses the KV cache of the prefix it shares with the prompt before it
 (DE-COP's orderings, probes with a common instruction), from the last multiple of 32
-tokens, as token log-probs do, and never the cells a generation appended one at a time. With ``parallel`` > 1 (opt-in)
-up to ``parallel`` sequences decode together (continuous batching in a second llama.cpp
-context with one KV stream per sequence): one llama_decode per step for all of them.
+tokens, as token log-probs do, and never the cells a generation appended one at a time.
+With ``parallel`` > 1 (opt-in) up to ``parallel`` sequences decode together (continuous
+batching in a second llama.cpp context with one KV stream per sequence): one llama_decode
+per step for all of them.
 llama.cpp's numbers depend on how tokens are grouped into decode calls and laid out in
 the cache, so both loops follow the same rule (same prefix reuse, same prompt chunks, a
 sequence's cells contiguous as in the one-sequence context). That gives the same tokens
@@ -393,7 +394,8 @@ class LlamaCppBackend(Backend):
                 start = self._score_window(Window(ids, 1, 0), buffer, reuse=reusable)
                 if start:
                     buffer.put(0, values, 0, start)
-        self._scored = (ids, buffer.values) if buffer.complete() else None
+        # a copy: the answer's lists go to the caller, who may change them
+        self._scored = (ids, {k: list(v) for k, v in buffer.values.items()}) if buffer.complete() else None
 
     def _answer(self, request: TokenLogprobsRequest, ids: list[int], buffer) -> TokenLogprobs:
         return TokenLogprobs(
@@ -422,8 +424,8 @@ class LlamaCppBackend(Backend):
         """``reuse`` rounded down to a multiple of 32 (of ``chunk`` when 32 does not divide
         it). llama.cpp's matrix kernels take a decode call's tokens in tiles of a few rows
         (4 for Qwen's Q4_K on x86) and compute the rows left over differently: a decode that
-        resumes at an arbitrary position moves the tiles and changes log-probs by up to 0.1
-        on Qwen2.5-Coder-0.5B; one that resumes at a multiple of the tile (and of every tile
+        resumes at an arbitrary position moves the tiles and changes log-probs by up to 0.14
+        on Qwen2.5-Coder-0.5B (benchmarks/bench_logprob_reuse.py); one that resumes at a multiple of the tile (and of every tile
         size that divides 32) computes every position as a decode from the start does."""
         unit = 32 if self.chunk % 32 == 0 else self.chunk
         return reuse // unit * unit
