@@ -109,6 +109,8 @@ class FakeOpenAIServer(LocalServer):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                if len(raw) < length:  # the client was killed while sending: no request arrived
+                    return
                 try:
                     body = json.loads(raw or b"{}")
                 except ValueError:
