@@ -279,7 +279,8 @@ class LlamaCppBackend(Backend):
         """Bring the KV cache to ``ids`` (reusing the longest cached prefix) and return the
         last position's logits. With ``all_logits``, ``on_chunk(first_position, logits[n, V])``
         sees the logits of every decoded position, and at most the first ``reuse`` tokens
-        are taken from the cache (0: nothing is reused)."""
+        are taken from the cache (0: nothing is reused). Every resume starts at a multiple
+        of 32 tokens (:meth:`_aligned`), whatever the caller allows."""
         import numpy as np
 
         if len(ids) > self.max_length:
@@ -386,7 +387,8 @@ class LlamaCppBackend(Backend):
         previous, values = self._scored if self._scored else ([], None)
         shared = _common_prefix(previous, ids, min(len(previous), len(ids)))
         # row p scores token p + 1: rows below shared - 1 score the same tokens as before
-        reusable = self._aligned(max(shared - 1, 0)) if values is not None else 0
+        # (a decode resumes at the aligned position at or below that: see _decode)
+        reusable = max(shared - 1, 0) if values is not None else 0
         if len(ids) >= 2:
             if reusable >= len(ids) - 1:
                 buffer.put(0, values, 0, len(ids) - 1)
@@ -417,7 +419,7 @@ class LlamaCppBackend(Backend):
         if ids:
             for number, window in enumerate(context_windows(context_ids, ids, self.lead_ids, self.max_length)):
                 # the first window starts with the context: keep it cached up to its last token
-                self._score_window(window, buffer, reuse=self._aligned(len(context_ids) - 1) if number == 0 else 0)
+                self._score_window(window, buffer, reuse=len(context_ids) - 1 if number == 0 else 0)
         return self._answer(request, ids, buffer)
 
     def _aligned(self, reuse: int) -> int:
