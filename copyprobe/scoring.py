@@ -100,12 +100,15 @@ def train_split(method: Method, examples: list[Example], seed: int, by: str = "p
     if by == "document":
         return _document_split(method, examples, by_class, needed, rng)
     chosen: list[int] = []
-    total = len(by_class[0]) + len(by_class[1])
     for cls, rows in sorted(by_class.items()):
-        # stratified, with at least 2 per class to fit on and at least 1 left to evaluate
-        share = max(2, round(needed * len(rows) / total))
-        chosen += rng.sample(rows, min(share, len(rows) - 1))
+        # at least 1 left to evaluate
+        chosen += rng.sample(rows, min(_class_share(by_class, cls, needed), len(rows) - 1))
     return sorted(chosen)
+
+
+def _class_share(by_class: dict[int, list[int]], cls: int, needed: int) -> int:
+    """Training passages of class ``cls``: stratified, and at least 2 to fit on."""
+    return max(2, round(needed * len(by_class[cls]) / sum(len(rows) for rows in by_class.values())))
 
 
 def _document_split(method: Method, examples: list[Example], by_class: dict[int, list[int]], needed: int,
@@ -125,10 +128,9 @@ def _document_split(method: Method, examples: list[Example], by_class: dict[int,
             f"method {method.name!r} trains on whole documents: it needs at least 2 documents of each class "
             f"(one to train on, one to evaluate); the data has {len(documents[1])} member and "
             f"{len(documents[0])} non-member documents")
-    total = sum(len(rows) for rows in by_class.values())
     chosen: list[int] = []
     for cls, docs in sorted(documents.items()):
-        share = max(2, round(needed * len(by_class[cls]) / total))
+        share = _class_share(by_class, cls, needed)
         order = sorted(docs)
         rng.shuffle(order)
         taken = 0
