@@ -38,13 +38,8 @@ from bench_blackbox import parse_params  # noqa: E402
 from bench_blackbox_planted import load_examples, metrics  # noqa: E402
 
 from copyprobe.drive import Failure, drive  # noqa: E402
+from copyprobe.methods.prefix_probe import rouge_l  # noqa: E402  prefix probing's own (one scorer)
 from copyprobe.scoring import build_methods  # noqa: E402
-
-
-def rouge_l(a: str, b: str) -> float:
-    from rouge_score import rouge_scorer
-
-    return rouge_scorer.RougeScorer(["rougeL"]).score(a, b)["rougeL"].fmeasure
 
 
 def mean_pairwise(texts) -> float:
