@@ -183,6 +183,12 @@ def test_prompts_sharing_prefixes_answer_as_they_do_alone(llamacpp_tiny):
         assert llamacpp_tiny.answer([gen])[0].text == generated.text
 
 
+def _fresh(backend):
+    """Forget the KV cache and the last scored text: the next request decodes from scratch."""
+    backend._kv = []
+    backend._scored = None
+
+
 @pytest.mark.model
 @pytest.mark.bigmodel
 def test_qwen_samples_and_choices_do_not_depend_on_the_prompts_before_them(llamacpp_qwen):
@@ -203,12 +209,6 @@ def test_qwen_samples_and_choices_do_not_depend_on_the_prompts_before_them(llama
         assert llamacpp_qwen.answer([gen])[0].text == sampled.text
         _fresh(llamacpp_qwen)
         assert llamacpp_qwen.answer([choice])[0].logprobs == picked.logprobs
-
-
-def _fresh(backend):
-    """Forget the KV cache and the last scored text: the next request decodes from scratch."""
-    backend._kv = []
-    backend._scored = None
 
 
 @pytest.mark.parametrize("backend_name", [
