@@ -162,7 +162,7 @@ COPYING_METRICS = obj(optional={"baseline": obj()},
 # verdicts.json: format 2 (copyprobe.evaluation.verdicts) and the older layouts the report
 # still reads (the audit's "score"/"mann_whitney_p", the report's own "mean_score"/...)
 _STANDING = obj(optional={"rank": opt(INT), "of": opt(INT), "p": opt(NUM), "distance": opt(NUM),
-                          "clean_median": opt(NUM)})
+                          "clean_median": opt(NUM), "test": STR})
 _VERDICT_DOCUMENT = obj(required={"doc_id": ID}, optional={
     "verdict": STR, "reason": opt(STR), "sentence": opt(STR), "n_passages": opt(INT), "n_failed": opt(INT),
     "n_used": opt(INT), "rank": opt(INT), "of": opt(INT), "style": opt(_STANDING), "length": opt(_STANDING),
@@ -235,7 +235,9 @@ RUN = obj(optional={
     "blind_baseline": opt(BOOL), "train_ids": dict_of(lst(ID)), "failures": lst(obj()), "notes": lst(STR),
     "audit": opt(obj(required={"method": STR, "alpha": NUM},
                      optional={"suspect": opt(STR), "clean": opt(STR), "test": one_of("rank", "t"),
-                               "input_files": dict_of(lst(obj())), "limit": opt(INT)})),  # tests: evaluation.verdicts.TESTS
+                               "input_files": dict_of(lst(obj())), "limit": opt(INT),
+                               "passages_per_document": opt(INT), "guard_test": one_of("rank", "t"),
+                               "selection": obj()})),  # tests: evaluation.vocabulary.TESTS, GUARD_TESTS
     "copying": opt(obj(required={"tasks": lst(one_of(*_COPY_TASKS))},
                        optional={"templates": lst(INT), "limit": opt(INT), **{k: opt(NUM) for k in (
                            "literal_threshold", "literal_words", "event_threshold", "character_threshold",

@@ -35,6 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from copyprobe.evaluation.stats import prediction_t_p
+
 GUARD_LEVEL = 0.1  # a suspect farther than 90% of the clean documents is a style outlier
 FEATURES = ("character 2-4-gram (within words) + word TF-IDF profile per document, cosine distance; "
             "mean words per passage, log scale")
@@ -47,23 +49,32 @@ class Standing:
     value: float  # the suspect's mean distance to the clean documents
     clean_values: tuple[float, ...]  # each clean document's mean distance to the other clean ones
     rank: int  # 1 + #clean documents at least as far (1 = farther than every one)
-    p_value: float  # rank / (k + 1)
+    p_value: float  # rank / (k + 1), or the prediction t-test's p with test "t"
+    test: str = "rank"  # how p_value was computed: "rank" (exact) or "t" (by how much, assuming normality)
 
-    def as_json(self) -> dict[str, float | int]:
-        return {"distance": _round(self.value), "rank": self.rank, "of": len(self.clean_values) + 1,
-                "p": _round(self.p_value),
-                "clean_median": _round(float(np.median(self.clean_values))) if self.clean_values else None}
+    def as_json(self) -> dict[str, float | int | str]:
+        out: dict[str, float | int | str] = {
+            "distance": _round(self.value), "rank": self.rank, "of": len(self.clean_values) + 1,
+            "p": _round(self.p_value),
+            "clean_median": _round(float(np.median(self.clean_values))) if self.clean_values else None}
+        if self.test != "rank":  # verdicts.json of rank-guarded audits keeps its earlier layout
+            out["test"] = self.test
+        return out
 
 
 def _round(x: float) -> float:
     return float(f"{x:.6g}") if math.isfinite(x) else x
 
 
-def rank_standing(value: float, clean_values: Sequence[float]) -> Standing:
-    """Rank (1 = largest) and exact rank p-value of ``value`` among ``clean_values``."""
+def rank_standing(value: float, clean_values: Sequence[float], test: str = "rank") -> Standing:
+    """Rank (1 = largest) of ``value`` among ``clean_values`` and its p-value: the exact rank
+    p-value, or with ``test="t"`` the prediction t-test's (by how far it stands out, not
+    only whether it is farthest)."""
     clean = tuple(float(v) for v in clean_values)
     # ties count against the suspect (as in the p-value): rank 1 = strictly farther than all
     rank = 1 + sum(c >= value for c in clean)
+    if test == "t" and len(clean) >= 2 and all(map(math.isfinite, clean)) and math.isfinite(value):
+        return Standing(float(value), clean, rank, prediction_t_p(float(value), clean), "t")
     return Standing(float(value), clean, rank, rank / (len(clean) + 1))
 
 
@@ -92,7 +103,7 @@ def length_distances(words_per_passage: Sequence[float]) -> np.ndarray:
     return np.abs(logs[:, None] - logs[None, :])
 
 
-def standings(distances: np.ndarray, suspect: int, clean: Sequence[int]) -> Standing:
+def standings(distances: np.ndarray, suspect: int, clean: Sequence[int], test: str = "rank") -> Standing:
     """The suspect's mean distance to the clean documents against each clean document's
     mean distance to the other clean documents (leave one out)."""
     clean = list(clean)
@@ -101,23 +112,24 @@ def standings(distances: np.ndarray, suspect: int, clean: Sequence[int]) -> Stan
     for c in clean:
         others = [o for o in clean if o != c]
         clean_values.append(float(np.mean(distances[c, others])) if others else math.nan)
-    return rank_standing(value, clean_values)
+    return rank_standing(value, clean_values, test)
 
 
 def guard(doc_passages: Mapping[str, Sequence[str]], suspects: Sequence[str],
-          clean: Sequence[str]) -> dict[str, dict[str, Standing]]:
+          clean: Sequence[str], test: str = "rank") -> dict[str, dict[str, Standing]]:
     """For each suspect document, its style and length standing among the clean documents.
 
     ``doc_passages`` maps every document (suspect and clean) to the passages that represent
-    it (the same number for every document, chosen by the caller)."""
+    it (the same number for every document, chosen by the caller); ``test``: how each
+    standing's p-value is computed (:func:`rank_standing`)."""
     names = list(suspects) + [c for c in clean if c not in suspects]
     index = {n: i for i, n in enumerate(names)}
     style = style_distances(["\n".join(doc_passages[n]) for n in names])
     length = length_distances([np.mean([len(p.split()) for p in doc_passages[n]]) if doc_passages[n] else 0.0
                                for n in names])
     clean_idx = [index[c] for c in clean]
-    return {s: {"style": standings(style, index[s], clean_idx),
-                "length": standings(length, index[s], clean_idx)} for s in suspects}
+    return {s: {"style": standings(style, index[s], clean_idx, test),
+                "length": standings(length, index[s], clean_idx, test)} for s in suspects}
 
 
 def collection_standing(per_suspect: Mapping[str, Mapping[str, Standing]]) -> dict[str, float]:

@@ -15,6 +15,19 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
+def prediction_t_p(x: float, clean: Sequence[float]) -> float:
+    """One-sided p-value of the prediction t-test: is ``x`` above what k normal draws like
+    ``clean`` predict for a new draw? (x - mean) / (sd * sqrt(1 + 1/k)) with k - 1 degrees
+    of freedom. A clean set with no spread gives 0 when x is above it, else 1."""
+    c = np.asarray(clean, dtype=float)
+    k = len(c)
+    sd = float(np.std(c, ddof=1))
+    if sd == 0:
+        return 0.0 if x > c[0] else 1.0
+    t = (x - float(np.mean(c))) / (sd * math.sqrt(1 + 1 / k))
+    return float(stats.t.sf(t, df=k - 1))
+
+
 MIN_N = 2  # per group; a variance (Welch) needs two values, and one value says nothing
 
 

@@ -45,6 +45,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from copyprobe.evaluation.stats import prediction_t_p
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
 
@@ -84,15 +85,7 @@ def rank_p(x: float, clean: Sequence[float]) -> float:
 
 
 def t_p(x: float, clean: Sequence[float]) -> float:
-    from scipy import stats
-
-    c = np.asarray(clean, dtype=float)
-    k = len(c)
-    sd = float(np.std(c, ddof=1))
-    if sd == 0:
-        return 0.0 if x > c[0] else 1.0
-    t = (x - float(np.mean(c))) / (sd * math.sqrt(1 + 1 / k))
-    return float(stats.t.sf(t, df=k - 1))
+    return prediction_t_p(x, clean)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -117,21 +110,46 @@ def evenly_spaced(n: int, m: int) -> list[int]:
     return [int(round(i * (n - 1) / (m - 1))) for i in range(m)]
 
 
+def passages_to_read(counts: Mapping[str, int], cap: int | None) -> dict[str, list[int]]:
+    """Which passages of each document an audit's test reads: M evenly spaced ones, M = the
+    fewest passages of any document, at most ``cap`` (None: no cap). Every document is then
+    judged on equally many passages (equally noisy scores), and an audit scores only these:
+    a long book beside short documents costs what the test uses."""
+    if not counts:
+        return {}
+    m = min(counts.values())
+    if cap is not None:
+        m = min(m, cap)
+    return {doc: evenly_spaced(n, m) for doc, n in counts.items()}
+
+
 def _name(doc: str) -> str:
     return doc.split(":", 1)[1] if doc.startswith(("suspect:", "clean:")) else doc
 
 
-def _fmt_p(p: float) -> str:
-    if math.isnan(p):
+def _fmt_p(p: float | None) -> str:
+    if p is None or math.isnan(p):
         return "n/a"
     return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
 
 
 def _guard_trips(standing: Standing | None, p_model: float) -> bool:
+    """Does the text alone set the document apart as much as the model's score does? A rank
+    standing also trips when the document is farther than every clean one (its smallest
+    p, 1/(k+1), can exceed the guard level with few clean documents); a t standing says by
+    how much it is farther, so only its p counts."""
     if standing is None or math.isnan(standing.p_value):
         return True
-    k = len(standing.clean_values)
-    return standing.p_value <= max(GUARD_LEVEL, 1.0 / (k + 1), p_model)
+    floor = 1.0 / (len(standing.clean_values) + 1) if standing.test == "rank" else 0.0
+    return standing.p_value <= max(GUARD_LEVEL, floor, p_model)
+
+
+def _z(x: float | None, clean: Sequence[float]) -> float | None:
+    """How many clean standard deviations ``x`` is above the clean documents' mean."""
+    if x is None or len(clean) < 2:
+        return None
+    sd = float(np.std(clean, ddof=1))
+    return (x - float(np.mean(clean))) / sd if sd > 0 else None
 
 
 def _num(x: float | None) -> float | None:
@@ -150,13 +168,15 @@ def verdicts(
     test: str = "rank",
     method: str = "score",
     order: Sequence[str] | None = None,
+    guard_test: str = "rank",
 ) -> dict[str, Any]:
     """Verdicts per suspect document (label 1) against the clean documents (label 0).
 
     ``scores``/``docs``/``labels``/``texts`` map passage ids to the score (None = failed),
     the document, the side and the text; ``order`` is the passages' order in their
     documents (default: the order of ``scores``). Document ids ``role:name`` are
-    reported as ``name``."""
+    reported as ``name``. ``guard_test``: how the guard's standings get their p-values
+    (``rank`` or ``t``, see :func:`copyprobe.evaluation.guard.rank_standing`)."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
     ids = list(order) if order is not None else list(scores)
@@ -192,7 +212,7 @@ def verdicts(
         if k >= 1 and (test == "rank" or k >= MIN_CLEAN_T):
             raw_p[s] = rank_p(doc_score[s], clean_scores) if test == "rank" else t_p(doc_score[s], clean_scores)
     adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
-    standings = guard(doc_passages, tested, clean) if tested and k >= 2 else {}
+    standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
     rows = []
     for s in suspects:
@@ -214,7 +234,8 @@ def verdicts(
         st = standings.get(s, {})
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
-        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method)
+        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method,
+                                  _z(doc_score.get(s), clean_scores))
         row["verdict"], row["reason"] = verdict, reason
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -226,7 +247,7 @@ def verdicts(
         "test": {"name": test, "assumptions": ASSUMPTIONS[test], "n_clean_documents": k,
                  "min_p": min_p(test, k), "clean_needed": needed, "passages_per_document": m_passages,
                  "multiple_testing": "Holm over suspect documents" if len(raw_p) > 1 else None},
-        "guard": {"features": FEATURES, "level": GUARD_LEVEL},
+        "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": RULE,
         "baseline": {
             "n_documents": k,
@@ -243,7 +264,26 @@ def verdicts(
     return report
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, str]:
+def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
+    """For a t test that did not reach alpha: how many clean documents like these would make
+    the same standing (z clean standard deviations above their mean) significant, or that
+    none would. The rank test's need (1/alpha - 1) is said where it applies."""
+    from scipy import stats
+
+    if test != "t" or z is None or not math.isfinite(z):
+        return None
+    if stats.norm.sf(z) > alpha:
+        return (f"no number of clean documents would make this standing significant: it is {z:.2f} standard "
+                f"deviations of the clean documents above their mean, and alpha = {alpha} needs more than "
+                f"{stats.norm.isf(alpha):.2f}")
+    more = next((n for n in range(k + 1, 100_001) if stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha), None)
+    if more is None:
+        return None
+    return (f"the same standing ({z:.2f} standard deviations above the clean documents' mean) would be "
+            f"significant with at least {more} clean documents like these")
+
+
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -264,8 +304,17 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
         if p <= alpha:
             return NO_EVIDENCE, (f"{name} ranks {standing}: below alpha = {alpha} alone, but not after adjusting "
                                  f"for the other suspect documents tested; this does not show the model never saw it")
-        return NO_EVIDENCE, (f"{name} scores within the range of the clean documents: {standing}, not below "
-                             f"alpha = {alpha}; this does not show the model never saw it")
+        if row["rank"] == 1:
+            where = (f"{name} ranks {standing}, above all {k} clean documents, but with {k} clean documents that is "
+                     f"not significant at alpha = {alpha}")
+        else:
+            higher = row["rank"] - 1
+            where = (f"{name} scores within the range of the clean documents: it ranks {standing}, {higher} of the "
+                     f"{k} clean documents score{'s' if higher == 1 else ''} at least as high, not significant at "
+                     f"alpha = {alpha}")
+        decisive = _decisive(test, z, k, alpha)
+        return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
+                             f"saw it")
     style, length = st.get("style"), st.get("length")
     if style is None or length is None:
         return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
@@ -286,44 +335,54 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method) -> tuple[str, 
 
 
 def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
-    """The group test. Its guard is the Mann-Whitney over the suspects' style and length
-    distances, and also each suspect's own guard: one suspect in another style among
-    several could otherwise carry the group claim on its style alone."""
+    """The group test over the suspect documents that pass their own guard. A suspect that
+    differs from the clean documents in style or length by the text alone could carry the
+    group result on its style, so it is left out of the group (a choice made without the
+    scores, so the test stays valid for the rest); the rest must not stand out as a group
+    either (Mann-Whitney over their style and length distances)."""
     from scipy.stats import mannwhitneyu
 
-    s_scores = [doc_score[s] for s in suspects]
+    outliers = [s for s in suspects
+                if any(_guard_trips(standings.get(s, {}).get(part), 0.0) for part in ("style", "length"))]
+    group = [s for s in suspects if s not in outliers]
+    names = sorted(_name(s) for s in outliers)
+    left_out = (f"; {len(names)} suspect document{'s' if len(names) != 1 else ''} that differ{'s' if len(names) == 1 else ''} "
+                f"from the clean documents in style or passage length by the text alone left out of the group "
+                f"({', '.join(names)})") if names else ""
+    out: dict[str, Any] = {"n_suspect": len(suspects), "n_tested": len(group), "n_clean": len(clean),
+                           "style_outliers": names,
+                           "test": "one-sided exact Mann-Whitney U over document scores (suspect > clean)"}
+    if not group:
+        return {**out, "p": None, "min_p": None, "style_p": None, "length_p": None, "verdict": CANNOT_TELL,
+                "reason": (f"every suspect document differs from the clean documents in style or passage length by "
+                           f"the text alone ({', '.join(names)}): give clean documents in the same genre and style")}
+    s_scores = [doc_score[s] for s in group]
     c_scores = [doc_score[c] for c in clean]
     p = float(mannwhitneyu(s_scores, c_scores, alternative="greater", method="exact").pvalue)
-    text = collection_standing({s: standings[s] for s in suspects})
-    min_possible = 1.0 / math.comb(len(suspects) + len(clean), len(suspects))
+    text = collection_standing({s: standings[s] for s in group})
+    min_possible = 1.0 / math.comb(len(group) + len(clean), len(group))
     blocked = [part for part in ("style", "length")
                if math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p)]
-    outliers = sorted(_name(s) for s in suspects
-                      if any(_guard_trips(standings.get(s, {}).get(part), 0.0) for part in ("style", "length")))
+    one = len(group) == 1
+    which = ("the" if not names else "the other") + (" suspect document" if one else f" {len(group)} suspect documents")
+    score, do = ("scores", "does") if one else ("score", "do")
     if p > alpha:
         verdict = NO_EVIDENCE
-        reason = (f"the {len(suspects)} suspect documents do not score above the {len(clean)} clean documents "
-                  f"as a group (one-sided Mann-Whitney over documents, p = {_fmt_p(p)})")
-    elif outliers and not blocked:
-        verdict = CANNOT_TELL
-        reason = (f"the suspect documents score above the clean ones as a group (p = {_fmt_p(p)}), but "
-                  f"{', '.join(outliers)} differ{'s' if len(outliers) == 1 else ''} from the clean documents in style "
-                  f"or passage length by the text alone, and could carry the group result: give clean documents "
-                  f"in the same genre and style, or audit without them")
+        reason = (f"{which} {do} not score above the {len(clean)} clean documents as a group (one-sided "
+                  f"Mann-Whitney over documents, p = {_fmt_p(p)}){left_out}")
     elif blocked:
         verdict = CANNOT_TELL
-        reason = (f"the suspect documents score above the clean ones as a group (p = {_fmt_p(p)}), but they "
-                  f"also differ from them in {' and '.join(blocked)} by the text alone (p = "
-                  f"{', '.join(_fmt_p(text[b]) for b in blocked)}): give clean documents in the same genre and style")
+        reason = (f"{which} {score} above the clean ones as a group (p = {_fmt_p(p)}), but {'it also differs' if one else 'they also differ'} from "
+                  f"them in {' and '.join(blocked)} by the text alone (p = "
+                  f"{', '.join(_fmt_p(text[b]) for b in blocked)}): give clean documents in the same genre and "
+                  f"style{left_out}")
     else:
         verdict = EVIDENCE
-        reason = (f"the suspect documents score above the clean ones as a group (one-sided Mann-Whitney over "
-                  f"documents, p = {_fmt_p(p)}), while the text alone does not set them apart (style p = "
+        reason = (f"{which} {score} above the clean ones as a group (one-sided Mann-Whitney over documents, "
+                  f"p = {_fmt_p(p)}), while the text alone does not set them apart (style p = "
                   f"{_fmt_p(text['style'])}, passage length p = {_fmt_p(text['length'])}); this says the model was "
-                  f"trained on some of them, not which")
-    return {"n_suspect": len(suspects), "n_clean": len(clean), "p": p, "min_p": min_possible,
-            "style_p": _num(text["style"]), "length_p": _num(text["length"]), "style_outliers": outliers,
-            "test": "one-sided exact Mann-Whitney U over document scores (suspect > clean)",
+                  f"trained on some of them, not which{left_out}")
+    return {**out, "p": p, "min_p": min_possible, "style_p": _num(text["style"]), "length_p": _num(text["length"]),
             "verdict": verdict, "reason": reason}
 
 
@@ -356,7 +415,7 @@ def summary_sentence(report: Mapping[str, Any]) -> str:
 
 
 def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[str, Any], alpha: float,
-                   texts: Mapping[str, str], *, test: str = "rank") -> dict[str, Any]:
+                   texts: Mapping[str, str], *, test: str = "rank", guard_test: str = "rank") -> dict[str, Any]:
     """Verdicts from scores rows (as scores.jsonl holds them) and the passages' texts
     (examples.jsonl): rows a learning method was fitted on are no evidence and are left out."""
     trained = {i for ids in train_ids.values() for i in ids}
@@ -369,4 +428,4 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
     docs = {r["id"]: r.get("doc_id") for r in rows}
     labels = {r["id"]: r.get("label") for r in rows}
     return verdicts(scores, docs, labels, alpha, texts, test=test, method=method,
-                    order=[r["id"] for r in rows])
+                    order=[r["id"] for r in rows], guard_test=guard_test)

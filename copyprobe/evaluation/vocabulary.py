@@ -21,6 +21,8 @@ VERDICTS = (EVIDENCE, NO_EVIDENCE, CANNOT_TELL)
 # the document-level tests a verdict can come from (evaluation/verdicts.py); here, with no
 # numeric import, so a settings declaration can name them without loading numpy
 TESTS = ("rank", "t")
+# how the shift guard turns a suspect's distance into a p-value (evaluation/guard.py)
+GUARD_TESTS = ("rank", "t")
 
 # Words written by earlier versions (audit: seen/inconclusive/not detected/untested;
 # report: suspect/member) read as today's words, so old run directories still load.

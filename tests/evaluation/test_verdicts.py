@@ -178,10 +178,32 @@ def test_several_suspects_get_holm_and_a_collection_verdict():
     assert sorted(r["p_adjusted"] for r in rows) == pytest.approx([3 / 31] * 3)  # Holm: 3p, 2p, p -> running max
     assert all(r["verdict"] == NO_EVIDENCE for r in rows)  # 3/31 > 0.05 after adjustment
     coll = report["collection"]
-    expected = stats.mannwhitneyu([docs[f"s{j}"][2][0] for j in range(3)], [docs[f"c{i}"][2][0] for i in range(30)],
+    # the suspects whose own guard trips are left out of the group; the others are tested
+    group = [f"s{j}" for j in range(3) if f"s{j}" not in coll["style_outliers"]]
+    assert coll["n_tested"] == len(group) and coll["n_suspect"] == 3
+    expected = stats.mannwhitneyu([docs[s][2][0] for s in group], [docs[f"c{i}"][2][0] for i in range(30)],
                                   alternative="greater", method="exact").pvalue
     assert coll["p"] == pytest.approx(expected)
     assert coll["verdict"] in (EVIDENCE, CANNOT_TELL) and coll["p"] <= 0.05
+
+
+def test_collection_leaves_out_style_outliers_and_tests_the_rest():
+    """A suspect in another style is left out of the group by its text alone; the rest,
+    like the clean documents in style, make the group claim."""
+    rng = random.Random(11)
+    archaic = "thou thee hath unto verily behold wherefore shalt art doth saith lo yea".split()
+    docs = {f"c{i}": (0, random_doc(rng), [0.1 * (i % 7)] * 3) for i in range(20)}
+    for j in range(6):
+        docs[f"s{j}"] = (1, random_doc(rng), [5.0] * 3)
+    docs["odd"] = (1, [" ".join(rng.choice(archaic) for _ in range(40)) for _ in range(3)], [9.0] * 3)
+    scores, doc_of, labels, texts = build(docs)
+    coll = verdicts(scores, doc_of, labels, 0.01, texts, method="loss", test="t", guard_test="t")["collection"]
+    assert "odd" in coll["style_outliers"] and coll["n_tested"] == 7 - len(coll["style_outliers"])
+    group = [f"s{j}" for j in range(6) if f"s{j}" not in coll["style_outliers"]]
+    expected = stats.mannwhitneyu([5.0] * len(group), [docs[f"c{i}"][2][0] for i in range(20)],
+                                  alternative="greater", method="exact").pvalue
+    assert coll["p"] == pytest.approx(expected) and coll["verdict"] == EVIDENCE
+    assert "left out of the group" in coll["reason"] and "odd" in coll["reason"]
 
 
 def test_audit_verdicts_leaves_out_training_rows_and_keeps_order():
@@ -209,16 +231,71 @@ def test_old_verdict_words_map_to_the_vocabulary(old, new):
 
 
 def test_one_suspect_in_another_style_cannot_carry_the_collection_claim():
-    """Three suspects score above 21 modern drafts; one of them is a King James pastiche.
-    The group claim is withheld and names it, whatever the group-level style test says."""
+    """Three suspects; one of them is a King James pastiche scoring above all 21 modern
+    drafts. It is left out of the group by its text alone, so the group claim rests on the
+    two modern suspects: none when they score like the clean drafts, a claim naming the
+    pastiche as left out when they score above them."""
     modern = _battery("modern", 24)
-    docs = {f"modern{i}": (0, _paragraph_passages(t), [0.01 * i, 0.01 * i]) for i, t in enumerate(modern[:21])}
-    docs["pastiche"] = (1, _paragraph_passages(_battery("archaic", 1)[0]), [5.0, 5.0])
-    for j, t in enumerate(modern[21:23]):
-        docs[f"draft{j}"] = (1, _paragraph_passages(t), [4.0, 4.0])
+    for drafts_score, expected in ((0.1, NO_EVIDENCE), (4.0, EVIDENCE)):
+        docs = {f"modern{i}": (0, _paragraph_passages(t), [0.01 * i, 0.01 * i]) for i, t in enumerate(modern[:21])}
+        docs["pastiche"] = (1, _paragraph_passages(_battery("archaic", 1)[0]), [5.0, 5.0])
+        for j, t in enumerate(modern[21:23]):
+            docs[f"draft{j}"] = (1, _paragraph_passages(t), [drafts_score, drafts_score])
+        scores, doc_of, labels, texts = build(docs)
+        coll = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")["collection"]
+        assert coll["style_outliers"] == ["pastiche"] and coll["n_tested"] == 2
+        assert coll["verdict"] == expected and "pastiche" in coll["reason"]
+
+
+def test_passages_to_read_takes_the_shortest_document_and_the_cap():
+    from copyprobe.evaluation.verdicts import passages_to_read
+
+    chosen = passages_to_read({"long": 700, "short": 3, "mid": 10}, cap=64)
+    assert {d: len(v) for d, v in chosen.items()} == {"long": 3, "short": 3, "mid": 3}
+    assert chosen["long"] == evenly_spaced(700, 3) and chosen["short"] == [0, 1, 2]
+    capped = passages_to_read({"a": 700, "b": 200}, cap=64)
+    assert [len(v) for v in capped.values()] == [64, 64] and capped["a"] == evenly_spaced(700, 64)
+    assert [len(v) for v in passages_to_read({"a": 700, "b": 200}, cap=None).values()] == [200, 200]
+
+
+def test_a_first_ranked_document_is_said_to_be_above_every_clean_one():
+    """The sentence says what happened: above all 6 clean documents, not significant with
+    6 of them, and how many clean documents the same standing would need."""
+    rng = random.Random(2)
+    clean = [0.3, 1.2, -0.4, 0.8, 0.1, 0.5]
+    docs = {f"c{i}": (0, random_doc(rng), [v] * 3) for i, v in enumerate(clean)}
+    docs["s"] = (1, random_doc(rng), [2.2] * 3)
     scores, doc_of, labels, texts = build(docs)
-    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
-    coll = report["collection"]
-    assert coll["p"] <= 0.05
-    assert coll["verdict"] == CANNOT_TELL and "pastiche" in coll["style_outliers"]
-    assert "pastiche" in coll["reason"] or "style" in coll["reason"]
+    row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss")["documents"][0]
+    z = (2.2 - np.mean(clean)) / np.std(clean, ddof=1)
+    needed = next(n for n in range(7, 1000) if stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= 0.01)
+    assert row["verdict"] == NO_EVIDENCE and row["rank"] == 1 and 0.01 < row["p"] < 0.05
+    assert "above all 6 clean documents" in row["reason"] and "within the range" not in row["reason"]
+    assert f"significant with at least {needed} clean documents" in row["reason"]
+
+
+def test_a_standing_no_clean_set_can_make_significant_says_so():
+    rng = random.Random(4)
+    clean = [0.3, 1.2, -0.4, 0.8, 0.1, 0.5]
+    docs = {f"c{i}": (0, random_doc(rng), [v] * 3) for i, v in enumerate(clean)}
+    docs["s"] = (1, random_doc(rng), [0.9] * 3)
+    scores, doc_of, labels, texts = build(docs)
+    row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss")["documents"][0]
+    assert row["verdict"] == NO_EVIDENCE and row["rank"] == 2
+    assert "within the range of the clean documents" in row["reason"] and "1 of the 6 clean documents scores" in row["reason"]
+    assert "no number of clean documents would make this standing significant" in row["reason"]
+
+
+def test_t_guard_measures_how_far_a_suspect_stands_out():
+    """Farther than every clean document by a hair: the rank guard withholds the claim (its
+    smallest p, 1/7, is above the guard level), the t guard does not; far off in style, both do."""
+    from copyprobe.evaluation.guard import rank_standing
+
+    clean = [0.50, 0.52, 0.48, 0.51, 0.49, 0.50]
+    near, far = rank_standing(0.5205, clean, "t"), rank_standing(0.9, clean, "t")
+    assert near.rank == far.rank == 1 and near.test == "t"
+    assert near.p_value == pytest.approx(stats.t.sf((0.5205 - np.mean(clean)) / (np.std(clean, ddof=1) * math.sqrt(7 / 6)), 5))
+    assert rank_standing(0.5205, clean).p_value == pytest.approx(1 / 7)
+    from copyprobe.evaluation.verdicts import _guard_trips
+    assert _guard_trips(rank_standing(0.5205, clean), 0.001) and not _guard_trips(near, 0.001)
+    assert _guard_trips(far, 0.001)

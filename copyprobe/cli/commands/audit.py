@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "them, or a JSONL/CSV of passages with a document column")
     parser.add_argument("--clean", required=True,
                         help="documents you are sure the model never saw, in the same genre and style (same forms)")
-    add_settings(parser, SETTINGS, ("method", "alpha", "test"))
+    add_settings(parser, SETTINGS, ("method", "alpha", "test", "guard_test", "passages_per_document"))
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
     add_passage_option(parser)
@@ -112,5 +112,7 @@ def _print(report: dict[str, Any]) -> None:
             print(f"- {row['sentence']}")
     collection = report.get("collection")
     if collection:
-        print(f"as a group ({collection['n_suspect']} suspect vs {collection['n_clean']} clean documents): "
+        tested = collection.get("n_tested", collection["n_suspect"])  # runs before 0.1: every suspect
+        group = f"{tested} of {collection['n_suspect']}" if tested != collection["n_suspect"] else str(tested)
+        print(f"as a group ({group} suspect vs {collection['n_clean']} clean documents): "
               f"{collection['verdict']}: {collection['reason']}")
