@@ -27,8 +27,9 @@ from copyprobe.detect import DetectResult, ScoringCollection, derive_metrics, fi
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method
-from copyprobe.evaluation.vocabulary import TESTS
-from copyprobe.params import LIMIT_SETTING, SEED_SETTING, OneOf, Real, Setting, Settings, Text, n_bootstrap_setting
+from copyprobe.evaluation.vocabulary import GUARD_TESTS, TESTS
+from copyprobe.params import (COUNT, LIMIT_SETTING, SEED_SETTING, OneOf, Optional, Real, Setting, Settings, Text,
+                              n_bootstrap_setting)
 
 AUTO = "auto"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
@@ -47,11 +48,18 @@ SETTINGS = Settings(
             "document-level test: t (assumes normal document scores, checked by the validity benchmark) or "
             "rank (exact, no distributional assumption; needs at least 1/alpha - 1 clean documents: 99 at "
             "alpha 0.01)"),
+    Setting("passages_per_document", 64, Optional(COUNT),
+            "the most passages of each document the test reads (evenly spaced through it; every document gets the "
+            "same number, set by the shortest); only those are scored. none: as many as the shortest document has"),
+    Setting("guard_test", "rank", OneOf(*GUARD_TESTS),
+            "how the style and length guard ranks a suspect among the clean documents: t (by how far it stands out) "
+            "or rank (also withholds any document farther than every clean one)"),
     replace(LIMIT_SETTING, help="only the first N passages of each side (a quick try-out)"),
     SEED_SETTING,
     n_bootstrap_setting(200),
 )
-RECORDED = ("method", "alpha", "test", "limit")  # the settings in run.json's audit section
+# the settings in run.json's audit section
+RECORDED = ("method", "alpha", "test", "limit", "passages_per_document", "guard_test")
 
 
 @dataclass
@@ -116,6 +124,24 @@ def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
         if all(p in clean_texts for p in passages):
             raise DataError(f"every passage of suspect document {name} is also in the clean set: the clean set "
                             f"must hold other documents, ones the model cannot have seen")
+
+
+def select_passages(examples: list[Example], cap: int | None) -> tuple[list[Example], dict[str, Any]]:
+    """The passages the test will read (:func:`copyprobe.evaluation.verdicts.passages_to_read`),
+    in their order, and what was chosen for the record: M, and the documents that set it
+    when they, not the cap, did."""
+    from copyprobe.evaluation.verdicts import passages_to_read
+
+    by_doc: dict[str, list[Example]] = {}
+    for e in examples:
+        by_doc.setdefault(str(e.doc_id), []).append(e)
+    chosen = passages_to_read({d: len(v) for d, v in by_doc.items()}, cap)
+    keep = {id(by_doc[d][i]) for d, idx in chosen.items() for i in idx}
+    selected = [e for e in examples if id(e) in keep]
+    m = min((len(idx) for idx in chosen.values()), default=0)
+    shortest = sorted(d.split(":", 1)[1] for d, v in by_doc.items() if len(v) == m) if cap is None or m < cap else []
+    return selected, {"passages_per_document": m, "n_passages": len(examples), "n_scored": len(selected),
+                      "set_by": shortest[:5]}
 
 
 def choose_method(method: str, capabilities: set[str] | frozenset[str], target_spec: str,
@@ -195,7 +221,8 @@ def derive_verdicts(run: record.Run) -> Derived:
     texts = {str(e.get("id")): e.get("text", "") for e in run.examples or []}
     derived.files["verdicts.json"] = audit_verdicts(run.scores or [], settings["method"], run.record.train_ids,
                                                     float(settings["alpha"]), texts,
-                                                    test=str(settings.get("test", "rank")))
+                                                    test=str(settings.get("test", "rank")),
+                                                    guard_test=str(settings.get("guard_test", "rank")))
     return derived
 
 
@@ -217,6 +244,8 @@ def audit(
     n_bootstrap: int = SETTINGS.default("n_bootstrap"),
     limit: int | None = SETTINGS.default("limit"),
     seed: int = SETTINGS.default("seed"),
+    passages_per_document: int | None = SETTINGS.default("passages_per_document"),
+    guard_test: str = SETTINGS.default("guard_test"),
     blind_baseline: bool = True,
     **run_options: Any,
 ) -> AuditResult:
@@ -227,12 +256,16 @@ def audit(
     distribution-free, needs at least 1/alpha - 1 clean documents). ``params``: the method's parameters (with ``method="auto"``: a mapping from
     method name to its parameters, used for the method chosen); other options (cache,
     batch_size, device, dtype, api_options, progress, command) as for :func:`detect`.
-    ``limit``: only the first ``limit`` passages of each side (a quick try-out)."""
+    ``limit``: only the first ``limit`` passages of each side (a quick try-out).
+    ``passages_per_document``: the most passages of a document the test reads (evenly spaced;
+    the shortest document sets the number for all); only those are scored.
+    ``guard_test``: how the style/length guard ranks a suspect (``t`` or ``rank``)."""
     import time
 
     started = time.perf_counter()
     values = SETTINGS.check({"method": method, "alpha": alpha, "test": test, "limit": limit, "seed": seed,
-                             "n_bootstrap": n_bootstrap})
+                             "n_bootstrap": n_bootstrap, "passages_per_document": passages_per_document,
+                             "guard_test": guard_test})
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
@@ -252,12 +285,13 @@ def audit(
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
-    examples = suspect_examples + clean_examples
+    examples, selection = select_passages(suspect_examples + clean_examples, values["passages_per_document"])
     settings = {
         **SETTINGS.record(values, RECORDED),
         "suspect": str(suspect) if isinstance(suspect, (str, Path)) else None,
         "clean": str(clean) if isinstance(clean, (str, Path)) else None,
         "input_files": read_files,
+        "selection": selection,
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline)
     done = execute(KIND, model, collection, out=out, started=started, **run_options)

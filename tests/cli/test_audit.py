@@ -157,8 +157,47 @@ def test_audit_limit_takes_the_first_passages_of_each_side(tmp_path, monkeypatch
                  "--bootstrap", "0"])
     assert code == 0
     scored = [json.loads(line)["id"] for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
-    assert scored == [f"suspect:s{p}" for p in range(4)] + [f"clean:c{k}" for k in range(4)]
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["audit"]["limit"] == 4
+    # the first 4 of each side: b0 (s0-s2), b1 (s3) and c0-c3; every document is read at 1
+    # passage (b1 and the clean documents have one), so b0 is scored at its middle passage only
+    assert scored == ["suspect:s1", "suspect:s3"] + [f"clean:c{k}" for k in range(4)]
+    audit = json.loads((tmp_path / "run" / "run.json").read_text())["audit"]
+    assert audit["limit"] == 4
+    assert audit["selection"] == {"passages_per_document": 1, "n_passages": 8, "n_scored": 6,
+                                  "set_by": ["b1", "c0", "c1", "c2", "c3"]}
+
+
+def test_audit_scores_only_the_passages_its_test_reads(tmp_path, monkeypatch):
+    """A 40-passage book beside clean documents of 3 passages: the test reads 3 evenly
+    spaced passages of every document, and only those are scored (asked of the model)."""
+    import random
+
+    from copyprobe.evaluation.verdicts import evenly_spaced
+
+    rng = random.Random(8)
+    book = [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(40)]
+    write_jsonl(tmp_path / "s.jsonl", book)
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+                                       for k in range(6) for p in range(3)])
+    asked = []
+    fake = FakeBackend(spec="fake-audit")
+    original = fake.answer
+
+    def answer(requests, *args, **kwargs):
+        asked.extend(r.text for r in requests)
+        return original(requests, *args, **kwargs)
+
+    monkeypatch.setattr(fake, "answer", answer)
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
+                 "--method", "loss", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0
+    read = [book[i]["text"] for i in evenly_spaced(40, 3)]
+    assert sorted(t for t in asked if t in {b["text"] for b in book}) == sorted(read)
+    assert len(asked) == 3 + 18
+    report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
+    assert report["test"]["passages_per_document"] == 3 and report["documents"][0]["n_used"] == 3
+    selection = json.loads((tmp_path / "run" / "run.json").read_text())["audit"]["selection"]
+    assert selection["n_passages"] == 58 and selection["n_scored"] == 21
 
 
 def test_audit_default_test_is_t(tmp_path, monkeypatch, capsys):
