@@ -16,6 +16,19 @@ Similarities (all in [0, 1], all recorded in the details):
 
 Score = the chosen ``similarity``; ``match`` = similarity > ``threshold`` (paper: "higher
 than 80%").
+
+Two additions for audits, both off by default (the paper's single probe):
+
+* ``probes`` > 1 cuts the passage at several places, every ``stride`` words from word k
+  on (k, k + stride, ...) while a full suffix of k words remains; each probe continues
+  everything before its cut (a longer cue than k words) and is compared with the next k
+  words. The score is the mean similarity over the probes: a passage's score then reads
+  more of it and is less noisy, which a document-level test needs.
+* ``reference``: a second model continues the same prompts and its similarity is
+  subtracted. Text any model continues well (formulaic, famous, repetitive) then scores
+  no higher than text no model can guess; what remains is what the target knows beyond
+  a model that did not train on the passage (the black-box analogue of the reference
+  log-likelihood score).
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from copyprobe.text import lcs_length
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
-from copyprobe.params import Boolean, COUNT, NON_NEGATIVE_INT, OneOf, PROBABILITY, param
+from copyprobe.params import AUTO, Boolean, COUNT, ModelSpec, NON_NEGATIVE_INT, OneOf, Optional, PROBABILITY, param
 from copyprobe.registry import register
 
 SIMILARITIES = ("token_sort", "rouge_l", "lcs")
@@ -92,32 +105,57 @@ class PrefixProbe(Method):
         "ask with a chat instruction (for chat-only APIs) instead of a plain completion prompt",
     )
     max_tokens: int = param(0, NON_NEGATIVE_INT, "tokens generated; 0 = auto (2 x prefix_tokens + 8)")
+    probes: int = param(1, COUNT, "cuts per passage, every `stride` words from word k on, while k words remain after "
+                                  "the cut; the score is the mean over them (1 = the paper's single probe)")
+    stride: int = param(0, NON_NEGATIVE_INT, "words between cuts when probes > 1; 0 = prefix_tokens")
+    reference: str | None = param(
+        None, Optional(ModelSpec(auto=True)),
+        "a model whose similarity on the same prompts is subtracted (auto = the default reference model of the "
+        "target); none = no calibration")
+    recorded_defaults = {"probes": 1, "stride": 0, "reference": None}
 
-    def split(self, text: str) -> tuple[str, str]:
-        words = text.split()
+    def models(self) -> set[str]:
+        return {self.reference} if self.reference else set()
+
+    def cuts(self, n_words: int) -> list[int]:
+        """Word positions where the probes cut the passage (each leaves k words to compare)."""
         k = self.prefix_tokens
-        if len(words) <= k:
-            raise RowError(f"prefix_probe: passage has {len(words)} words, needs more than prefix_tokens={k}")
-        return " ".join(words[:k]), " ".join(words[k : 2 * k])
+        if n_words <= k:
+            raise RowError(f"prefix_probe: passage has {n_words} words, needs more than prefix_tokens={k}")
+        step = self.stride or k
+        cuts = [k + i * step for i in range(self.probes) if k + i * step + k <= n_words]
+        return cuts or [k]  # a short passage keeps the single probe, its suffix shorter than k
 
-    def request(self, prefix: str) -> GenerateRequest:
+    def request(self, prefix: str, model: str | None = None) -> GenerateRequest:
         budget = self.max_tokens or 2 * self.prefix_tokens + 8
         if self.chat:
-            return GenerateRequest(messages=(("user", CHAT_INSTRUCTION + prefix),), max_tokens=budget, temperature=0.0)
-        return GenerateRequest(prompt=prefix, max_tokens=budget, temperature=0.0)
+            return GenerateRequest(messages=(("user", CHAT_INSTRUCTION + prefix),), max_tokens=budget, temperature=0.0,
+                                   model=model)
+        return GenerateRequest(prompt=prefix, max_tokens=budget, temperature=0.0, model=model)
 
     def run(self, example: Example) -> MethodRun:
-        prefix, suffix = self.split(example.text)
-        (generation,) = yield [self.request(prefix)]
-        n = len(suffix.split())
-        completion = " ".join(generation.text.split()[:n])
-        sims = similarities(suffix, completion)
-        value = sims[self.similarity]
-        details: dict[str, Any] = {
-            "prefix": prefix,
-            "suffix": suffix,
-            "completion": completion,
-            **sims,
-            "match": value > self.threshold,
-        }
+        if self.reference == AUTO:
+            raise ConfigError("prefix_probe.reference 'auto' must be resolved against the target model first")
+        words = example.text.split()
+        probes = [(" ".join(words[:cut]), " ".join(words[cut:cut + self.prefix_tokens])) for cut in self.cuts(len(words))]
+        models = [None] + ([self.reference] if self.reference else [])
+        generations = yield [self.request(prefix, model) for model in models for prefix, _ in probes]
+        rows = []
+        for j, (prefix, suffix) in enumerate(probes):
+            n = len(suffix.split())
+            completion = " ".join(generations[j].text.split()[:n])
+            rows.append({"prefix": prefix, "suffix": suffix, "completion": completion, **similarities(suffix, completion)})
+            if self.reference:
+                ref_completion = " ".join(generations[len(probes) + j].text.split()[:n])
+                ref = similarities(suffix, ref_completion)
+                rows[-1]["reference_completion"] = ref_completion
+                rows[-1]["reference"] = {name: ref[name] for name in SIMILARITIES}
+        means = {name: sum(r[name] for r in rows) / len(rows) for name in (*SIMILARITIES, "lcs_words")}
+        if self.reference:  # the calibrated value of each similarity, so a dump reports all three
+            for name in SIMILARITIES:
+                means[name] -= sum(r["reference"][name] for r in rows) / len(rows)
+        value = means[self.similarity]
+        details: dict[str, Any] = {**rows[0], **means, "match": value > self.threshold}
+        if len(rows) > 1 or self.reference:
+            details["probes"] = rows
         return Score(value=value, details=details)

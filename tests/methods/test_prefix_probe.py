@@ -95,3 +95,46 @@ def test_short_passage_and_chat_mode():
 def test_bad_parameters(params):
     with pytest.raises(ConfigError):
         make_method("prefix_probe", **params)
+
+
+def test_several_probes_cut_every_stride_words_and_average():
+    """probes=3, stride=16 on 100 words: cuts at 32, 48, 64 (each leaves 32 words); each
+    prompt is everything before its cut; the score is the mean over the probes."""
+    prompts = []
+
+    def fn(request):
+        prompts.append(request.prompt)
+        cut = len(request.prompt.split())
+        # right for the first 16 words after the cut at 32, all 32 at 48, none at 64
+        right = {32: 16, 48: 32, 64: 0}[cut]
+        return " " + " ".join([f"w{i}" for i in range(cut, cut + right)] + ["x"] * (32 - right))
+
+    method = make_method("prefix_probe", similarity="lcs", probes=3, stride=16)
+    score = run(method, [Example("t", TEXT)], FakeBackend(generate_fn=fn))["t"]
+    assert sorted(len(p.split()) for p in prompts) == [32, 48, 64]
+    assert all(p == " ".join(f"w{i}" for i in range(len(p.split()))) for p in prompts)
+    assert [r["lcs"] for r in score.details["probes"]] == pytest.approx([16 / 32, 1.0, 0.0])
+    assert score.value == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+
+
+def test_probes_stop_where_no_full_suffix_remains():
+    method = make_method("prefix_probe", probes=10)  # stride = k = 32 on 100 words: cuts at 32, 64 only
+    assert method.cuts(100) == [32, 64]
+    assert make_method("prefix_probe", probes=3, stride=16).cuts(70) == [32]
+    assert make_method("prefix_probe").cuts(40) == [32]  # a short suffix keeps the single probe
+
+
+def test_reference_similarity_is_subtracted():
+    """The reference model continues the same prompts; its similarity is subtracted, so a
+    passage both models continue equally well scores 0."""
+    def fn(request):
+        right = 32 if request.model is None else 8
+        return " " + " ".join([f"w{i}" for i in range(32, 32 + right)] + ["x"] * (32 - right))
+
+    method = make_method("prefix_probe", similarity="lcs", reference="other-model")
+    assert method.models() == {"other-model"}
+    score = run(method, [Example("t", TEXT)], FakeBackend(generate_fn=fn))["t"]
+    assert score.value == pytest.approx(1.0 - 8 / 32)
+    assert score.details["probes"][0]["reference"]["lcs"] == pytest.approx(8 / 32)
+    same = run(method, [Example("t", TEXT)], FakeBackend(generate_fn=lambda r: " " + " ".join(f"w{i}" for i in range(32, 64))))
+    assert same["t"].value == pytest.approx(0.0)
