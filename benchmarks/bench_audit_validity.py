@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 BATTERY = ROOT / "benchmarks" / "data" / "audit_battery"
 STYLES = ("archaic", "modern", "description", "legal", "verse", "dialogue", "encyclopedic")
 SCORES = ("loss", "zlib", "min_k_pp", "reference", "neighborhood")
 TESTS = ("rank", "t")
 ALPHAS = (0.01, 0.05)
+GUARDS = ("rank", "t")  # evaluation.guard.rank_standing: how the guard's p-values are computed
 SHORT_WORDS = 48  # the "short documents" scenario: the first ~48 words of each document
 
 
@@ -81,6 +83,15 @@ def scenarios() -> list[dict[str, Any]]:
                 "suspects vs modern clean",
                 "audits": [([f"short:{s}"], [f"short:{c}" for c in _docs("modern", range(1, 25))])
                            for s in _docs("encyclopedic", range(1, 4)) + _docs("archaic", range(1, 4))]})
+    # a long document (eight drafts of one style read as one) against single drafts, and one
+    # draft against long ones: the test reads the same number of passages of every document
+    out.append({"name": "long vs short", "what": "a document of 8 modern drafts joined vs 16 single modern drafts; "
+                "the same with description",
+                "audits": [([f"long:{s}-a"], _docs(s, range(9, 25))) for s in ("modern", "description")]})
+    out.append({"name": "short vs long", "what": "one modern draft vs 6 documents of 4 modern drafts joined; "
+                "the same with description",
+                "audits": [([d], [f"long:{s}-{j}" for j in "bcdefg"]) for s in ("modern", "description")
+                           for d in _docs(s, range(1, 4))]})
     mixed = [d for style in ("modern", "description", "dialogue", "legal", "archaic", "verse")
              for d in _docs(style, range(21, 25) if style not in ("dialogue", "verse") else range(17, 21))]
     one_each("encyclopedic vs mixed clean", "encyclopedic", mixed,
@@ -91,7 +102,12 @@ def scenarios() -> list[dict[str, Any]]:
 
 
 def _params(args) -> dict[str, Any]:
-    return {"neighborhood": {"n_neighbours": args.neighbours}} if "neighborhood" in args.scores else {}
+    from bench_blackbox import parse_params
+
+    params = {"neighborhood": {"n_neighbours": args.neighbours}} if "neighborhood" in args.scores else {}
+    for method, values in parse_params(args.param).items():
+        params.setdefault(method, {}).update(values)
+    return params
 
 
 def load_battery(passage_words: int):
@@ -108,7 +124,15 @@ def load_battery(passage_words: int):
     for doc, text in first.items():
         words = text.split()[:SHORT_WORDS]
         short.append(copyprobe.Example(id=f"short:{doc}:1", text=" ".join(words), doc_id=f"short:{doc}"))
-    return examples + short
+    long_docs = []
+    for style in ("modern", "description"):
+        # "-a": drafts 1-8 as one document; "-b".."-g": drafts 1-24 in six documents of four
+        groups = {"a": range(1, 9), **{c: range(1 + 4 * i, 5 + 4 * i) for i, c in enumerate("bcdefg")}}
+        for tag, numbers in groups.items():
+            for n in numbers:
+                long_docs += [copyprobe.Example(id=f"long:{style}-{tag}:{e.id}", text=e.text, doc_id=f"long:{style}-{tag}")
+                              for e in examples if e.doc_id == f"{style}-{n:02d}"]
+    return examples + short + long_docs
 
 
 def new_counts() -> dict[str, int]:
@@ -131,7 +155,7 @@ def tally(counts: dict[str, int], report: dict[str, Any], alpha: float) -> None:
         counts["collection_claims"] += report["collection"]["verdict"] == "evidence"
 
 
-def verdict_counts(rows, texts, method, audits, alpha, test):
+def verdict_counts(rows, texts, method, audits, alpha, test, guard_test="rank"):
     from copyprobe.evaluation.verdicts import audit_verdicts
 
     by_doc: dict[str, list[dict]] = {}
@@ -144,7 +168,7 @@ def verdict_counts(rows, texts, method, audits, alpha, test):
             for d in docs:
                 for r in by_doc[d]:
                     subset.append({**r, "label": label, "doc_id": f"{'suspect' if label else 'clean'}:{d}"})
-        report = audit_verdicts(subset, method, {}, alpha, texts, test=test)
+        report = audit_verdicts(subset, method, {}, alpha, texts, test=test, guard_test=guard_test)
         tally(counts, report, alpha)
     return counts
 
@@ -184,35 +208,60 @@ def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float
     return out
 
 
+def score_columns(rows: list[dict], methods: list[str]) -> list[dict]:
+    """id, doc_id and one column per score; prefix probing's other similarities (in its
+    details, from the same generations) become columns ``prefix_probe[rouge_l]`` etc."""
+    out = []
+    for r in rows:
+        row = {"id": r["id"], "doc_id": r["doc_id"], **{m: r.get(m) for m in methods}}
+        details = (r.get("details") or {}).get("prefix_probe") if "prefix_probe" in methods else None
+        for name in ("token_sort", "rouge_l", "lcs"):
+            if details and r.get("prefix_probe") is not None and name in details:
+                row[f"prefix_probe[{name}]"] = details[name]
+        out.append(row)
+    return out
+
+
+def battery_table(rows: list[dict], texts: dict[str, str], columns: list[str], guards=GUARDS) -> list[dict]:
+    table = []
+    for sc in scenarios():
+        for method in columns:
+            for test in TESTS:
+                for alpha in ALPHAS:
+                    for guard_test in guards:
+                        counts = verdict_counts(rows, texts, method, sc["audits"], alpha, test, guard_test)
+                        table.append({"scenario": sc["name"], "method": method, "test": test, "alpha": alpha,
+                                      "guard": guard_test, **counts})
+    return table
+
+
 def run_battery(args) -> dict[str, Any]:
     import copyprobe
 
     examples = load_battery(args.passage_words)
     methods = list(args.scores)
     started = time.perf_counter()
-    with copyprobe.Session(args.model, batch_size=args.batch_size) as session:
+    with copyprobe.Session(args.model, batch_size=args.batch_size, cache=args.cache or True) as session:
         result = copyprobe.detect(session, examples, methods, blind_baseline=False, n_bootstrap=0,
                                   params=_params(args))
         score_s = time.perf_counter() - started
         di = {sc["name"]: di_counts(session, examples, sc["audits"]) for sc in scenarios()} if args.di else {}
-    rows = result.rows
+    rows = score_columns(result.rows, methods)
+    columns = [c for c in rows[0] if c not in ("id", "doc_id")] if rows else methods
     texts = {e.id: e.text for e in examples}
     table = []
     for name, per in di.items():
         for (test, alpha), counts in per.items():
-            table.append({"scenario": name, "method": "feature_agg", "test": test, "alpha": alpha, **counts})
-    for sc in scenarios():
-        for method in methods:
-            for test in TESTS:
-                for alpha in ALPHAS:
-                    counts = verdict_counts(rows, texts, method, sc["audits"], alpha, test)
-                    table.append({"scenario": sc["name"], "method": method, "test": test, "alpha": alpha, **counts})
+            table.append({"scenario": name, "method": "feature_agg", "test": test, "alpha": alpha, "guard": "rank",
+                          **counts})
+    table += battery_table(rows, texts, columns)
     failures = sum(1 for r in rows for m in methods if r.get(m) is None)
     return {"model": args.model, "passage_words": args.passage_words, "n_documents": len({e.doc_id for e in examples}),
-            "n_passages": len(examples), "methods": methods, "neighbours": args.neighbours, "score_s": round(score_s, 1),
+            "n_passages": len(examples), "methods": methods, "params": _params(args), "columns": columns,
+            "neighbours": args.neighbours, "score_s": round(score_s, 1),
             "failed_scores": failures, "scenarios": [{k: v for k, v in sc.items() if k != "audits"} |
                                                      {"n_audits": len(sc["audits"])} for sc in scenarios()],
-            "table": table, "command": ["python", *sys.argv]}
+            "table": table, "scores": rows, "command": ["python", *sys.argv]}
 
 
 def run_power(args) -> dict[str, Any]:
@@ -292,21 +341,22 @@ def render(battery: dict[str, Any] | None, power: dict[str, Any] | None) -> str:
                   "False claims (`evidence` on a document nobody trained on) over all scenarios; in brackets the "
                   "claims the test alone would make without the guard; then `cannot tell` verdicts and false "
                   "collection-level claims.", "",
-                  "| score | test | alpha | documents audited | false claims (without guard) | cannot tell | "
-                  "collection claims |", "|---|---|---|---|---|---|---|"]
+                  "| score | test | alpha | guard | documents audited | false claims (without guard) | cannot tell | "
+                  "collection claims |", "|---|---|---|---|---|---|---|---|"]
         for key, t in summarise(battery).items():
-            method, test, alpha = key.split(" ")
-            lines.append(f"| {method} | {test} | {alpha.split('=')[1]} | {t['documents']} | {t['false_claims']} "
-                         f"({t['unguarded']}) | {t['cannot_tell']} | {t['collection_claims']} |")
-        lines += ["", "Per scenario, rank test at alpha 0.05 (the one setting where every single-document scenario "
-                  "can reach a claim), false claims (without guard) per score:", ""]
+            method, test, alpha, guard_test = key.split(" ")
+            lines.append(f"| {method} | {test} | {alpha.split('=')[1]} | {guard_test.split('=')[1]} | "
+                         f"{t['documents']} | {t['false_claims']} ({t['unguarded']}) | {t['cannot_tell']} | "
+                         f"{t['collection_claims']} |")
+        lines += ["", "Per scenario, t test at alpha 0.01 with the t guard (the default), false claims (without "
+                  "guard) per score:", ""]
         methods = sorted({r["method"] for r in battery["table"]})
         lines += ["| scenario | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
         for sc in battery["scenarios"]:
             cells = []
             for m in methods:
                 row = next((r for r in battery["table"] if r["scenario"] == sc["name"] and r["method"] == m
-                            and r["test"] == "rank" and r["alpha"] == 0.05), None)
+                            and r["test"] == "t" and r["alpha"] == 0.01 and r.get("guard", "rank") == "t"), None)
                 cells.append("-" if row is None else f"{row['evidence']} ({row['unguarded_claims']}) of {row['documents']}")
             lines.append(f"| {sc['name']} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -335,6 +385,8 @@ def main(argv=None) -> int:
         p.add_argument("--batch-size", type=int, default=8)
         p.add_argument("--di", action="store_true", help="also the dataset-inference combination (feature_agg), "
                        "fitted per audit")
+        p.add_argument("--param", action="append", default=[], help="METHOD.NAME=VALUE")
+        p.add_argument("--cache", help="response cache file (default: the user cache)")
         p.add_argument("--out", required=True)
         if name == "power":
             p.add_argument("--plant", required=True, help="a plant directory (copyprobe plant --split-by document)")
@@ -342,7 +394,19 @@ def main(argv=None) -> int:
     table = sub.add_parser("table", help="markdown tables from saved results")
     table.add_argument("--battery")
     table.add_argument("--power")
+    again = sub.add_parser("retally", help="recompute a battery's verdict counts from its saved passage scores "
+                           "(no model), e.g. after a change to the verdict rule")
+    again.add_argument("--battery", required=True)
     args = parser.parse_args(argv)
+    if args.part == "retally":
+        path = Path(args.battery)
+        battery = json.loads(path.read_text())
+        texts = {e.id: e.text for e in load_battery(battery["passage_words"])}
+        kept = [r for r in battery["table"] if r["method"] == "feature_agg"]
+        battery["table"] = kept + battery_table(battery["scores"], texts, battery["columns"])
+        path.write_text(json.dumps(battery, indent=1) + "\n")
+        print(json.dumps(summarise(battery), indent=1))
+        return 0
     if args.part == "table":
         load = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
         print(render(load(args.battery), load(args.power)))
@@ -359,7 +423,7 @@ def summarise(result: dict[str, Any]) -> Any:
         return result["rows"]
     totals: dict[tuple, dict[str, int]] = {}
     for row in result["table"]:
-        key = (row["method"], row["test"], row["alpha"])
+        key = (row["method"], row["test"], row["alpha"], row.get("guard", "rank"))
         t = totals.setdefault(key, {"documents": 0, "false_claims": 0, "unguarded": 0, "cannot_tell": 0,
                                     "collection_claims": 0})
         t["documents"] += row["documents"]
@@ -367,7 +431,7 @@ def summarise(result: dict[str, Any]) -> Any:
         t["unguarded"] += row["unguarded_claims"]
         t["cannot_tell"] += row["cannot tell"]
         t["collection_claims"] += row["collection_claims"]
-    return {f"{m} {t} alpha={a}": v for (m, t, a), v in sorted(totals.items())}
+    return {f"{m} {t} alpha={a} guard={g}": v for (m, t, a, g), v in sorted(totals.items())}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,215 @@
+"""What does `copyprobe audit` find at realistic exposure, and what does "no evidence" rule out?
+(issue 35; results in benchmarks/results/audit_exposure.md)
+
+A plant (``copyprobe plant --split-by document`` on the 24 one-voice letters,
+benchmarks/data/one_voice/letters, optionally diluted with ``--background`` text and
+``--member-repeats``) gives models whose training documents are known. For each model
+(the plant's final model and its ``epochs/<k>`` snapshots) and each method, every passage
+of the 24 letters is scored once (through the response cache ``--cache``, so a cell is
+recomputed from its command and the cache with no model work), then audited as
+`copyprobe audit` audits (the same verdict function):
+
+* each of the 12 member letters alone against 6 clean letters (the first 6 non-members by
+  name): members found at ``--alpha`` (default 0.01);
+* each of the other 6 non-members against the same 6 clean letters: false claims;
+* the collection-level verdict: all 12 members as one suspect set against the 6 clean
+  letters (what a publisher auditing a catalogue gets), and the 6 other non-members as
+  one set (a false collection claim);
+* the passage AUC of members against non-members with its 95% CI over letters
+  (``copyprobe detect``'s metrics: documents resampled).
+
+Each result row keeps every passage's score, so the tables (and other tests or guards)
+are recomputed from the JSON alone: ``table``.
+
+    python benchmarks/bench_audit_exposure.py score --plant runs/plant_voice --epochs 1,3 \\
+        --methods loss,zlib,min_k_pp,reference --cache runs/exposure.sqlite \\
+        --out benchmarks/results/audit_exposure.json
+    python benchmarks/bench_audit_exposure.py table --results benchmarks/results/audit_exposure.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_blackbox import parse_params  # noqa: E402
+ALPHA = 0.01
+N_CLEAN = 6
+# what a row's audits are computed with; "t"/"rank" guard: evaluation.guard.rank_standing
+TEST = "t"
+GUARDS = ("rank", "t")
+
+
+def plant_models(plant: Path, epochs: list[int] | None) -> dict[int, Path]:
+    """epoch -> model directory of a plant (epochs/<k> snapshots and the final model/)."""
+    record = json.loads((plant / "plant.json").read_text())
+    last = int(record["training"]["epochs"])
+    models = {int(p.name): p for p in (plant / "epochs").glob("*") if (p / "config.json").is_file()} \
+        if (plant / "epochs").is_dir() else {}
+    if (plant / "model" / "config.json").is_file():
+        models[last] = plant / "model"
+    if epochs:
+        missing = [e for e in epochs if e not in models]
+        if missing:
+            raise SystemExit(f"{plant} has no model after epoch(s) {missing} (has {sorted(models)})")
+        models = {e: models[e] for e in epochs}
+    return dict(sorted(models.items()))
+
+
+def exposure(plant: Path, epoch: int) -> dict[str, Any]:
+    """What the model of ``epoch`` saw: from plant.json (background and repeats when the
+    plant was diluted; none recorded = members only)."""
+    record = json.loads((plant / "plant.json").read_text())
+    training = record.get("training", {})
+    background = record.get("background") or {}
+    repeats = int(training.get("member_repeats") or record.get("member_repeats") or 1)
+    return {
+        "base_model": record["base_model"]["spec"],
+        "training": training.get("method"),
+        "lr": training.get("lr"),
+        "epochs": epoch,
+        "member_repeats": repeats,
+        "exposures": epoch * repeats,
+        "dilution": background.get("dilution", 0.0) if background else 0.0,
+        "background_tokens": background.get("n_tokens", 0) if background else 0,
+        "background_source": background.get("path") if background else None,
+    }
+
+
+def audit_cells(rows: list[dict], method: str, texts: dict[str, str], alpha: float, guard_test: str) -> dict:
+    """Members found, false claims and collection verdicts of one score column."""
+    from copyprobe.evaluation.verdicts import audit_verdicts
+
+    label = {r["doc_id"]: r["label"] for r in rows}
+    members = sorted(d for d, v in label.items() if v == 1)
+    nonmembers = sorted(d for d, v in label.items() if v == 0)
+    clean, held = nonmembers[:N_CLEAN], nonmembers[N_CLEAN:]
+    by_doc: dict[str, list[dict]] = {}
+    for r in rows:
+        by_doc.setdefault(r["doc_id"], []).append(r)
+
+    def run(suspects: list[str]) -> dict:
+        subset = [{**r, "label": 1, "doc_id": f"suspect:{d}"} for d in suspects for r in by_doc[d]]
+        subset += [{**r, "label": 0, "doc_id": f"clean:{d}"} for d in clean for r in by_doc[d]]
+        return audit_verdicts(subset, method, {}, alpha, texts, test=TEST, guard_test=guard_test)
+
+    found, p_members = [], {}
+    for m in members:
+        doc = run([m])["documents"][0]
+        p_members[m] = doc["p"]
+        if doc["verdict"] == "evidence":
+            found.append(m)
+    false = [n for n in held if run([n])["documents"][0]["verdict"] == "evidence"]
+    group = run(members).get("collection") or {}
+    null_group = run(held).get("collection") or {}
+    return {"members_found": len(found), "n_members": len(members), "found": found,
+            "false_claims": len(false), "n_nonmembers": len(held),
+            "member_p": p_members,
+            "collection": {"verdict": group.get("verdict"), "p": group.get("p")},
+            "null_collection": {"verdict": null_group.get("verdict"), "p": null_group.get("p")}}
+
+
+def score(args) -> list[dict]:
+    import copyprobe
+
+    plant = Path(args.plant)
+    data = copyprobe.load_dataset(str(plant / "data.jsonl"))
+    examples = data.examples
+    texts = {e.id: e.text for e in examples}
+    params = parse_params(args.param)
+    out = []
+    for epoch, model_dir in plant_models(plant, args.epochs).items():
+        started = time.perf_counter()
+        with copyprobe.Session(f"hf:{model_dir}", cache=args.cache, batch_size=args.batch_size) as session:
+            result = copyprobe.detect(session, examples, args.methods, params=params, blind_baseline=False,
+                                      n_bootstrap=args.n_bootstrap, seed=0)
+        seconds = time.perf_counter() - started
+        rows = [{"id": r["id"], "doc_id": r["doc_id"], "label": r["label"],
+                 **{m: r.get(m) for m in args.methods}} for r in result.rows]
+        metrics = (result.metrics or {}).get("passage", {})
+        for method in args.methods:
+            m = metrics.get(method) or {}
+            out.append({
+                "plant": str(plant), "model": str(model_dir), **exposure(plant, epoch),
+                "access": args.access, "method": method, "params": params.get(method, {}),
+                "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
+                "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
+                "alpha": args.alpha, "test": TEST, "score_s": round(seconds, 1),
+                "scores": [{"id": r["id"], "doc_id": r["doc_id"], "label": r["label"], "value": r[method]}
+                           for r in rows],
+                "command": shlex.join(["python", *sys.argv]),
+            })
+    return out
+
+
+def merge(path: Path, new: list[dict]) -> list[dict]:
+    """New rows replace old rows of the same plant, epoch, method and params."""
+    key = lambda r: (r["plant"], r["epochs"], r["method"], json.dumps(r["params"], sort_keys=True))  # noqa: E731
+    old = json.loads(path.read_text())["rows"] if path.exists() else []
+    fresh = {key(r) for r in new}
+    return [r for r in old if key(r) not in fresh] + new
+
+
+def _pct(lo: float | None, hi: float | None) -> str:
+    return "" if lo is None or hi is None else f"[{lo:.2f}, {hi:.2f}]"
+
+
+def render(rows: list[dict], guard: str) -> str:
+    """One line per model x exposure x method."""
+    lines = ["| model | training | epochs | dilution | repeats | exposures | access | method | members found "
+             f"(alpha {ALPHA}, {N_CLEAN} clean) | false claims | collection (12 members) | false collection | "
+             "passage AUC [95% CI over letters] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    order = sorted(rows, key=lambda r: (r["base_model"], r["dilution"], r["member_repeats"], r["epochs"],
+                                        r["access"], r["method"]))
+    for r in order:
+        a = r["audits"][guard]
+        params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
+        method = r["method"] + (f" ({params})" if params else "")
+        coll = a["collection"]
+        null = a["null_collection"]
+        lines.append(
+            f"| {r['base_model']} | {r['training']} | {r['epochs']} | {r['dilution']:g}x | {r['member_repeats']} | "
+            f"{r['exposures']} | {r['access']} | {method} | {a['members_found']}/{a['n_members']} | "
+            f"{a['false_claims']}/{a['n_nonmembers']} | {coll['verdict']} (p = {coll['p']:.2g}) | "
+            f"{null['verdict']} | {r['auc']:.2f} {_pct(*r['auc_ci'])} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="part", required=True)
+    p = sub.add_parser("score", help="score a plant's models and audit every letter")
+    p.add_argument("--plant", required=True)
+    p.add_argument("--epochs", type=lambda s: [int(x) for x in s.split(",") if x], default=None)
+    p.add_argument("--methods", required=True, type=lambda s: [x for x in s.split(",") if x])
+    p.add_argument("--param", action="append", default=[], help="METHOD.NAME=VALUE")
+    p.add_argument("--access", default="log-probs", help="the access the methods need, for the table")
+    p.add_argument("--alpha", type=float, default=ALPHA)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--n-bootstrap", type=int, default=1000)
+    p.add_argument("--cache", required=True, help="response cache (SQLite); a rerun is answered from it")
+    p.add_argument("--out", required=True)
+    t = sub.add_parser("table", help="markdown table from saved results")
+    t.add_argument("--results", required=True)
+    t.add_argument("--guard", choices=GUARDS, default="t")
+    args = parser.parse_args(argv)
+    if args.part == "table":
+        print(render(json.loads(Path(args.results).read_text())["rows"], args.guard))
+        return 0
+    out = Path(args.out)
+    rows = merge(out, score(args))
+    out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    print(render([r for r in rows if r["plant"] == args.plant], "t"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
