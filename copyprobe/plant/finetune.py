@@ -2,11 +2,12 @@
 
 Layout of ``OUT``::
 
-    data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every passage
+    data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every corpus passage
+                     (background passages, trained on but never labelled, are not in it)
     model/           the fine-tuned model + tokenizer (save_pretrained): ``hf:OUT/model``
     epochs/<k>/      with save_epochs: the model after epoch k (k < epochs)
     plant.json       split, seed, base model, training settings, losses, timings, versions
-    train_log.jsonl  one line per optimizer step: step, epoch, loss, seconds
+    train_log.jsonl  one line per optimizer step: step, epoch, batch, loss, lr, seconds, tokens
     checkpoint/      while training only: state after each finished epoch (and on Ctrl-C)
 
 Rerunning with the same arguments resumes from ``checkpoint/`` (a checkpoint that cannot
@@ -745,7 +746,8 @@ def _train_epoch(settings: PlantSettings, session: _Session, optimizer, mix: _Mi
         pos.global_step += 1
         pos.step_in_epoch = b + 1
         entry = {"step": pos.global_step, "epoch": pos.epoch + 1, "batch": b + 1, "loss": round(loss, 6),
-                 "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3)}
+                 "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3),
+                 "tokens": sum(len(session.token_ids[i]) for i in batches[b])}
         log_file.write(json.dumps(entry) + "\n")
         log_file.flush()
         bar.set_postfix(epoch=f"{pos.epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")

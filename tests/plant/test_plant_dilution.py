@@ -87,7 +87,8 @@ def test_background_is_trained_with_repeated_members_and_never_labelled(tiny, ba
         "background_tokens_per_epoch": 224, "dilution": round(224 / 96, 4), "dilution_per_epoch": round(224 / 288, 4),
         "passages_per_epoch": 6 * 3 + 14, "steps_per_epoch": 16, "max_steps": None}
     assert record["steps"] == 32 and record["steps_per_epoch"] == 16
-    assert [e["epoch"] for e in read_jsonl(out / "train_log.jsonl")] == [1] * 16 + [2] * 16
+    log = read_jsonl(out / "train_log.jsonl")
+    assert [e["epoch"] for e in log] == [1] * 16 + [2] * 16
     assert "each member 6 times (2 epochs x 3), 16 steps per epoch" in printed
     assert "background: 14 passages, 224 tokens" in printed
 
@@ -103,6 +104,7 @@ def test_background_is_trained_with_repeated_members_and_never_labelled(tiny, ba
         assert all(seen[t] == 1 for t in trained_background)
         assert all(len(set(batch)) == len(batch) for batch in epoch)
     assert {t for b in steps[:16] for t in b} == {t for b in steps[16:] for t in b}
+    assert [e["tokens"] for e in log] == [sum(len(t.split()) for t in batch) for batch in steps]
     assert steps[:16] != steps[16:]  # each epoch its own order
 
     losses = record["losses_eval"]

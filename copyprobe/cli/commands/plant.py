@@ -11,6 +11,8 @@ DESCRIPTION = (
     "Cut a corpus into passages, split them at random (with --seed) into members "
     "and non-members, fine-tune --model on the members and save OUT/model (load it with "
     "hf:OUT/model) and OUT/data.jsonl (label 1 = member), ready for `copyprobe detect`. "
+    "--background, --dilution and --member-repeats set how much other text the members are "
+    "trained among and how often each member is seen. "
     "Rerunning the same command resumes an interrupted run or reuses a finished one."
 )
 
