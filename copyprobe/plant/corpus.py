@@ -99,7 +99,8 @@ def _data_file_passages(path: Path, text_column: str | None) -> list[Passage]:
     return [Passage(id=str(e.id), text=e.text, doc_id=e.doc_id) for e in dataset.examples]
 
 
-def _corpus_files(root: Path) -> list[Path]:
+def corpus_files(root: Path) -> list[Path]:
+    """The files of a corpus directory that plant reads, in name order, hidden ones skipped."""
     files = []
     for p in sorted(root.rglob("*")):
         if any(part.startswith(".") for part in p.relative_to(root).parts):
@@ -124,21 +125,23 @@ def load_corpus(
     count_tokens: CountTokens = whitespace_count,
     *,
     text_column: str | None = None,
+    what: str = "corpus",
 ) -> Corpus:
     """Passages of a corpus: a data file (rows as they are), a .txt/.md/.epub book (cut),
     or a directory holding any of these (read recursively, in name order).
 
     Books get ``doc_id`` = their path relative to the directory without the suffix (the
     file stem for a single file). Exact duplicate texts are kept once, so the same text
-    can never be both a member and a non-member.
+    can never be both a member and a non-member. ``what`` names the input in messages
+    (plant also reads its background text with this function).
     """
     root = Path(path).expanduser()
     if not root.exists():
-        raise DataError(f"corpus not found: {path}")
+        raise DataError(f"{what} not found: {path}")
     if root.is_dir():
-        files = _corpus_files(root)
+        files = corpus_files(root)
         if not files:
-            raise DataError(f"corpus directory {path} holds no .txt, .md, .epub or data files")
+            raise DataError(f"{what} directory {path} holds no .txt, .md, .epub or data files")
     else:
         files = [root]
     passages: list[Passage] = []
@@ -154,7 +157,7 @@ def load_corpus(
         elif suffix in TEXT_SUFFIXES or not root.is_dir():
             if suffix not in TEXT_SUFFIXES and suffix:
                 raise DataError(
-                    f"unsupported corpus file type {suffix!r} for {f}; supported: "
+                    f"unsupported {what} file type {suffix!r} for {f}; supported: "
                     f"{', '.join(TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES)}"
                 )
             passages.extend(cut_passages(read_text(f), passage_tokens, count_tokens, doc_id=doc_id))
@@ -165,7 +168,7 @@ def load_corpus(
     n_dup = 0
     for p in passages:
         if p.id in seen_ids:
-            raise DataError(f"duplicate passage id {p.id!r} in corpus {path} (ids must be unique across files)")
+            raise DataError(f"duplicate passage id {p.id!r} in {what} {path} (ids must be unique across files)")
         seen_ids.add(p.id)
         if p.text in seen_texts:
             n_dup += 1

@@ -2,11 +2,12 @@
 
 Layout of ``OUT``::
 
-    data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every passage
+    data.jsonl       id, text, label (1 = member, 0 = non-member), doc_id: every corpus passage
+                     (background passages, trained on but never labelled, are not in it)
     model/           the fine-tuned model + tokenizer (save_pretrained): ``hf:OUT/model``
     epochs/<k>/      with save_epochs: the model after epoch k (k < epochs)
     plant.json       split, seed, base model, training settings, losses, timings, versions
-    train_log.jsonl  one line per optimizer step: step, epoch, loss, seconds
+    train_log.jsonl  one line per optimizer step: step, epoch, batch, loss, lr, seconds, tokens
     checkpoint/      while training only: state after each finished epoch (and on Ctrl-C)
 
 Rerunning with the same arguments resumes from ``checkpoint/`` (a checkpoint that cannot
@@ -20,7 +21,6 @@ import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import sys
 import time
@@ -42,12 +42,14 @@ from copyprobe.backends.hf.loading import (
 )
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
 from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
+from copyprobe.plant.background import OVERLAP_WORDS, Background, epoch_order, load_background, select_background
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
 from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
+BACKGROUND_EVAL_PASSAGES = 64  # background passages whose loss is measured before and after training
 # Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
 ACCELERATORS = ("cuda", "mps")
 
@@ -114,6 +116,9 @@ class PlantSettings:
     split_by: str = "passage"  # or "document"
     save_epochs: bool = False  # also save the model after each epoch but the last: OUT/epochs/<k>/
     text_column: str | None = None
+    background: str | None = None  # text trained on with the members, never labelled (plant/background.py)
+    dilution: float | None = None  # take background tokens >= dilution x the members' tokens; None: all of it
+    member_repeats: int = 1  # copies of each member per epoch
     device: str = "auto"
     eval_loss: bool = True
     force: bool = False
@@ -136,6 +141,13 @@ class PlantSettings:
             raise SettingError("split_by", f"must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise SettingError("max_steps", f"must be at least 1, got {self.max_steps}")
+        if self.member_repeats < 1:
+            raise SettingError("member_repeats", f"must be at least 1, got {self.member_repeats}")
+        if self.dilution is not None:
+            if not (self.dilution > 0 and math.isfinite(self.dilution)):
+                raise SettingError("dilution", f"must be a positive number, got {self.dilution}")
+            if self.background is None:
+                raise SettingError("dilution", "needs a background (the text the members are diluted with)")
 
     def training(self) -> dict[str, Any]:
         """The settings that determine the trained weights (recorded and compared on rerun)."""
@@ -308,8 +320,8 @@ def _load_checkpoint(ckpt_dir: Path, key: str) -> dict[str, Any] | None:
 
 # -- the whole plant --------------------------------------------------------------------
 
-def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str) -> str:
-    payload = {
+def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str, background_sha: str | None) -> str:
+    payload: dict[str, Any] = {
         "format": PLANT_FORMAT,
         "model": settings.model,
         "fingerprint": fingerprint,
@@ -321,6 +333,12 @@ def _settings_key(settings: PlantSettings, fingerprint: str, corpus_sha: str) ->
         "text_column": settings.text_column,
         "training": settings.training(),
     }
+    # only when set, so that plants made before these settings existed keep their key
+    if background_sha is not None:
+        payload["background"] = {"sha256": background_sha,
+                                 "dilution": None if settings.dilution is None else float(settings.dilution)}
+    if settings.member_repeats != 1:
+        payload["member_repeats"] = settings.member_repeats
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -391,36 +409,50 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
           log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
     """Build (or resume, or reuse) a plant directory; returns the content of plant.json.
 
-    Four steps: prepare (model files, tokenizer, corpus), split (members / non-members,
-    data.jsonl), train (or resume training), record (plant.json and run.json). Nothing is
-    written before the corpus is found splittable."""
+    Four steps: prepare (model files, tokenizer, corpus, background), split (members /
+    non-members, the background passages to train on, data.jsonl), train (or resume
+    training), record (plant.json and run.json). Nothing is written before the corpus is
+    found splittable and the background long enough."""
     settings.validate()
     started = time.perf_counter()
     out = Path(settings.out).expanduser()
     prepared = _prepare(settings)
     members, nonmembers = _split(settings, prepared.corpus)
-    key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256)
+    token_ids, n_truncated = _tokenize(prepared, [p.text for p in prepared.corpus.passages])
+    if n_truncated:
+        _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
+              "truncated for training; detection still sees their full text")
+    chosen = _choose_background(settings, prepared, sum(len(token_ids[i]) for i in members))
+    background_sha = prepared.background.sha256 if prepared.background is not None else None
+    key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256, background_sha)
     state_of_out, previous = _prepare_out(out, key, settings.force)
     if state_of_out == "done":
         log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
         return {**previous, "reused": True}
     resume_from = previous if state_of_out == "resume" else None
-    token_ids, n_truncated = _write_data(settings, prepared, out, members)
+    # data.jsonl first: an interrupted run still has its labelled passages (never the background)
+    write_jsonl(out / "data.jsonl", data_rows(prepared.corpus.passages, set(members), settings.split_by, settings.seed))
+    first = len(token_ids)
+    mix = _Mix(members, list(range(first, first + len(chosen.token_ids))) if chosen else [], settings.member_repeats)
+    token_ids = token_ids + (chosen.token_ids if chosen else [])
     record = _first_record(settings, prepared, out, key, command, members, nonmembers, n_truncated)
+    record["background"] = _background_record(settings, prepared.background, chosen)
+    record["exposure"] = _exposure_record(settings, mix, token_ids)
     write_json(out / "plant.json", record)  # an interrupted run says what it was doing
-    trained = _train(settings, prepared, out, key, token_ids, members, nonmembers, record, resume_from, log)
+    trained = _train(settings, prepared, out, key, token_ids, mix, nonmembers, record, resume_from, log)
     return _final_record(settings, out, record, trained, token_ids, members, started)
 
 
 @dataclass
 class _Prepared:
-    """The base model's files and tokenizer, and the corpus cut into passages."""
+    """The base model's files and tokenizer, the corpus cut into passages, the background."""
 
     source: LocalModel
     tokenizer: Any
     context: int | None
     corpus: Corpus
     fingerprint: str
+    background: Background | None = None
 
 
 def _prepare(settings: PlantSettings) -> _Prepared:
@@ -430,9 +462,16 @@ def _prepare(settings: PlantSettings) -> _Prepared:
     if context is not None and settings.passage_tokens > context:
         raise SettingError("passage_tokens", f"{settings.passage_tokens} is longer than the model context "
                                              f"({context} tokens); use at most {context}")
-    corpus = load_corpus(settings.corpus, settings.passage_tokens, tokenizer_counter(tokenizer),
-                         text_column=settings.text_column)
-    return _Prepared(source, tokenizer, context, corpus, hash_weights(source.kind, source.path))
+    count = tokenizer_counter(tokenizer)
+    corpus = load_corpus(settings.corpus, settings.passage_tokens, count, text_column=settings.text_column)
+    background = None
+    if settings.background is not None:
+        background = load_background(settings.background, settings.passage_tokens, count,
+                                     [p.text for p in corpus.passages], text_column=settings.text_column)
+        if background.n_overlap:
+            _warn(f"{background.n_overlap} background passage(s) overlap the corpus (a shared run of "
+                  f"{OVERLAP_WORDS} words) and are not trained on")
+    return _Prepared(source, tokenizer, context, corpus, hash_weights(source.kind, source.path), background)
 
 
 def _split(settings: PlantSettings, corpus: Corpus) -> tuple[list[int], list[int]]:
@@ -442,26 +481,126 @@ def _split(settings: PlantSettings, corpus: Corpus) -> tuple[list[int], list[int
     return split_passages(corpus.passages, settings.member_fraction, settings.seed)
 
 
-def _write_data(settings: PlantSettings, prepared: _Prepared, out: Path,
-                members: list[int]) -> tuple[list[list[int]], int]:
-    """Write data.jsonl first (an interrupted run still has its labelled passages) and
-    tokenize the passages: (token ids per passage, how many were truncated)."""
-    passages = prepared.corpus.passages
-    write_jsonl(out / "data.jsonl", data_rows(passages, set(members), settings.split_by, settings.seed))
-    # passages longer than the context are truncated for training (counted)
+def _tokenize(prepared: _Prepared, texts: list[str]) -> tuple[list[list[int]], int]:
+    """Token ids per text as trained on, cut to the model context: (ids, how many were cut)."""
     max_len = prepared.context or 10**9
     token_ids: list[list[int]] = []
     n_truncated = 0
-    for p in passages:
-        ids = prepared.tokenizer(p.text)["input_ids"]
+    for text in texts:
+        ids = prepared.tokenizer(text)["input_ids"]
         if len(ids) > max_len:
             ids = ids[:max_len]
             n_truncated += 1
         token_ids.append(ids)
-    if n_truncated:
-        _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
-              "truncated for training; detection still sees their full text")
     return token_ids, n_truncated
+
+
+@dataclass
+class _Chosen:
+    """The background passages trained on: indices into Background.passages (seeded
+    order), their token ids, and the dilution they were taken for."""
+
+    indices: list[int]
+    token_ids: list[list[int]]
+    n_truncated: int
+    member_tokens: int
+    target_tokens: float | None
+
+
+def _choose_background(settings: PlantSettings, prepared: _Prepared, member_tokens: int) -> _Chosen | None:
+    """Background passages in their seeded order up to ``dilution`` x ``member_tokens``
+    tokens (all of them without a dilution); a SettingError when the background is too short."""
+    background = prepared.background
+    if background is None:
+        return None
+    truncated = 0
+
+    def tokenize(texts: list[str]) -> list[list[int]]:
+        nonlocal truncated
+        ids, n = _tokenize(prepared, texts)
+        truncated += n
+        return ids
+
+    target = settings.dilution * member_tokens if settings.dilution is not None else None
+    indices, token_ids = select_background([p.text for p in background.passages], settings.seed, tokenize, target)
+    total = sum(len(ids) for ids in token_ids)
+    if target is not None and total < target:
+        dropped = f" (after dropping {background.n_overlap} passages that overlap the corpus)" if background.n_overlap else ""
+        raise SettingError("dilution", f"{settings.dilution:g} needs {math.ceil(target)} background tokens "
+                                       f"({settings.dilution:g} x {member_tokens} member tokens), but the background "
+                                       f"{background.path} has {total}{dropped}; use a longer background or a "
+                                       "smaller dilution")
+    if truncated:
+        _warn(f"{truncated} background passage(s) are longer than the model context ({prepared.context} tokens) "
+              "and were truncated for training")
+    return _Chosen(indices, token_ids, truncated, member_tokens, target)
+
+
+@dataclass
+class _Mix:
+    """What one epoch trains on (indices into the token ids): every member ``repeats``
+    times and every chosen background passage once, in a seeded order per epoch."""
+
+    members: list[int]
+    background: list[int]
+    repeats: int
+
+    def order(self, settings: PlantSettings, epoch: int) -> list[int]:
+        return epoch_order(self.members, self.background, self.repeats, settings.batch_size, settings.seed, epoch)
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return math.ceil((len(self.members) * self.repeats + len(self.background)) / batch_size)
+
+
+def _background_record(settings: PlantSettings, background: Background | None,
+                       chosen: _Chosen | None) -> dict[str, Any] | None:
+    """plant.json's ``background``: where it came from and what of it was trained on."""
+    if background is None or chosen is None:
+        return None
+    used = [{"n_passages_used": 0, "n_tokens_used": 0} for _ in background.sources]
+    for i, ids in zip(chosen.indices, chosen.token_ids):
+        counts = used[background.source_of[i]]
+        counts["n_passages_used"] += 1
+        counts["n_tokens_used"] += len(ids)
+    n_tokens = sum(len(ids) for ids in chosen.token_ids)
+    return {
+        "path": str(settings.background),
+        "sha256": background.sha256,
+        "sources": [{**source, **counts} for source, counts in zip(background.sources, used)],
+        "n_passages_kept": len(background.passages),
+        "n_duplicates_dropped": background.n_duplicates,
+        "n_overlap_dropped": background.n_overlap,
+        "n_passages": len(chosen.indices),
+        "n_tokens": n_tokens,
+        "n_truncated": chosen.n_truncated,
+        "dilution_target": settings.dilution,
+        "target_tokens": math.ceil(chosen.target_tokens) if chosen.target_tokens is not None else None,
+        "n_eval_passages": min(BACKGROUND_EVAL_PASSAGES, len(chosen.indices)) if settings.eval_loss else 0,
+        "selection": f"passages in a seeded order (seed {settings.seed}) until the target is reached"
+                     if settings.dilution is not None else "all passages",
+    }
+
+
+def _exposure_record(settings: PlantSettings, mix: _Mix, token_ids: list[list[int]]) -> dict[str, Any]:
+    """plant.json's ``exposure``: how often and among how much other text each member is seen."""
+    member_tokens = sum(len(token_ids[i]) for i in mix.members)
+    background_tokens = sum(len(token_ids[i]) for i in mix.background)
+    per_epoch = member_tokens * mix.repeats
+    return {
+        "epochs": settings.epochs,
+        "member_repeats": mix.repeats,
+        "exposures_per_member": settings.epochs * mix.repeats,
+        "member_passages": len(mix.members),
+        "member_tokens_unique": member_tokens,
+        "member_tokens_per_epoch": per_epoch,
+        "background_passages_per_epoch": len(mix.background),
+        "background_tokens_per_epoch": background_tokens,
+        "dilution": round(background_tokens / member_tokens, 4) if member_tokens else None,
+        "dilution_per_epoch": round(background_tokens / per_epoch, 4) if per_epoch else None,
+        "passages_per_epoch": len(mix.members) * mix.repeats + len(mix.background),
+        "steps_per_epoch": mix.steps_per_epoch(settings.batch_size),
+        "max_steps": settings.max_steps,
+    }
 
 
 def _first_record(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, command: list[str] | None,
@@ -589,13 +728,12 @@ def _restore_position(resume: dict[str, Any] | None, session: _Session, optimize
     return start
 
 
-def _train_epoch(settings: PlantSettings, session: _Session, optimizer, members: list[int], pos: _Position,
+def _train_epoch(settings: PlantSettings, session: _Session, optimizer, mix: _Mix, pos: _Position,
                  first: int, total_steps: int, log_file, bar) -> int:
     """Epoch ``pos.epoch`` from batch ``first`` on, in that epoch's seeded order (a resumed run
     draws the same batches); ``pos`` advances with each step, each step is a log line.
     Returns the epoch's number of batches."""
-    order = list(members)
-    random.Random(f"plant:{settings.seed}:{pos.epoch}").shuffle(order)
+    order = mix.order(settings, pos.epoch)
     batches = _batches(session.token_ids, order, settings.batch_size)
     pos.step_in_epoch = first
     for b in range(first, len(batches)):
@@ -608,7 +746,8 @@ def _train_epoch(settings: PlantSettings, session: _Session, optimizer, members:
         pos.global_step += 1
         pos.step_in_epoch = b + 1
         entry = {"step": pos.global_step, "epoch": pos.epoch + 1, "batch": b + 1, "loss": round(loss, 6),
-                 "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3)}
+                 "lr": settings.lr, "seconds": round(time.perf_counter() - t, 3),
+                 "tokens": sum(len(session.token_ids[i]) for i in batches[b])}
         log_file.write(json.dumps(entry) + "\n")
         log_file.flush()
         bar.set_postfix(epoch=f"{pos.epoch + 1}/{settings.epochs}", loss=f"{loss:.4f}")
@@ -618,7 +757,7 @@ def _train_epoch(settings: PlantSettings, session: _Session, optimizer, members:
     return len(batches)
 
 
-def _train_epochs(settings: PlantSettings, session: _Session, optimizer, members: list[int], start: _Position,
+def _train_epochs(settings: PlantSettings, session: _Session, optimizer, mix: _Mix, start: _Position,
                   total_steps: int, out: Path, key: str, log: Callable[[str], None]) -> tuple[_Position, list[float]]:
     """Train from ``start`` to ``total_steps``: a checkpoint after each epoch and on Ctrl-C (then
     re-raised), a snapshot after each epoch but the last with save_epochs. Returns where
@@ -636,7 +775,7 @@ def _train_epochs(settings: PlantSettings, session: _Session, optimizer, members
                 t_epoch = time.perf_counter()
                 pos.epoch = epoch
                 first = start.step_in_epoch if epoch == start.epoch else 0
-                n_batches = _train_epoch(settings, session, optimizer, members, pos, first, total_steps, log_file, bar)
+                n_batches = _train_epoch(settings, session, optimizer, mix, pos, first, total_steps, log_file, bar)
                 epoch_seconds.append(time.perf_counter() - t_epoch)
                 if settings.save_epochs and epoch + 1 < settings.epochs and pos.step_in_epoch == n_batches:
                     _save_snapshot(session.model, session.tokenizer, out / "epochs" / str(epoch + 1), settings.lora)
@@ -675,10 +814,10 @@ def peak_memory(device: str) -> dict[str, int | None]:
 
 
 def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, token_ids: list[list[int]],
-           members: list[int], nonmembers: list[int], record: dict[str, Any], resume_from: dict[str, Any] | None,
+           mix: _Mix, nonmembers: list[int], record: dict[str, Any], resume_from: dict[str, Any] | None,
            log: Callable[[str], None]) -> _Trained:
-    """Fine-tune on the members (from the checkpoint when resuming), measure the losses
-    before and after, save OUT/model."""
+    """Fine-tune on the members and the background (from the checkpoint when resuming),
+    measure the losses before and after, save OUT/model."""
     import torch
 
     t0 = time.perf_counter()
@@ -695,12 +834,12 @@ def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, to
         losses_eval = dict(resume_from.get("losses_eval") or {})
     elif settings.eval_loss:
         t = time.perf_counter()
-        losses_eval.update(_losses(settings, session, {"members_before": members}, "scoring the members"))
+        losses_eval.update(_losses(settings, session, _eval_groups(mix, "before"), "scoring the members"))
         eval_s += time.perf_counter() - t
 
     optimizer = torch.optim.AdamW([p for p in session.model.parameters() if p.requires_grad],
                                   lr=settings.lr, weight_decay=0.0)
-    steps_per_epoch = math.ceil(len(members) / settings.batch_size)
+    steps_per_epoch = mix.steps_per_epoch(settings.batch_size)
     total_steps = steps_per_epoch * settings.epochs
     if settings.max_steps is not None:
         total_steps = min(total_steps, settings.max_steps)
@@ -711,13 +850,12 @@ def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, to
     write_json(out / "plant.json", record)
 
     t_train = time.perf_counter()
-    end, epoch_seconds = _train_epochs(settings, session, optimizer, members, start, total_steps, out, key, log)
+    end, epoch_seconds = _train_epochs(settings, session, optimizer, mix, start, total_steps, out, key, log)
     train_s = time.perf_counter() - t_train
 
     if settings.eval_loss:
         t = time.perf_counter()
-        losses_eval.update(_losses(settings, session, {"members_after": members, "nonmembers_after": nonmembers},
-                                   "scoring passages"))
+        losses_eval.update(_losses(settings, session, _eval_groups(mix, "after", nonmembers), "scoring passages"))
         eval_s += time.perf_counter() - t
 
     t = time.perf_counter()
@@ -729,6 +867,18 @@ def _train(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, to
                     epoch_seconds=epoch_seconds,
                     resumed_from_step=resume["global_step"] if resume is not None else None,
                     peak_memory=peak_memory(session.device))
+
+
+def _eval_groups(mix: _Mix, when: str, nonmembers: list[int] | None = None) -> dict[str, list[int]]:
+    """The passages whose loss is measured ``when`` ("before" / "after") training: the
+    members, the non-members when given, and a fixed sample of the background (the first
+    passages of its seeded order)."""
+    groups = {f"members_{when}": mix.members}
+    if nonmembers is not None:
+        groups[f"nonmembers_{when}"] = nonmembers
+    if mix.background:
+        groups[f"background_{when}"] = mix.background[:BACKGROUND_EVAL_PASSAGES]
+    return groups
 
 
 def _keep_log_until(log_path: Path, global_step: int) -> None:
@@ -797,5 +947,5 @@ def plant_run_record(record: dict[str, Any]) -> RunRecord:
         seed=(record.get("split") or {}).get("seed"),
         plant={key: record.get(key) for key in ("model", "split", "training", "device", "steps",
                                                 "losses_eval", "loss_curve", "epoch_models", "settings_key",
-                                                "peak_memory")},
+                                                "peak_memory", "background", "exposure")},
     )

@@ -11,50 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from plant_helpers import WORDS, args, read_jsonl, run_error  # noqa: E402
+
 from copyprobe.cli.main import main  # noqa: E402
 from copyprobe.errors import ConfigError  # noqa: E402
 from copyprobe.plant import finetune  # noqa: E402
 from copyprobe.plant.finetune import PlantSettings, plant  # noqa: E402
-
-WORDS = [f"w{i}" for i in range(60)]
-
-
-def make_tiny_model(path, context: int = 64) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, "[PAD]": 1, "[EOS]": 2}
-    for w in WORDS:
-        vocab.setdefault(w, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="[EOS]")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=context,
-                      tie_word_embeddings=True, pad_token_id=1, eos_token_id=2, bos_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    fast.save_pretrained(path)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    make_tiny_model(root / "model")
-    rng = random.Random(1)
-    book = root / "book.txt"
-    book.write_text(" ".join(rng.choice(WORDS) for _ in range(16 * 12)))  # 12 passages of 16 tokens
-    return root
-
-
-def args(tiny, out, *extra):
-    return ["plant", "--model", f"hf:{tiny / 'model'}", "--corpus", str(tiny / "book.txt"),
-            "--passage-tokens", "16", "--epochs", "2", "--lr", "1e-2", "--batch-size", "2",
-            "--no-progress", "--out", str(out), *extra]
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def member_loss(model_dir, texts):
@@ -245,15 +207,6 @@ def test_other_settings_in_same_out_need_force(tiny, tmp_path, capsys):
     assert "other settings" in err and "set force" in err and "Traceback" not in err
     assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3", "--force")) == 0
     assert json.loads((out / "plant.json").read_text())["split"]["seed"] == 3
-
-
-def run_error(argv, capsys) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith(("copyprobe: error:", "copyprobe plant: error:"))]
-    assert len(lines) == 1
-    return lines[0]
 
 
 def test_corpus_too_small(tiny, tmp_path, capsys):

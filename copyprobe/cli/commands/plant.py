@@ -11,6 +11,8 @@ DESCRIPTION = (
     "Cut a corpus into passages, split them at random (with --seed) into members "
     "and non-members, fine-tune --model on the members and save OUT/model (load it with "
     "hf:OUT/model) and OUT/data.jsonl (label 1 = member), ready for `copyprobe detect`. "
+    "--background, --dilution and --member-repeats set how much other text the members are "
+    "trained among and how often each member is seen. "
     "Rerunning the same command resumes an interrupted run or reuses a finished one."
 )
 
@@ -38,7 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(with a constant lr, epochs/1 of a 3-epoch plant equals a 1-epoch plant)")
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) and merge them before saving")
     parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default 8)")
-    parser.add_argument("--text-column", help="text column of a data-file corpus (default: found by name)")
+    parser.add_argument("--text-column", help="text column of a data-file corpus or background (default: found by name)")
+    parser.add_argument("--background", metavar="PATH",
+                        help="text trained on together with the members and never labelled, so the members are a "
+                        "small part of the training text: a .txt/.md/.epub book, a directory of them or a data file, "
+                        "cut into passages like the corpus; passages overlapping the corpus are dropped and counted")
+    parser.add_argument("--dilution", type=float, metavar="X",
+                        help="with --background: train on just enough background passages (in a seeded order) "
+                        "for X times the members' tokens (default: the whole background)")
+    parser.add_argument("--member-repeats", type=int, default=1, metavar="K",
+                        help="copies of each member passage per epoch, shuffled apart (default 1); each member is "
+                        "seen epochs x K times")
     from copyprobe.params import Device, option_type
 
     parser.add_argument("--device", type=option_type(Device(("cuda", "mps")), "--device"), default="auto",
@@ -59,13 +71,23 @@ def run(args: argparse.Namespace) -> int:
     settings = PlantSettings(
         model=args.model, corpus=args.corpus, out=args.out, passage_tokens=args.passage_tokens,
         member_fraction=args.member_fraction, seed=args.seed, epochs=args.epochs, lr=args.lr,
-        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps, split_by=args.split_by, save_epochs=args.save_epochs,
-        text_column=args.text_column, device=args.device, eval_loss=not args.no_eval,
+        batch_size=args.batch_size, lora=args.lora, lora_r=args.lora_r, max_steps=args.max_steps,
+        split_by=args.split_by, save_epochs=args.save_epochs,
+        text_column=args.text_column, background=args.background, dilution=args.dilution,
+        member_repeats=args.member_repeats, device=args.device, eval_loss=not args.no_eval,
         force=args.force, progress=not args.no_progress,
     )
     record = plant(settings, command=["copyprobe", *sys.argv[1:]])
     split = record["split"]
     print(f"members: {split['n_members']}, non-members: {split['n_nonmembers']} (seed {split['seed']})")
+    background, exposure = record.get("background"), record.get("exposure") or {}
+    if background:
+        print(f"background: {background['n_passages']} passages, {background['n_tokens']} tokens = "
+              f"{exposure.get('dilution')} x the members' tokens ({background['n_overlap_dropped']} passages "
+              "overlapping the corpus dropped)")
+    if exposure:
+        print(f"exposure: each member {exposure['exposures_per_member']} times ({exposure['epochs']} epochs x "
+              f"{exposure['member_repeats']}), {exposure['steps_per_epoch']} steps per epoch")
     losses = record.get("losses_eval") or {}
     if losses:
         parts = [f"{k.replace('_', ' ')} {v:.4f}" for k, v in losses.items() if v is not None]
