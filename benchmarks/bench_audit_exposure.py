@@ -64,12 +64,13 @@ def plant_models(plant: Path, epochs: list[int] | None) -> dict[int, Path]:
 
 
 def exposure(plant: Path, epoch: int) -> dict[str, Any]:
-    """What the model of ``epoch`` saw: from plant.json (background and repeats when the
-    plant was diluted; none recorded = members only)."""
+    """What the model after ``epoch`` saw, from plant.json (its ``exposure`` and
+    ``background`` blocks; a plant without them trained on the members alone)."""
     record = json.loads((plant / "plant.json").read_text())
     training = record.get("training", {})
+    seen = record.get("exposure") or {}
     background = record.get("background") or {}
-    repeats = int(training.get("member_repeats") or record.get("member_repeats") or 1)
+    repeats = int(seen.get("member_repeats") or 1)
     return {
         "base_model": record["base_model"]["spec"],
         "training": training.get("method"),
@@ -77,9 +78,9 @@ def exposure(plant: Path, epoch: int) -> dict[str, Any]:
         "epochs": epoch,
         "member_repeats": repeats,
         "exposures": epoch * repeats,
-        "dilution": background.get("dilution", 0.0) if background else 0.0,
-        "background_tokens": background.get("n_tokens", 0) if background else 0,
-        "background_source": background.get("path") if background else None,
+        "dilution": float(seen.get("dilution") or 0.0),
+        "background_tokens": int(background.get("n_tokens") or 0),
+        "background_source": background.get("path"),
     }
 
 

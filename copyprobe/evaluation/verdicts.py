@@ -283,6 +283,14 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
             f"significant with at least {more} clean documents like these")
 
 
+def _rules_out(method: str) -> str:
+    """'; on planted models audits with loss found ...' (evaluation/exposure.py), or ''."""
+    from copyprobe.evaluation.exposure import rules_out
+
+    clause = rules_out(method)
+    return f"; {clause}" if clause else ""
+
+
 def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
@@ -303,7 +311,8 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tup
     if p_adj > alpha:
         if p <= alpha:
             return NO_EVIDENCE, (f"{name} ranks {standing}: below alpha = {alpha} alone, but not after adjusting "
-                                 f"for the other suspect documents tested; this does not show the model never saw it")
+                                 f"for the other suspect documents tested; this does not show the model never saw "
+                                 f"it{_rules_out(method)}")
         if row["rank"] == 1:
             where = (f"{name} ranks {standing}, above all {k} clean documents, but with {k} clean documents that is "
                      f"not significant at alpha = {alpha}")
@@ -314,7 +323,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tup
                      f"alpha = {alpha}")
         decisive = _decisive(test, z, k, alpha)
         return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
-                             f"saw it")
+                             f"saw it{_rules_out(method)}")
     style, length = st.get("style"), st.get("length")
     if style is None or length is None:
         return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
