@@ -51,9 +51,10 @@ SETTINGS = Settings(
     Setting("passages_per_document", 64, Optional(COUNT),
             "the most passages of each document the test reads (evenly spaced through it; every document gets the "
             "same number, set by the shortest); only those are scored. none: as many as the shortest document has"),
-    Setting("guard_test", "rank", OneOf(*GUARD_TESTS),
-            "how the style and length guard ranks a suspect among the clean documents: t (by how far it stands out) "
-            "or rank (also withholds any document farther than every clean one)"),
+    Setting("guard_test", "t", OneOf(*GUARD_TESTS),
+            "how the style and length guard judges a suspect: t (by how far it stands out among the clean "
+            "documents; passages within 10% of their length never count as a length difference) or rank (the "
+            "earlier guard: also withholds any document farther than every clean one)"),
     replace(LIMIT_SETTING, help="only the first N passages of each side (a quick try-out)"),
     SEED_SETTING,
     n_bootstrap_setting(200),

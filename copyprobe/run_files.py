@@ -162,7 +162,7 @@ COPYING_METRICS = obj(optional={"baseline": obj()},
 # verdicts.json: format 2 (copyprobe.evaluation.verdicts) and the older layouts the report
 # still reads (the audit's "score"/"mann_whitney_p", the report's own "mean_score"/...)
 _STANDING = obj(optional={"rank": opt(INT), "of": opt(INT), "p": opt(NUM), "distance": opt(NUM),
-                          "clean_median": opt(NUM), "test": STR})
+                          "clean_median": opt(NUM), "test": STR, "material": BOOL})
 _VERDICT_DOCUMENT = obj(required={"doc_id": ID}, optional={
     "verdict": STR, "reason": opt(STR), "sentence": opt(STR), "n_passages": opt(INT), "n_failed": opt(INT),
     "n_used": opt(INT), "rank": opt(INT), "of": opt(INT), "style": opt(_STANDING), "length": opt(_STANDING),

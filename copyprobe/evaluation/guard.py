@@ -30,7 +30,7 @@ quiet; a clean set in another style or genre does not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -38,6 +38,11 @@ import numpy as np
 from copyprobe.evaluation.stats import prediction_t_p
 
 GUARD_LEVEL = 0.1  # a suspect farther than 90% of the clean documents is a style outlier
+# With the t guard, passages whose mean length is within 10% of the clean documents' (a mean
+# |log ratio| below log 1.1) cannot explain a score: the length part stays quiet for them.
+# Passages cut to one token budget differ by a few percent in words; the battery's length
+# shifts that moved scores were 25% and more (48 against 64 words).
+LENGTH_MATERIAL = math.log(1.1)
 FEATURES = ("character 2-4-gram (within words) + word TF-IDF profile per document, cosine distance; "
             "mean words per passage, log scale")
 
@@ -51,6 +56,7 @@ class Standing:
     rank: int  # 1 + #clean documents at least as far (1 = farther than every one)
     p_value: float  # rank / (k + 1), or the prediction t-test's p with test "t"
     test: str = "rank"  # how p_value was computed: "rank" (exact) or "t" (by how much, assuming normality)
+    material: bool = True  # False: a difference too small to explain any score (the t guard's length part)
 
     def as_json(self) -> dict[str, float | int | str]:
         out: dict[str, float | int | str] = {
@@ -59,6 +65,8 @@ class Standing:
             "clean_median": _round(float(np.median(self.clean_values))) if self.clean_values else None}
         if self.test != "rank":  # verdicts.json of rank-guarded audits keeps its earlier layout
             out["test"] = self.test
+        if not self.material:
+            out["material"] = False
         return out
 
 
@@ -128,8 +136,13 @@ def guard(doc_passages: Mapping[str, Sequence[str]], suspects: Sequence[str],
     length = length_distances([np.mean([len(p.split()) for p in doc_passages[n]]) if doc_passages[n] else 0.0
                                for n in names])
     clean_idx = [index[c] for c in clean]
-    return {s: {"style": standings(style, index[s], clean_idx, test),
-                "length": standings(length, index[s], clean_idx, test)} for s in suspects}
+    out = {}
+    for s in suspects:
+        by_length = standings(length, index[s], clean_idx, test)
+        if test == "t" and by_length.value < LENGTH_MATERIAL:
+            by_length = replace(by_length, material=False)
+        out[s] = {"style": standings(style, index[s], clean_idx, test), "length": by_length}
+    return out
 
 
 def collection_standing(per_suspect: Mapping[str, Mapping[str, Standing]]) -> dict[str, float]:

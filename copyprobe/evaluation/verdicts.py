@@ -140,6 +140,8 @@ def _guard_trips(standing: Standing | None, p_model: float) -> bool:
     how much it is farther, so only its p counts."""
     if standing is None or math.isnan(standing.p_value):
         return True
+    if not standing.material:
+        return False
     floor = 1.0 / (len(standing.clean_values) + 1) if standing.test == "rank" else 0.0
     return standing.p_value <= max(GUARD_LEVEL, floor, p_model)
 
@@ -337,10 +339,11 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tup
                              f"{len(x.clean_values) + 1}, p = {_fmt_p(x.p_value)}), so the difference can be "
                              f"explained by {what if what != 'style' else 'style or topic'}, not only by training; "
                              f"give clean documents in the same genre and style")
+    by_length = (f"by passage length {_ordinal(length.rank)} (p = {_fmt_p(length.p_value)})" if length.material
+                 else "its passages are within 10% of the clean documents' length")
     return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {_ordinal(style.rank)} of "
-                      f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and by passage length "
-                      f"{_ordinal(length.rank)} (p = {_fmt_p(length.p_value)}): the model's score sets it apart "
-                      f"more than the text alone does")
+                      f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and {by_length}: the model's "
+                      f"score sets it apart more than the text alone does")
 
 
 def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
@@ -370,8 +373,10 @@ def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
     p = float(mannwhitneyu(s_scores, c_scores, alternative="greater", method="exact").pvalue)
     text = collection_standing({s: standings[s] for s in group})
     min_possible = 1.0 / math.comb(len(group) + len(clean), len(group))
+    # a part none of the group differs in materially (the t guard's length part) cannot block it
+    immaterial = {part for part in ("style", "length") if all(not standings[s][part].material for s in group)}
     blocked = [part for part in ("style", "length")
-               if math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p)]
+               if part not in immaterial and (math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p))]
     one = len(group) == 1
     which = ("the" if not names else "the other") + (" suspect document" if one else f" {len(group)} suspect documents")
     score, do = ("scores", "does") if one else ("score", "do")

@@ -299,3 +299,25 @@ def test_t_guard_measures_how_far_a_suspect_stands_out():
     from copyprobe.evaluation.verdicts import _guard_trips
     assert _guard_trips(rank_standing(0.5205, clean), 0.001) and not _guard_trips(near, 0.001)
     assert _guard_trips(far, 0.001)
+
+
+def test_t_guard_ignores_passage_lengths_within_ten_percent():
+    """Letters cut to one token budget differ by a few percent in words per passage: the t
+    guard's length part stays quiet (material False) however they rank; a 25% difference
+    counts. The rank guard keeps its earlier rule."""
+    rng = random.Random(21)
+    def doc(words):
+        return [" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(3)]
+    lengths = [40, 41, 39, 40, 42, 40]
+    for suspect_words, material in ((43, False), (52, True)):
+        docs = {f"c{i}": (0, doc(w), [0.0 + 0.01 * i] * 3) for i, w in enumerate(lengths)}
+        docs["s"] = (1, doc(suspect_words), [5.0] * 3)
+        scores, doc_of, labels, texts = build(docs)
+        row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss", guard_test="t")["documents"][0]
+        assert row["length"]["rank"] == 1 and row["length"].get("material", True) is material
+        if not material:
+            assert row["verdict"] == EVIDENCE and "within 10% of the clean documents' length" in row["reason"]
+        else:
+            assert row["verdict"] == CANNOT_TELL and "passage length" in row["reason"]
+        rank_row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss", guard_test="rank")
+        assert rank_row["documents"][0]["verdict"] == CANNOT_TELL  # rank 1 of 7 by length: withheld
