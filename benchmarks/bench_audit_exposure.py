@@ -132,14 +132,14 @@ def score(args) -> list[dict]:
             result = copyprobe.detect(session, examples, args.methods, params=params, blind_baseline=False,
                                       n_bootstrap=args.n_bootstrap, seed=0)
         seconds = time.perf_counter() - started
-        rows = [{"id": r["id"], "doc_id": r["doc_id"], "label": r["label"],
-                 **{m: r.get(m) for m in args.methods}} for r in result.rows]
         metrics = (result.metrics or {}).get("passage", {})
-        for method in args.methods:
-            m = metrics.get(method) or {}
+        for method, method_params, value_of in columns(args.methods, params):
+            rows = [{"id": r["id"], "doc_id": r["doc_id"], "label": r["label"], method: value_of(r)}
+                    for r in result.rows]
+            m = (metrics.get(method) or {}) if method_params == params.get(method, {}) else passage_auc(rows, method)
             out.append({
                 "plant": str(plant), "model": str(model_dir), **exposure(plant, epoch),
-                "access": args.access, "method": method, "params": params.get(method, {}),
+                "access": args.access, "method": method, "params": method_params,
                 "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
                 "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
                 "alpha": args.alpha, "test": TEST, "score_s": round(seconds, 1),
@@ -148,6 +148,34 @@ def score(args) -> list[dict]:
                 "command": shlex.join(["python", *sys.argv]),
             })
     return out
+
+
+def columns(methods: list[str], params: dict[str, dict]) -> list[tuple[str, dict, Any]]:
+    """(method, params, row -> value) per score column: each method's score, and prefix
+    probing's other similarities, computed from the same generations (its details)."""
+    out = []
+    for method in methods:
+        mine = params.get(method, {})
+        out.append((method, mine, lambda r, m=method: r.get(m)))
+        if method == "prefix_probe":
+            chosen = mine.get("similarity", "token_sort")
+            for other in ("token_sort", "rouge_l", "lcs"):
+                if other != chosen:
+                    out.append((method, {**mine, "similarity": other},
+                                lambda r, o=other: None if r.get("prefix_probe") is None
+                                else r["details"]["prefix_probe"][o]))
+    return out
+
+
+def passage_auc(rows: list[dict], method: str) -> dict[str, Any]:
+    """Passage AUC with a 95% bootstrap CI over documents (as detect's metrics) for a column
+    detect did not compute metrics for."""
+    from copyprobe.evaluation.metrics import bootstrap_ci, roc_auc
+
+    kept = [r for r in rows if r[method] is not None]
+    labels, values, groups = [r["label"] for r in kept], [r[method] for r in kept], [r["doc_id"] for r in kept]
+    ci = bootstrap_ci(labels, values, roc_auc, groups=groups, n_resamples=1000, seed=0)
+    return {"auc": roc_auc(labels, values), "auc_low": ci.low, "auc_high": ci.high}
 
 
 def merge(path: Path, new: list[dict]) -> list[dict]:
