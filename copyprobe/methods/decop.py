@@ -22,7 +22,9 @@ Per passage:
    calibrated (Appendix E, Algorithm 1) by adding per-letter offsets
    Delta_l = 0.25 - mean P(l) over a clean set, then argmax.
 
-Score = fraction of the 24 orderings answered correctly (higher = member). The document
+Score = fraction of the 24 orderings answered correctly (higher = member; with
+``orderings_asked="rotations"`` the 4 cyclic rotations, each option once in each position,
+a sixth of the questions). The document
 score is the mean over its passages (the pipeline's document aggregation).
 
 Calibration: run ``decop`` in logit mode on known non-members, then
@@ -53,6 +55,9 @@ from copyprobe.registry import register
 
 LETTERS = ("A", "B", "C", "D")
 ORDERINGS: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(4)))  # 24
+# The 4 cyclic rotations: every option in every position once (a Latin square), so a model's
+# preference for a letter cancels as it does over all 24, at a sixth of the questions.
+ROTATIONS: tuple[tuple[int, ...], ...] = tuple(tuple((i + r) % 4 for i in range(4)) for r in range(4))
 
 # Appendix B.1 (passages of 64 and 128 tokens). "<text>" is literal in the paper's prompt.
 PARAPHRASE_PROMPT_SHORT = (
@@ -288,6 +293,11 @@ class DECOP(Method):
         "passages of at most this many estimated tokens (words x 1.3) use prompt B.1, longer ones B.2",
     )
     answer_max_tokens: int = param(8, COUNT, "blackbox mode: tokens generated for the answer")
+    orderings_asked: str = param(
+        "all", OneOf("all", "rotations"),
+        "which orderings of the four options are asked: all 24 (the paper) or the 4 rotations (each option "
+        "in each position once: the letter bias still cancels, a sixth of the cost)",
+    )
     seed: int = param(0, SEED, "seed of the first paraphrase request (attempt i uses seed + i)")
 
     # -- parameters ----------------------------------------------------------------
@@ -332,10 +342,11 @@ class DECOP(Method):
         return (("system", MCQ_SYSTEM), ("user", body))
 
     def orderings(self, original: str, paraphrases: Sequence[str]) -> list[tuple[tuple[str, ...], str]]:
-        """All 24 (options, correct letter) pairs; option 0 of the pool is the original."""
+        """The (options, correct letter) pairs asked (all 24, or the 4 rotations); option 0
+        of the pool is the original."""
         pool = (original, *paraphrases)
         out = []
-        for perm in ORDERINGS:
+        for perm in ORDERINGS if self.orderings_asked == "all" else ROTATIONS:
             options = tuple(pool[i] for i in perm)
             out.append((options, LETTERS[perm.index(0)]))
         return out

@@ -377,3 +377,15 @@ def test_registered_black_box():
 def test_empty_passage_fails_row():
     with pytest.raises(RowError):
         next(DECOP().run(Example(id="e", text="   ")))
+
+
+def test_rotations_put_each_option_in_each_position_once():
+    from copyprobe.registry import make_method
+
+    method = make_method("decop", orderings_asked="rotations")
+    pairs = method.orderings("orig", ("p1", "p2", "p3"))
+    assert len(pairs) == 4
+    for position in range(4):
+        assert sorted(options[position] for options, _ in pairs) == sorted(["orig", "p1", "p2", "p3"])
+    assert all(options["ABCD".index(answer)] == "orig" for options, answer in pairs)
+    assert len(make_method("decop").orderings("orig", ("p1", "p2", "p3"))) == 24
