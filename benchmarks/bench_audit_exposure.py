@@ -125,10 +125,19 @@ def score(args) -> list[dict]:
     examples = data.examples
     texts = {e.id: e.text for e in examples}
     params = parse_params(args.param)
+    specs = dict(item.split("=", 1) for item in args.spec)
+    models = {e: f"hf:{d}" for e, d in plant_models(plant, [e for e in args.epochs or [] if e > 0] or None).items()}
+    if args.epochs:
+        models = {e: m for e, m in models.items() if e in args.epochs}
+        if 0 in args.epochs:  # the un-tuned base model: the control
+            models = {0: specs.get("0") or json.loads((plant / "plant.json").read_text())["base_model"]["spec"],
+                      **models}
+    models = {e: specs.get(str(e), m) for e, m in models.items()}
     out = []
-    for epoch, model_dir in plant_models(plant, args.epochs).items():
+    for epoch, model_spec in models.items():
+        model_dir = model_spec
         started = time.perf_counter()
-        with copyprobe.Session(f"hf:{model_dir}", cache=args.cache, batch_size=args.batch_size) as session:
+        with copyprobe.Session(model_spec, cache=args.cache, batch_size=args.batch_size) as session:
             result = copyprobe.detect(session, examples, args.methods, params=params, blind_baseline=False,
                                       n_bootstrap=args.n_bootstrap, seed=0)
         seconds = time.perf_counter() - started
@@ -217,7 +226,11 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="part", required=True)
     p = sub.add_parser("score", help="score a plant's models and audit every letter")
     p.add_argument("--plant", required=True)
-    p.add_argument("--epochs", type=lambda s: [int(x) for x in s.split(",") if x], default=None)
+    p.add_argument("--epochs", type=lambda s: [int(x) for x in s.split(",") if x], default=None,
+                   help="the models after these epochs (0 = the un-tuned base model, the control)")
+    p.add_argument("--spec", action="append", default=[],
+                   help="EPOCH=SPEC: score that epoch's model through another spec (e.g. a GGUF conversion for "
+                        "llama.cpp: 3=llamacpp:runs/gguf/epoch3.gguf)")
     p.add_argument("--methods", required=True, type=lambda s: [x for x in s.split(",") if x])
     p.add_argument("--param", action="append", default=[], help="METHOD.NAME=VALUE")
     p.add_argument("--access", default="log-probs", help="the access the methods need, for the table")
