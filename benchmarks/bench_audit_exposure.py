@@ -18,13 +18,18 @@ recomputed from its command and the cache with no model work), then audited as
 * the passage AUC of members against non-members with its 95% CI over letters
   (``copyprobe detect``'s metrics: documents resampled).
 
-Each result row keeps every passage's score, so the tables (and other tests or guards)
-are recomputed from the JSON alone: ``table``.
+Each result row keeps every passage's score (and the file each plant's passages), so the
+audits are recomputed from the JSON alone with the current verdict code (``retally``), as
+are the tables (``table``) and the summary that ships with the package and ends every
+``no evidence`` verdict (``summary``: copyprobe/evaluation/exposure_power.json).
 
     python benchmarks/bench_audit_exposure.py score --plant runs/plant_voice --epochs 1,3 \\
         --methods loss,zlib,min_k_pp,reference --cache runs/exposure.sqlite \\
         --out benchmarks/results/audit_exposure.json
+    python benchmarks/bench_audit_exposure.py retally --results benchmarks/results/audit_exposure.json
     python benchmarks/bench_audit_exposure.py table --results benchmarks/results/audit_exposure.json
+    python benchmarks/bench_audit_exposure.py summary --results benchmarks/results/audit_exposure.json \\
+        --out copyprobe/evaluation/exposure_power.json
 """
 
 from __future__ import annotations
@@ -117,13 +122,36 @@ def audit_cells(rows: list[dict], method: str, texts: dict[str, str], alpha: flo
             "null_collection": {"verdict": null_group.get("verdict"), "p": null_group.get("p")}}
 
 
-def score(args) -> list[dict]:
+def subset(examples: list, members: int | None, held: int | None, per_letter: int | None) -> list:
+    """For a method too slow for all 24 letters: the 6 clean letters, the first ``members``
+    member letters and the first ``held`` other non-members (by name), the first
+    ``per_letter`` passages of each."""
+    if members is None and held is None and per_letter is None:
+        return examples
+    docs: dict[int, list[str]] = {}
+    for e in examples:
+        if str(e.doc_id) not in docs.setdefault(e.label, []):
+            docs[e.label].append(str(e.doc_id))
+    nonmembers = sorted(docs.get(0, []))
+    keep = set(sorted(docs.get(1, []))[:members]) | set(nonmembers[:N_CLEAN]) | \
+        set(nonmembers[N_CLEAN:][:held])
+    out, count = [], {}
+    for e in examples:
+        d = str(e.doc_id)
+        if d in keep and (per_letter is None or count.get(d, 0) < per_letter):
+            count[d] = count.get(d, 0) + 1
+            out.append(e)
+    return out
+
+
+def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
     import copyprobe
 
     plant = Path(args.plant)
     data = copyprobe.load_dataset(str(plant / "data.jsonl"))
-    examples = data.examples
+    examples = subset(data.examples, args.members, args.held, args.passages_per_letter)
     texts = {e.id: e.text for e in examples}
+    passages = data_key(plant / "data.jsonl")
     params = parse_params(args.param)
     specs = dict(item.split("=", 1) for item in args.spec)
     models = {e: f"hf:{d}" for e, d in plant_models(plant, [e for e in args.epochs or [] if e > 0] or None).items()}
@@ -147,8 +175,9 @@ def score(args) -> list[dict]:
                     for r in result.rows]
             m = (metrics.get(method) or {}) if method_params == params.get(method, {}) else passage_auc(rows, method)
             out.append({
-                "plant": str(plant), "model": str(model_dir), **exposure(plant, epoch),
+                "plant": str(plant), "model": str(model_dir), "data": passages, **exposure(plant, epoch),
                 "access": args.access, "method": method, "params": method_params,
+                "subset": {"members": args.members, "held": args.held, "passages_per_letter": args.passages_per_letter},
                 "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
                 "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
                 "alpha": args.alpha, "test": TEST, "score_s": round(seconds, 1),
@@ -156,7 +185,7 @@ def score(args) -> list[dict]:
                            for r in rows],
                 "command": shlex.join(["python", *sys.argv]),
             })
-    return out
+    return out, {passages: {e.id: e.text for e in data.examples}}
 
 
 def columns(methods: list[str], params: dict[str, dict]) -> list[tuple[str, dict, Any]]:
@@ -187,12 +216,64 @@ def passage_auc(rows: list[dict], method: str) -> dict[str, Any]:
     return {"auc": roc_auc(labels, values), "auc_low": ci.low, "auc_high": ci.high}
 
 
-def merge(path: Path, new: list[dict]) -> list[dict]:
-    """New rows replace old rows of the same plant, epoch, method and params."""
+def data_key(path: Path) -> str:
+    """The passages a plant cut (its data.jsonl), named by their sha256: plants of the same
+    letters and base tokenizer cut the same passages."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def merge(path: Path, new: list[dict], texts: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """New rows replace old rows of the same plant, epoch, method and params; each plant's
+    passages are kept once, under the sha256 of its data.jsonl (``texts``: key -> id -> text)."""
     key = lambda r: (r["plant"], r["epochs"], r["method"], json.dumps(r["params"], sort_keys=True))  # noqa: E731
-    old = json.loads(path.read_text())["rows"] if path.exists() else []
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    old = saved.get("rows", [])
     fresh = {key(r) for r in new}
-    return [r for r in old if key(r) not in fresh] + new
+    return {"texts": {**saved.get("texts", {}), **texts}, "rows": [r for r in old if key(r) not in fresh] + new}
+
+
+def retally(results: dict[str, Any], alpha: float | None = None) -> None:
+    """Recompute every row's audits from its saved scores and the saved texts, with the
+    verdict code of this checkout (no model). A row saved before the texts were: its
+    plant's data.jsonl, where it still is."""
+    stored = results.setdefault("texts", {})
+    for r in results["rows"]:
+        if "data" not in r:
+            data = Path(r["plant"]) / "data.jsonl"
+            if not data.is_file():
+                raise SystemExit(f"a row of {r['plant']} has no saved texts and {data} is not there")
+            r["data"] = data_key(data)
+            stored.setdefault(r["data"], {e["id"]: e["text"] for e in map(json.loads, data.read_text().splitlines())})
+        texts = stored[r["data"]]
+        rows = [{"id": s["id"], "doc_id": s["doc_id"], "label": s["label"], r["method"]: s["value"]}
+                for s in r["scores"]]
+        r["alpha"] = alpha if alpha is not None else r.get("alpha", ALPHA)
+        r["audits"] = {g: audit_cells(rows, r["method"], texts, r["alpha"], g) for g in GUARDS}
+
+
+def summary(results: dict[str, Any], guard: str, source: str) -> dict[str, Any]:
+    """What copyprobe/evaluation/exposure.py reads: per method (its default parameters),
+    per trained model and exposure, the member letters its audits found and the false claims."""
+    methods: dict[str, list[dict]] = {}
+    for r in results["rows"]:
+        if r["exposures"] == 0 or r["params"]:  # the base-model control; non-default variants
+            continue
+        a = r["audits"][guard]
+        methods.setdefault(r["method"], []).append({
+            "model": r["base_model"], "training": r["training"], "epochs": r["epochs"],
+            "member_repeats": r["member_repeats"], "exposures": r["exposures"], "dilution": r["dilution"],
+            "found": a["members_found"], "of": a["n_members"],
+            "false_claims": a["false_claims"], "of_nonmembers": a["n_nonmembers"],
+            "auc": round(r["auc"], 3) if r["auc"] is not None else None})
+    for rows in methods.values():
+        rows.sort(key=lambda x: (x["model"], x["dilution"], x["exposures"]))
+    first = results["rows"][0] if results["rows"] else {}
+    return {"source": source,
+            "audit": {"clean_documents": N_CLEAN, "test": first.get("test", TEST), "guard_test": guard,
+                      "alpha": first.get("alpha", ALPHA)},
+            "methods": dict(sorted(methods.items()))}
 
 
 def _pct(lo: float | None, hi: float | None) -> str:
@@ -234,6 +315,9 @@ def main(argv=None) -> int:
     p.add_argument("--methods", required=True, type=lambda s: [x for x in s.split(",") if x])
     p.add_argument("--param", action="append", default=[], help="METHOD.NAME=VALUE")
     p.add_argument("--access", default="log-probs", help="the access the methods need, for the table")
+    p.add_argument("--members", type=int, help="only the first N member letters (a slow method)")
+    p.add_argument("--held", type=int, help="only the first N non-members beyond the 6 clean ones")
+    p.add_argument("--passages-per-letter", type=int, help="only the first N passages of each letter")
     p.add_argument("--alpha", type=float, default=ALPHA)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--n-bootstrap", type=int, default=1000)
@@ -242,14 +326,35 @@ def main(argv=None) -> int:
     t = sub.add_parser("table", help="markdown table from saved results")
     t.add_argument("--results", required=True)
     t.add_argument("--guard", choices=GUARDS, default="t")
+    r = sub.add_parser("retally", help="recompute the audits from the saved scores with this checkout (no model)")
+    r.add_argument("--results", required=True)
+    r.add_argument("--alpha", type=float, default=None)
+    m = sub.add_parser("summary", help="the summary copyprobe ships (evaluation/exposure_power.json)")
+    m.add_argument("--results", required=True)
+    m.add_argument("--guard", choices=GUARDS, default="t")
+    m.add_argument("--source", default="benchmarks/results/audit_exposure.md")
+    m.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.part == "table":
         print(render(json.loads(Path(args.results).read_text())["rows"], args.guard))
         return 0
+    if args.part == "retally":
+        path = Path(args.results)
+        results = json.loads(path.read_text())
+        retally(results, args.alpha)
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(render(results["rows"], "t"))
+        return 0
+    if args.part == "summary":
+        table = summary(json.loads(Path(args.results).read_text()), args.guard, args.source)
+        Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+        print(f"{args.out}: {', '.join(f'{k} ({len(v)} exposures)' for k, v in table['methods'].items())}")
+        return 0
     out = Path(args.out)
-    rows = merge(out, score(args))
-    out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    print(render([r for r in rows if r["plant"] == args.plant], "t"))
+    new, texts = score(args)
+    results = merge(out, new, texts)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(render([r for r in results["rows"] if r["plant"] == args.plant], "t"))
     return 0
 
 
