@@ -216,12 +216,22 @@ class CachedBackend(Backend):
         # in-process backend shares work across the requests it sees together (length-
         # sorted batches, the n-gram prefix tree, DE-COP's 24 orderings, a text's
         # neighbourhood proposals): one batch per call would cut all of that to 8 requests.
-        self.chunk_size = chunk_size or max(1, int(backend.batch_size or 1)) * CHUNK_BATCHES
+        self._chunk_size = chunk_size
         self.hits = 0
         self.misses = 0
         self.stale = 0  # entries found in another shape, recomputed (counted in misses too)
         self.spec = backend.spec
         self.capabilities = backend.capabilities
+
+    @property
+    def chunk_size(self) -> int:
+        """Requests answered (and committed) per call of the wrapped backend. A backend that
+        batches by memory says how many requests make CHUNK_BATCHES batches
+        (``chunk_requests``, read when needed: HFBackend sizes its batches at first use);
+        the others batch by count."""
+        if self._chunk_size:
+            return self._chunk_size
+        return getattr(self.backend, "chunk_requests", None) or max(1, int(self.backend.batch_size or 1)) * CHUNK_BATCHES
 
     @property
     def fingerprint(self) -> str:
@@ -265,8 +275,9 @@ class CachedBackend(Backend):
             self._answer_streaming(requests, missing, keys, cacheable, results, progress)
             return results
         # answer misses in chunks, committing each, so an interrupted run keeps its work
-        for start in range(0, len(missing), self.chunk_size):
-            part = missing[start : start + self.chunk_size]
+        chunk_size = self.chunk_size
+        for start in range(0, len(missing), chunk_size):
+            part = missing[start : start + chunk_size]
             answers = self.backend.answer([requests[i] for i in part], progress=progress)
             self.misses += len(part)
             to_store = []
