@@ -10,7 +10,8 @@ The model is a **random-weight Llama** of ``--params`` size with SmolLM2's token
 from there as ``hf:<dir>``: speed depends on the shapes, not the weights, so no download
 is needed (``--model SPEC`` measures real weights instead). The texts are WikiMIA's
 passages (``--passages wikimia``: all 1,650 of the four bundled splits, 169,611 SmolLM2
-tokens; ``wikimia:32`` one split; a number N: the first N of the 1,650).
+tokens; ``wikimia:32`` one split; a number N: N of the 1,650, evenly spaced, so the four
+lengths keep their shares).
 
 What is timed (seconds, and ratios to the bare pass at the same batching):
 
@@ -45,7 +46,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,7 +101,10 @@ def load_texts(passages: str) -> list:
     if passages.startswith("wikimia:"):
         return list(load_dataset(passages).examples)
     examples = [e for split in ("32", "64", "128", "256") for e in load_dataset(f"wikimia:{split}").examples]
-    return examples if passages == "wikimia" else examples[:int(passages)]
+    if passages == "wikimia":
+        return examples
+    count = min(int(passages), len(examples))  # evenly spaced: the four lengths in their shares
+    return [examples[i * len(examples) // count] for i in range(count)]
 
 
 def synchronize(device: str) -> None:
@@ -114,7 +117,19 @@ def synchronize(device: str) -> None:
 # -- the timed variants ---------------------------------------------------------------
 
 
-def bare_pass(backend, token_ids: list[list[int]], batch_size: int) -> float:
+class Timer:
+    """Wall-clock and this process's CPU seconds. On a busy machine the CPU time of a
+    one-thread run measures the work itself; the wall clock also counts waiting."""
+
+    def __enter__(self) -> Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def bare_pass(backend, token_ids: list[list[int]], batch_size: int) -> Timer:
     """Length-sorted right-padded batches; log p of each text token, gathered on the device."""
     import torch
 
@@ -122,7 +137,7 @@ def bare_pass(backend, token_ids: list[list[int]], batch_size: int) -> float:
     order = sorted(token_ids, key=len, reverse=True)
     pad = backend.pad_id
     synchronize(device)
-    start = time.perf_counter()
+    timer = Timer().__enter__()
     with torch.inference_mode():
         for i in range(0, len(order), batch_size):
             batch = order[i:i + batch_size]
@@ -132,21 +147,21 @@ def bare_pass(backend, token_ids: list[list[int]], batch_size: int) -> float:
             logits = model(input_ids=ids, attention_mask=mask).logits.float()
             logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
             logp.masked_fill(mask[:, 1:] == 0, 0).cpu()  # the host copy is the batch's sync point
-    return time.perf_counter() - start
+    timer.__exit__()
+    return timer
 
 
-def detect_pass(backend, examples, cache) -> tuple[float, float]:
-    """(whole detect call, its collect part) in seconds."""
+def detect_pass(backend, examples, cache) -> tuple[Timer, float]:
+    """(the whole detect call's times, the seconds of its collect part)."""
     import copyprobe
 
     synchronize(backend.device)
-    start = time.perf_counter()
-    result = copyprobe.detect(backend, examples, LOGIT_METHODS, cache=cache, blind_baseline=False)
-    elapsed = time.perf_counter() - start
+    with Timer() as timer:
+        result = copyprobe.detect(backend, examples, LOGIT_METHODS, cache=cache, blind_baseline=False)
     failed = int(result.scores[LOGIT_METHODS].isna().any(axis=1).sum())
     if failed:
         raise SystemExit(f"{failed} passages failed to score")
-    return elapsed, result.record.timings["score_s"]
+    return timer, result.record.timings["score_s"]
 
 
 def make_backend(spec: str, device: str, dtype: str, batch_size):
@@ -157,10 +172,11 @@ def make_backend(spec: str, device: str, dtype: str, batch_size):
 
 def run_variant(name: str, backend, examples, token_ids, batch_size: int, cache_dir: Path) -> dict:
     if name == "bare":
-        return {"s": bare_pass(backend, token_ids, batch_size)}
+        timer = bare_pass(backend, token_ids, batch_size)
+        return {"s": timer.wall, "cpu_s": timer.cpu}
     cache = False if name == "detect" else str(cache_dir / f"{name}-{time.time_ns()}.sqlite")
-    total, collect = detect_pass(backend, examples, cache)
-    return {"s": total, "collect_s": collect}
+    timer, collect = detect_pass(backend, examples, cache)
+    return {"s": timer.wall, "cpu_s": timer.cpu, "collect_s": collect}
 
 
 # -- child processes (cold passes, loading) -------------------------------------------
@@ -181,18 +197,18 @@ def child(args: argparse.Namespace) -> None:
 
         device = resolve_device(args.device)
         synchronize(device)
-        start = time.perf_counter()
-        if kind == "load-copyprobe":
-            backend = make_backend(args.spec, args.device, args.dtype, "auto")
-            _ = backend.fingerprint
-        else:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+        with Timer() as timer:
+            if kind == "load-copyprobe":
+                backend = make_backend(args.spec, args.device, args.dtype, "auto")
+                _ = backend.fingerprint
+            else:
+                from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            model = AutoModelForCausalLM.from_pretrained(args.source, dtype=resolve_dtype(args.dtype, device))
-            model = model.to(device)
-            AutoTokenizer.from_pretrained(args.source)
-        synchronize(device)
-        print(json.dumps({"s": time.perf_counter() - start}))
+                model = AutoModelForCausalLM.from_pretrained(args.source, dtype=resolve_dtype(args.dtype, device))
+                model = model.to(device)
+                AutoTokenizer.from_pretrained(args.source)
+            synchronize(device)
+        print(json.dumps({"s": timer.wall, "cpu_s": timer.cpu}))
         return
     backend = make_backend(args.spec, args.device, args.dtype, args.batch_size)
     examples = load_texts(args.passages)
@@ -217,8 +233,22 @@ def in_child(args: argparse.Namespace, kind: str, **extra) -> dict:
 # -- sections ---------------------------------------------------------------------------
 
 
-def best(runs: list[dict]) -> dict:
-    return min(runs, key=lambda r: r["s"])
+def summary(runs: list[dict]) -> dict:
+    """Fastest wall clock and least CPU time over the repeats (each its own minimum), and every run."""
+    out = {"s": min(r["s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
+           "runs": [round(r["s"], 3) for r in runs], "cpu_runs": [round(r["cpu_s"], 3) for r in runs]}
+    if "collect_s" in runs[0]:
+        out["collect_s"] = min(r["collect_s"] for r in runs)
+    return out
+
+
+def with_ratios(rows: dict[str, dict], base: str) -> dict[str, dict]:
+    for row in rows.values():
+        row["ratio"] = row["s"] / rows[base]["s"]
+        row["cpu_ratio"] = row["cpu_s"] / rows[base]["cpu_s"]
+        if "collect_s" in row:
+            row["collect_ratio"] = row["collect_s"] / rows[base]["s"]
+    return rows
 
 
 def section_scoring(args, backend, examples, token_ids, cache_dir: Path) -> dict:
@@ -229,29 +259,23 @@ def section_scoring(args, backend, examples, token_ids, cache_dir: Path) -> dict
     for _ in range(args.repeats):
         for name in names:
             warm[name].append(run_variant(name, backend, examples, token_ids, args.batch_size, cache_dir))
-            print(f"  warm {name}: {warm[name][-1]['s']:.2f} s", file=sys.stderr, flush=True)
-    result = {"warm": {name: best(runs) | {"runs": [round(r["s"], 3) for r in runs]} for name, runs in warm.items()}}
+            print(f"  warm {name}: {warm[name][-1]['s']:.2f} s, cpu {warm[name][-1]['cpu_s']:.2f} s",
+                  file=sys.stderr, flush=True)
+    result = {"warm": with_ratios({name: summary(runs) for name, runs in warm.items()}, "bare")}
     if args.cold:
         cold: dict[str, list[dict]] = {name: [] for name in names}
         for _ in range(args.cold):
             for name in names:
                 cold[name].append(in_child(args, f"cold-{name}", spec=args.spec))
                 print(f"  cold {name}: {cold[name][-1]['s']:.2f} s", file=sys.stderr, flush=True)
-        result["cold"] = {name: best(runs) | {"runs": [round(r["s"], 3) for r in runs]} for name, runs in cold.items()}
-    for when in result.values():
-        base = when["bare"]["s"]
-        for name, row in when.items():
-            row["ratio"] = row["s"] / base
-            if "collect_s" in row:
-                row["collect_ratio"] = row["collect_s"] / base
+        result["cold"] = with_ratios({name: summary(runs) for name, runs in cold.items()}, "bare")
     return result
 
 
-def section_batches(args, examples, token_ids, cache_dir: Path) -> dict:
+def section_batches(args, examples, cache_dir: Path) -> dict:
     """detect (no cache) at batch auto, fixed sizes and fixed token budgets, one backend each."""
     from copyprobe.backends.hf.batching import Batcher
 
-    rows: dict[str, dict] = {}
     settings: list[tuple[str, object, int | None]] = [("auto", "auto", None)]
     settings += [(f"{n} texts", n, None) for n in args.sizes]
     settings += [(f"{n} tokens", "auto", n) for n in args.budgets]
@@ -262,69 +286,62 @@ def section_batches(args, examples, token_ids, cache_dir: Path) -> dict:
             backend._text_batcher = Batcher(count=None, tokens=budget, device=backend.device)
         backends[label] = backend
         detect_pass(backend, examples[:8], False)  # warm-up
-    runs: dict[str, list[float]] = {label: [] for label in backends}
+    runs: dict[str, list[dict]] = {label: [] for label in backends}
     for _ in range(args.repeats):
         for label, backend in backends.items():
-            runs[label].append(detect_pass(backend, examples, False)[0])
-            print(f"  batches {label}: {runs[label][-1]:.2f} s", file=sys.stderr, flush=True)
+            timer, collect = detect_pass(backend, examples, False)
+            runs[label].append({"s": timer.wall, "cpu_s": timer.cpu, "collect_s": collect})
+            print(f"  batches {label}: {timer.wall:.2f} s, cpu {timer.cpu:.2f} s", file=sys.stderr, flush=True)
+    rows = with_ratios({label: summary(values) for label, values in runs.items()}, "auto")
     for label, backend in backends.items():
-        rows[label] = {"s": min(runs[label]), "runs": [round(r, 3) for r in runs[label]],
-                       "batch": backend.info()["batch"]}
-    base = rows["auto"]["s"]
-    for row in rows.values():
-        row["ratio_to_auto"] = row["s"] / base
+        rows[label]["batch"] = backend.info()["batch"]
     return rows
 
 
 def section_load(args) -> dict:
-    result: dict[str, dict] = {}
+    result: dict = {}
     if args.source is not None:
-        runs: dict[str, list[float]] = {"copyprobe load_backend": [], "from_pretrained + tokenizer": []}
-        for _ in range(args.load_repeats):
-            runs["copyprobe load_backend"].append(in_child(args, "load-copyprobe", spec=args.spec)["s"])
-            runs["from_pretrained + tokenizer"].append(in_child(args, "load-hf", source=args.source)["s"])
-        for name, values in runs.items():
-            result[name] = {"s": min(values), "median_s": statistics.median(values),
-                            "runs": [round(v, 3) for v in values]}
-        result["ratio"] = result["copyprobe load_backend"]["s"] / result["from_pretrained + tokenizer"]["s"]
+        result["hf"] = load_pair(args, args.spec, args.source)
     if args.gguf:
         result["gguf"] = gguf_loads(args)
     return result
 
 
+def load_pair(args, spec: str, source: str | Path) -> dict:
+    """copyprobe's load of ``spec`` against transformers' of ``source``, alternating fresh processes."""
+    runs: dict[str, list[dict]] = {"copyprobe load_backend": [], "from_pretrained + tokenizer": []}
+    for _ in range(args.load_repeats):
+        runs["copyprobe load_backend"].append(in_child(args, "load-copyprobe", spec=spec))
+        runs["from_pretrained + tokenizer"].append(in_child(args, "load-hf", source=source))
+    rows = with_ratios({name: summary(values) for name, values in runs.items()}, "from_pretrained + tokenizer")
+    return {"spec": spec, "source": str(source), **rows}
+
+
 def gguf_loads(args) -> dict:
     """Load a GGUF alias through copyprobe and the conversion it caches through
     transformers; then a Session naming the same file as target and as another role."""
+    from copyprobe.backends.hf import backend as hf_backend
     from copyprobe.backends.hf import loading
     from copyprobe.backends.specs import resolve_local
     from copyprobe.session import Session
 
     path = resolve_local(args.gguf).path
-    conversion = loading.cache_base_dir() / "models" / loading.sha256_file(path)
-    out = {"spec": args.gguf, "file": str(path)}
-    runs = {"copyprobe load_backend": [], "from_pretrained + tokenizer": []}
-    for _ in range(args.load_repeats):
-        runs["copyprobe load_backend"].append(in_child(args, "load-copyprobe", spec=args.gguf)["s"])
-        runs["from_pretrained + tokenizer"].append(in_child(args, "load-hf", source=conversion)["s"])
-    for name, values in runs.items():
-        out[name] = {"s": min(values), "runs": [round(v, 3) for v in values]}
-    out["ratio"] = out["copyprobe load_backend"]["s"] / out["from_pretrained + tokenizer"]["s"]
+    out = load_pair(args, args.gguf, loading.cache_base_dir() / "models" / loading.sha256_file(path))
     reads = {"gguf": 0}
-    real = loading.load_gguf
+    real = hf_backend.load_gguf
 
     def counted(*a, **k):
         reads["gguf"] += 1
         return real(*a, **k)
 
-    loading.load_gguf = counted
+    hf_backend.load_gguf = counted
     try:
-        start = time.perf_counter()
-        with Session(args.gguf, cache=False, device=args.device, dtype=args.dtype) as session:
+        with Timer() as timer, Session(args.gguf, cache=False, device=args.device, dtype=args.dtype) as session:
             session.backend_for(f"gguf:{path}")  # the same file under another spec (a reference model)
-            out["session_same_file_twice"] = {"s": round(time.perf_counter() - start, 3),
-                                              "gguf_loads": reads["gguf"], "backends": len(session.backends)}
+            roles = len(session.backends)
+        out["session_same_file_twice"] = {"s": round(timer.wall, 3), "roles": roles, "gguf_loads": reads["gguf"]}
     finally:
-        loading.load_gguf = real
+        hf_backend.load_gguf = real
     return out
 
 
@@ -348,24 +365,21 @@ def machine(device: str) -> dict:
 def print_table(report: dict) -> None:
     m = report["machine"]
     print(f"{report['model']['described']} on {m.get('gpu', m['device'])}, {report['texts']['passages']} passages "
-          f"({report['texts']['tokens']} tokens), batch {report['batch_size']}, load {m.get('loadavg')}")
-    for when, rows in report.get("scoring", {}).items():
-        for name, row in rows.items():
-            extra = f"  (collect {row['collect_s']:.2f} s, {row['collect_ratio']:.2f}x)" if "collect_s" in row else ""
-            print(f"  {when:4s} {name:14s} {row['s']:8.2f} s  {row['ratio']:5.2f}x{extra}")
-    for label, row in report.get("batches", {}).items():
-        print(f"  batches {label:12s} {row['s']:8.2f} s  {row['ratio_to_auto']:5.2f}x of auto  {row['batch']}")
-    load = report.get("load", {})
-    for name in ("copyprobe load_backend", "from_pretrained + tokenizer"):
-        if name in load:
-            print(f"  load {name:28s} {load[name]['s']:6.2f} s")
-    if "ratio" in load:
-        print(f"  load ratio {load['ratio']:.2f}x")
-    if "gguf" in load:
-        g = load["gguf"]
-        print(f"  gguf {g['spec']}: load_backend {g['copyprobe load_backend']['s']:.2f} s, from_pretrained "
-              f"{g['from_pretrained + tokenizer']['s']:.2f} s ({g['ratio']:.2f}x); one session naming it twice: "
-              f"{g['session_same_file_twice']}")
+          f"({report['texts']['tokens']} tokens), batch {report['batch_size']}, {m['torch_threads']} threads, "
+          f"load {m.get('loadavg')} -> {m.get('loadavg_end')}")
+    print(f"  {'':26s} {'wall s':>8s} {'ratio':>6s} {'cpu s':>8s} {'ratio':>6s}")
+    rows = [(f"{when} {name}", row) for when, block in report.get("scoring", {}).items() for name, row in block.items()]
+    rows += [(f"batches {label}", row) for label, row in report.get("batches", {}).items()]
+    for kind, block in report.get("load", {}).items():
+        rows += [(f"load {kind} {name}", row) for name, row in block.items() if isinstance(row, dict) and "s" in row
+                 and "ratio" in row]
+    for label, row in rows:
+        print(f"  {label:26s} {row['s']:8.2f} {row['ratio']:5.2f}x {row['cpu_s']:8.2f} {row['cpu_ratio']:5.2f}x"
+              + (f"  (collect {row['collect_s']:.2f} s)" if "collect_s" in row else "")
+              + (f"  {row['batch']}" if "batch" in row else ""))
+    gguf = report.get("load", {}).get("gguf", {})
+    if "session_same_file_twice" in gguf:
+        print(f"  one session naming {gguf['spec']} twice: {gguf['session_same_file_twice']}")
 
 
 def main() -> None:
@@ -437,7 +451,7 @@ def main() -> None:
             report["scoring"] = section_scoring(args, backend, examples, token_ids, cache_dir)
         del backend
         if "batches" not in skip:
-            report["batches"] = section_batches(args, examples, token_ids, cache_dir)
+            report["batches"] = section_batches(args, examples, cache_dir)
         if "load" not in skip:
             report["load"] = section_load(args)
         report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

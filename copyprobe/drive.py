@@ -94,13 +94,15 @@ def drive(
         stats.rounds += 1
         # group unique requests by (model, kind), keeping first-seen order
         groups: dict[tuple[str | None, str], OrderedDict[tuple, Request]] = {}
+        identities: dict[Hashable, list[tuple]] = {}  # per generator, its requests' identities (computed once)
         for key, (gen, requests) in list(pending.items()):
             requests = [backend_for(r.model).canonical(r) for r in requests]
             pending[key] = (gen, requests)
-            for request in requests:
+            identities[key] = [_identity(r) for r in requests]
+            for request, identity in zip(requests, identities[key]):
                 stats.requests_total += 1
                 group = groups.setdefault((request.model, request.kind), OrderedDict())
-                group.setdefault(_identity(request), request)
+                group.setdefault(identity, request)
         # fail before any work if some backend lacks a needed capability
         for (model, _kind), group in groups.items():
             backend_for(model).check(list(group.values()))
@@ -121,8 +123,8 @@ def drive(
                     stats.tokens_by_model[name] = stats.tokens_by_model.get(name, 0) + len(response.token_ids)
         current = list(pending.items())
         pending.clear()
-        for key, (gen, requests) in current:
-            responses = [answers[_identity(r)] for r in requests]
+        for key, (gen, _requests) in current:
+            responses = [answers[identity] for identity in identities[key]]
             failed = next((r for r in responses if isinstance(r, RequestFailed)), None)
             if failed is not None:
                 gen.close()

@@ -257,3 +257,41 @@ def test_queued_scores_wait_for_the_device_before_reading(monkeypatch):
     assert queued.lists() == {"logprobs": [-1.5, -0.25], "rank": [3, 1]}
     assert events == ["record", "synchronize"]
     assert QueuedScores(scores, "cpu").lists()["rank"] == [3, 1]
+
+
+# -- answers handed over as they finish ----------------------------------------------------
+
+
+def test_each_answer_is_handed_over_once_as_it_finishes():
+    backend = make_tiny_backend(batch_size=2)
+    requests = [TokenLogprobsRequest(t) for t in MIXED] + [TokenLogprobsRequest(""),
+                                                          TokenLogprobsRequest(MIXED[1], ngram=2)]
+    handed: list[tuple[int, object]] = []
+    answers = backend.answer(requests, on_result=lambda i, answer: handed.append((i, answer)))
+    assert sorted(i for i, _ in handed) == list(range(len(requests)))
+    assert all(answers[i] is answer for i, answer in handed)
+    assert handed[0][0] == len(MIXED)  # the empty text first, before any batch ran
+    assert answers == make_tiny_backend(batch_size=2).answer(requests)
+
+
+def test_answers_finished_before_a_failure_are_committed(tmp_path):
+    backend = make_tiny_backend(batch_size=2)
+    real = backend._decoder
+    calls = []
+
+    def fails_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("device lost")
+        return real(*args, **kwargs)
+
+    backend._decoder = fails_third
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    requests = [TokenLogprobsRequest(t) for t in SAME_LENGTH]
+    with pytest.raises(RuntimeError, match="device lost"):
+        CachedBackend(backend, cache).answer(requests)
+    assert cache.count() == 4  # two batches of two finished and were kept
+    backend._decoder = real
+    again = CachedBackend(backend, cache)
+    assert again.answer(requests) == make_tiny_backend(batch_size=2).answer(requests)
+    assert (again.hits, again.misses) == (4, 6)

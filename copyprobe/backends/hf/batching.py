@@ -154,8 +154,10 @@ class Batcher:
             try:
                 handle = forward(batch)
                 failed = False
-            except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
+            except BaseException as exc:  # only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(exc):
+                    if pending is not None:  # the batch before finished: keep its answers
+                        store(*pending)
                     raise
                 if len(batch) == 1:
                     raise BackendError(f"out of memory on {self.device} for a single text of {width(batch[0])} "

@@ -233,10 +233,13 @@ def context_windows(context_ids: list[int], ids: list[int], lead_ids: list[int],
 
 
 class Completion:
-    """Counts outstanding work units per request; reports finished requests to progress."""
+    """Counts outstanding work units per request; reports finished requests to progress,
+    and each finished request to ``on_finished(index)``."""
 
-    def __init__(self, progress: Callable[[int], Any] | None):
+    def __init__(self, progress: Callable[[int], Any] | None,
+                 on_finished: Callable[[int], Any] | None = None):
         self.progress = progress
+        self.on_finished = on_finished
         self.left: dict[int, int] = {}
         self.finished = 0
 
@@ -247,14 +250,20 @@ class Completion:
         self.left[index] -= units
         if self.left[index] == 0:
             self.finished += 1
+            if self.on_finished is not None:
+                self.on_finished(index)
 
     def flush(self) -> None:
         if self.progress and self.finished:
             self.progress(self.finished)
         self.finished = 0
 
-    def finish_empty(self, count: int) -> None:
-        self.finished += count
+    def finish_empty(self, indices: list[int]) -> None:
+        """Requests with nothing to score: finished before any work."""
+        self.finished += len(indices)
+        if self.on_finished is not None:
+            for index in indices:
+                self.on_finished(index)
         self.flush()
 
 
@@ -283,15 +292,25 @@ class TokenLogprobsMixin:
     a :class:`~copyprobe.backends.hf.batching.Batcher`), LM head (``_head``, ``_softcap``)
     and forward passes (``_padded_hidden``, ``_decoder``)."""
 
-    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None):
-        """See the module docstring for windows and n-gram contexts."""
-        tracker = Completion(progress)
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None):
+        """See the module docstring for windows and n-gram contexts. Each answer is made,
+        and given to ``on_result(index, answer)``, as soon as its last token is scored: on
+        a GPU that happens while the next batch runs (see :mod:`.batching`), so the
+        caller's work on it (the response cache encodes it) overlaps the device's."""
+        answers: list[TokenLogprobs | None] = [None] * len(requests)
+
+        def finish(index: int) -> None:
+            answers[index] = self._token_answer(requests[index], token_ids[index], results[index])
+            if on_result is not None:
+                on_result(index, answers[index])
+
+        tracker = Completion(progress, finish)
         token_ids = [list(ids) for ids in self.tokenizer([r.text for r in requests]).input_ids] if requests else []
         results = [ScoreBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
         jobs: list[tuple[int, Window]] = []  # (request, window)
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
         n_lead = len(self.lead_ids)
-        empty = 0
+        empty: list[int] = []
         prefixed: dict[tuple[int, ...], list[int]] = {}  # context ids -> requests run on its KV cache
         for index, (request, ids) in enumerate(zip(requests, token_ids)):
             if request.ngram_drop_short and request.ngram is None:
@@ -299,7 +318,7 @@ class TokenLogprobsMixin:
             if request.context:
                 ids = self._plan_context(index, request, token_ids, results, prefixed, jobs, tracker)
                 if ids is None:
-                    empty += 1
+                    empty.append(index)
                 continue
             if request.ngram is not None and (
                     isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
@@ -311,7 +330,7 @@ class TokenLogprobsMixin:
             if request.ngram_drop_short:
                 results[index] = ScoreBuffer(max(len(ids) - first_ngram, 0))
             if len(ids) < 2 or not len(results[index].filled):
-                empty += 1
+                empty.append(index)
                 continue
             if request.ngram is None:
                 planned = windows(ids, lead, self.max_length)
@@ -336,20 +355,21 @@ class TokenLogprobsMixin:
             self._run_windows(jobs, results, tracker)
             self._run_contexts(contexts, results, tracker)
 
-        answers = []
-        for request, ids, result in zip(requests, token_ids, results):
-            assert result.complete(), "every token must be scored exactly once"
-            values = result.values
-            answers.append(TokenLogprobs(
-                token_ids=ids,
-                logprobs=values["logprobs"],
-                mu=values["mu"] if request.stats else None,
-                sigma=values["sigma"] if request.stats else None,
-                rank=values["rank"] if request.stats else None,
-                # token strings let word-level methods (info_probe, veilprobe) map tokens to words
-                tokens=self.tokenizer.convert_ids_to_tokens(ids),
-            ))
+        assert all(answer is not None for answer in answers), "every request must finish"
         return answers
+
+    def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ScoreBuffer) -> TokenLogprobs:
+        assert result.complete(), "every token must be scored exactly once"
+        values = result.values
+        return TokenLogprobs(
+            token_ids=ids,
+            logprobs=values["logprobs"],
+            mu=values["mu"] if request.stats else None,
+            sigma=values["sigma"] if request.stats else None,
+            rank=values["rank"] if request.stats else None,
+            # token strings let word-level methods (info_probe, veilprobe) map tokens to words
+            tokens=self.tokenizer.convert_ids_to_tokens(ids),
+        )
 
     def _plan_context(self, index: int, request: TokenLogprobsRequest, token_ids: list[list[int]],
                       results: list[ScoreBuffer], prefixed: dict, jobs: list, tracker: Completion):
