@@ -104,7 +104,11 @@ def cuda_token_budget(device: str, config: Any, dtype_bytes: int, max_length: in
 
 
 def release_device_memory(device: str) -> None:
-    """Give cached blocks back after an out-of-memory error, so the retry can use them."""
+    """Free what the failed batch held (tensors caught in reference cycles too) and give
+    the device's cached blocks back, so the retry can use them."""
+    import gc
+
+    gc.collect()
     if str(device).startswith("cuda"):
         import torch
 
