@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Sequence
 
 from copyprobe.errors import CapabilityError, ConfigError
@@ -68,7 +68,9 @@ class Response:
     """Base of the answers: stored in the cache as JSON and read back."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # the fields themselves: json.dumps only reads them, and dataclasses.asdict's deep
+        # copy of every list took 1.7 s for the answers of WikiMIA's 1,650 passages
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Any:

@@ -489,15 +489,22 @@ def test_missing_capability_fails_before_any_work(monkeypatch):
 
 
 def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):
-    backend = make_tiny_backend()
+    # generation is batched by count; token log-probs retry in halves (test_batching.py)
+    backend = make_tiny_backend(batch_size=8)
 
     def oom(*args, **kwargs):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(backend, "_hidden", oom)
     with pytest.raises(BackendError, match="at batch size 8: lower the batch size") as info:
-        backend.answer([TokenLogprobsRequest("abc")])
+        backend.answer([GenerateRequest(prompt="abc", max_tokens=1)])
     assert "\n" not in str(info.value)
+    auto = make_tiny_backend()
+    monkeypatch.setattr(auto, "_hidden", oom)
+    with pytest.raises(BackendError, match=r"at 8 sequences per batch \(batch size auto\): give a smaller"):
+        auto.answer([GenerateRequest(prompt="abc", max_tokens=1)])
+    with pytest.raises(BackendError, match="for a single text of 4 tokens") as info:
+        auto.answer([TokenLogprobsRequest("abc")])
 
 
 def test_fingerprint_covers_weights_and_settings_but_not_batch_or_device():
