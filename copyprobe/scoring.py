@@ -175,9 +175,10 @@ class ScoringPlan:
         # rows a method takes from the data (ReCaLL's prefix) count as its training rows
         self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
 
-    def runs(self) -> dict[tuple[int, int], Any]:
-        return {(i, m): method.run(example)
-                for m, method in enumerate(self.methods) for i, example in enumerate(self.examples)}
+    def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
+        """The generators of every method on the examples at ``rows`` (all by default)."""
+        rows = range(len(self.examples)) if rows is None else list(rows)
+        return {(i, m): method.run(self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
 
     def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
         examples, seed = self.examples, self.seed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -378,3 +379,33 @@ def test_prefetch_is_taken_by_the_next_call_and_its_errors_reach_the_caller(tmp_
         blind.cached_blind_baseline(texts, [2] * len(texts), None, 0, cache_dir=tmp_path)
     assert isinstance(bad.exception(), DataError)
 
+
+def test_detect_and_rescore_compute_the_baseline_once(tmp_path, monkeypatch):
+    """detect starts the baseline before scoring; rescore of the run, and a second run on
+    the same data, read it back; the metrics equal those of a run with no cache at all."""
+    import shutil
+
+    import copyprobe
+    from copyprobe.backends.fake import FakeBackend
+    from copyprobe.evaluation import blind
+    from copyprobe.rescore import rescore
+
+    monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    texts, labels = shifted_dataset(20)
+    examples = [copyprobe.Example(id=str(i), text=t, label=y) for i, (t, y) in enumerate(zip(texts, labels))]
+    fitted = []
+    real = blind.blind_baseline
+    monkeypatch.setattr(blind, "blind_baseline", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    run = copyprobe.detect(FakeBackend(), examples, ["loss"], out=tmp_path / "run", cache=False, n_bootstrap=50)
+    assert len(fitted) == 1
+    rescore(tmp_path / "run")
+    copyprobe.detect(FakeBackend(), examples, ["zlib"], cache=False, n_bootstrap=50)
+    assert len(fitted) == 1
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == run.metrics
+    shutil.rmtree(tmp_path / "cache")
+    monkeypatch.setattr(blind, "prefetch", lambda *a, **k: pytest.fail("prefetch called"))
+    from copyprobe.detect import ScoringCollection
+
+    monkeypatch.setattr(ScoringCollection, "begin", lambda self: None)
+    uncached = copyprobe.detect(FakeBackend(), examples, ["loss"], cache=False, n_bootstrap=50)
+    assert len(fitted) == 2 and uncached.metrics == run.metrics
