@@ -88,18 +88,19 @@ def _drive(runs: dict[Hashable, Any] | Chunked, backend_for: Callable, stats: Dr
         return drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
     if len(runs.chunks) == 1:
         return _drive(runs.chunks[0].make(), backend_for, stats, progress)
-    units = documents = None
-    if progress is not None:
-        units, documents = progress(runs.unit, runs.units), _with_note(progress("documents", runs.documents))
+    bars = progress if progress is not None else _no_bars
+    units, documents = bars(runs.unit, runs.units), _with_note(bars("documents", runs.documents))
     results: dict[Hashable, Any] = {}
     for chunk in runs.chunks:
-        if documents is not None:
-            documents(0, chunk.current)
+        documents(0, chunk.current)
         results.update(drive(chunk.make(), backend_for, stats=stats))
-        if units is not None and documents is not None:
-            units(chunk.units)
-            documents(len(chunk.finished), chunk.current)
+        units(chunk.units)
+        documents(len(chunk.finished), chunk.current)
     return results
+
+
+def _no_bars(label: str, total: int) -> Callable[..., None]:
+    return lambda n, note=None: None
 
 
 def _with_note(tick: Callable[..., None]) -> Callable[[int, str], None]:
