@@ -26,6 +26,12 @@ from one distribution its within-fold AUC is 0.5 in expectation whatever the bal
 95% bootstrap interval does not lie above 0.5 the result says ``signal: False`` with
 the reason (``no_signal``), so a value below 0.5 is read as "no signal", never as a
 reversed one.
+
+Cost: the n-grams of all texts are counted once (:func:`ngram_counts`) and each fold's
+vocabulary and TF-IDF are sliced from those counts, the same matrices as vectorizers
+fitted on each fold's texts. The result is a pure function of the texts, labels, groups
+and seed: :func:`cached_blind_baseline` keeps it in the cache directory under a hash of
+them, and :func:`prefetch` starts it on a thread as soon as the data is known.
 """
 
 from __future__ import annotations
@@ -130,44 +136,66 @@ def _counts_matrix(rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, n_row
     return sparse.csr_matrix((counts.astype(np.int64), cols, indptr), shape=(n_rows, n_cols))
 
 
+_TEXTS_PER_BLOCK = 512  # texts whose character windows are held at once
+
+
 def _char_counts(texts: Sequence[str]) -> Any:
     # Every n-gram of a padded word " w " is a window of 2-4 characters that does not cross
     # into the next word (scikit-learn's short-word rule never applies from n = 2: a padded
     # word has at least 3 characters). Characters become their rank in code point order
     # (0 marks a word's end), and an n-gram the number with those ranks as its first n
     # digits in base (characters + 1): numeric order is then alphabetical order.
-    words_per_text = [t.split() for t in texts]
-    words = [w for ws in words_per_text for w in ws]
-    n_texts = len(words_per_text)
+    n_texts = len(texts)
+    blocks = [[t.split() for t in texts[i:i + _TEXTS_PER_BLOCK]] for i in range(0, n_texts, _TEXTS_PER_BLOCK)]
     present = np.zeros(0x110000, dtype=bool)
-    joined = "\0".join(" " + w + " " for w in words) + "\0"
-    codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    present[codes] = True
+    for block in blocks:
+        present[_code_points(block)] = True
     base = int(present.sum()) + 1
     digits = base ** 4  # an n-gram's number is below this
-    if not words or n_texts * digits >= 2 ** 62:  # no words (its error), or too many distinct characters
+    if not any(any(ws) for block in blocks for ws in block) or n_texts * digits >= 2 ** 62:
+        # no words (scikit-learn's error), or too many distinct characters for one int64 key
         from sklearn.feature_extraction.text import CountVectorizer
 
         return CountVectorizer(analyzer="char_wb", ngram_range=(2, 4), lowercase=False).fit_transform(texts)
-    ranks = np.cumsum(present, dtype=np.int64)[codes]
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 3  # " w " and the separator
+    rank_of = np.cumsum(present, dtype=np.int32)
+    keys, counts = [], []
+    for number, block in enumerate(blocks):
+        key, count = _block_char_keys(block, rank_of, base)
+        keys.append(key + number * _TEXTS_PER_BLOCK * digits)
+        counts.append(count)
+    # blocks hold consecutive texts and each block's keys are sorted: concatenated, they are too
+    rows, gram = np.divmod(np.concatenate(keys), digits)
+    vocabulary = np.unique(gram)
+    return _counts_matrix(rows, np.searchsorted(vocabulary, gram), np.concatenate(counts), n_texts, len(vocabulary))
+
+
+def _code_points(block: list[list[str]]) -> np.ndarray:
+    """The code points of a block's words, each padded with a space on both sides and
+    followed by a separator."""
+    joined = "\0".join(" " + w + " " for ws in block for w in ws) + "\0"
+    return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _block_char_keys(block: list[list[str]], rank_of: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys (text within the block x base^4 + n-gram number) and their counts."""
+    digits = base ** 4
+    ranks = rank_of[_code_points(block)]
+    lengths = np.fromiter((len(w) + 3 for ws in block for w in ws), dtype=np.int64)  # " w " and the separator
     ranks[np.cumsum(lengths) - 1] = 0
-    words_in_text = np.fromiter(map(len, words_per_text), dtype=np.int64, count=n_texts)
-    text_of_char = np.repeat(np.repeat(np.arange(n_texts, dtype=np.int64), words_in_text), lengths)
+    words_in_text = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
+    text_of_char = np.repeat(np.repeat(np.arange(len(block), dtype=np.int64), words_in_text), lengths)
     keys = []
     for n in (2, 3, 4):
         m = len(ranks) - n + 1
-        key = text_of_char[:m] * digits
-        inside = np.ones(m, dtype=bool)
+        inside = ranks[:m] > 0
+        for j in range(1, n):
+            inside &= ranks[j:j + m] > 0
+        starts = np.flatnonzero(inside)
+        key = text_of_char[starts] * digits
         for j in range(n):
-            window = ranks[j:j + m]
-            inside &= window > 0
-            key += window * base ** (3 - j)
-        keys.append(key[inside])
-    key, counts = np.unique(np.concatenate(keys), return_counts=True)
-    rows, gram = np.divmod(key, digits)
-    vocabulary = np.unique(gram)
-    return _counts_matrix(rows, np.searchsorted(vocabulary, gram), counts, n_texts, len(vocabulary))
+            key += ranks[starts + j].astype(np.int64) * base ** (3 - j)
+        keys.append(key)
+    return np.unique(np.concatenate(keys), return_counts=True)
 
 
 def _word_counts(texts: Sequence[str]) -> Any:
@@ -207,21 +235,22 @@ def _fold_tfidf(counts: Any, train: np.ndarray, test: np.ndarray) -> tuple[Any, 
     if len(seen) > MAX_FEATURES:  # as CountVectorizer(max_features): highest total count, its tie order
         totals = np.asarray(counts_train[:, seen].sum(axis=0)).ravel()
         seen = np.sort(seen[(-totals).argsort()[:MAX_FEATURES]])
-    tfidf = TfidfTransformer(sublinear_tf=True).fit(counts_train[:, seen])
-    return tfidf.transform(counts_train[:, seen]), tfidf.transform(counts[test][:, seen])
+    counts_train = counts_train[:, seen]
+    tfidf = TfidfTransformer(sublinear_tf=True).fit(counts_train)
+    return tfidf.transform(counts_train, copy=False), tfidf.transform(counts[test][:, seen], copy=False)
 
 
 def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.ndarray,
                  splits: list[tuple[np.ndarray, np.ndarray]], seed: int) -> dict[str, np.ndarray]:
     """Out-of-fold decision values of each feature set. Each fold's vocabularies, IDF
     weights and scaling are fitted on its training part only; the n-grams are counted
-    once, and the fits run on a few threads."""
+    once for all texts, and only one fold's matrices exist at a time."""
     from scipy import sparse
+    from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
     char_counts, word_counts = ngram_counts(texts)
     scores = {kind: np.full(len(y), np.nan) for kind in KINDS}
-    fits = []
     for train, test in splits:
         if len(np.unique(y[train])) < 2:  # cannot happen with stratified folds; guard anyway
             for kind in KINDS:
@@ -238,32 +267,10 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.nd
             "dates": (dates[train], dates[test]),
             "length_date": (scaler.transform(meta[train]), scaler.transform(meta[test])),
         }
-        fits += [(kind, x_train, y[train], x_test, test) for kind, (x_train, x_test) in features.items()]
-    for kind, test, values in _fit_all(fits, seed):
-        scores[kind][test] = values
+        for kind, (x_train, x_test) in features.items():
+            model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_train, y[train])
+            scores[kind][test] = model.decision_function(x_test)
     return scores
-
-
-def _fit_all(fits: list[tuple], seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(kind, test rows, decision values) of each fit; independent fits run on threads
-    (the solver's sparse products release the GIL), each one exactly as it runs alone."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from sklearn.linear_model import LogisticRegression
-
-    def fit(job: tuple) -> tuple[str, np.ndarray, np.ndarray]:
-        kind, x_train, y_train, x_test, test = job
-        model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_train, y_train)
-        return kind, test, model.decision_function(x_test)
-
-    workers = min(len(fits), os.cpu_count() or 1, 8)
-    if workers <= 1:
-        return [fit(job) for job in fits]
-    # the slowest fits (the most features) first, so no thread is left with a big one at the end
-    order = sorted(fits, key=lambda job: -job[1].shape[1])
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(fit, order))
 
 
 def within_fold_auc(labels: Sequence[int], scores: Sequence[float], folds: Sequence[int],

@@ -260,13 +260,15 @@ TRICKY = ["a", "ab cd\tef\n\ngh", "x\u00a0y  z", "é\u0301 ü ß ẞ İstanbul",
           "Déjà vu — “quoted” text's", "word word word", "A-b_c d.e 1999 2024", "ſ ﬁ Ⅻ ²³", "new\nline\ttab  two"]
 
 
-def test_ngram_counts_equal_scikit_learns_vectorizers():
+@pytest.mark.parametrize("block", [512, 7])  # texts counted together: one block, and several
+def test_ngram_counts_equal_scikit_learns_vectorizers(monkeypatch, block):
     from sklearn.feature_extraction.text import CountVectorizer
 
-    from copyprobe.evaluation.blind import ngram_counts
+    from copyprobe.evaluation import blind
 
+    monkeypatch.setattr(blind, "_TEXTS_PER_BLOCK", block)
     texts = TRICKY + shifted_dataset(20)[0]
-    chars, words = ngram_counts(texts)
+    chars, words = blind.ngram_counts(texts)
     for ours, vectorizer in ((chars, CountVectorizer(analyzer="char_wb", ngram_range=(2, 4), lowercase=False)),
                              (words, CountVectorizer(analyzer="word", ngram_range=(1, 2),
                                                      token_pattern=r"(?u)\b\w+\b"))):
