@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from kjv_books import NEW_TESTAMENT, OLD_TESTAMENT, chapters, write_document  # noqa: E402
-from timed_cli import append_row, code_version, run_timed  # noqa: E402
+from timed_cli import append_row, code_version, cold_cache_dir, run_timed  # noqa: E402
 
 
 def write_catalogue(root: Path, n_suspect: int, n_clean: int, max_words: int | None) -> dict[str, int]:
@@ -100,12 +100,13 @@ def main() -> int:
     prelude = ("import importlib; importlib.import_module('copyprobe.audit').AUDIT_CHUNK_PASSAGES = 10 ** 9; "
                if args.unchunked else "")
     runs = []
+    cache_dir = cold_cache_dir()  # the rerun after a kill finds what the killed run stored, as a user's would
     if args.kill_after:
         runs.append(run_timed(args.code, cli_args, threads=args.threads, kill_after=args.kill_after,
                               log=args.work / f"log-{args.label}-killed.txt", fake_model=args.fake_model,
-                              prelude=prelude))
+                              prelude=prelude, cache_dir=cache_dir))
     runs.append(run_timed(args.code, cli_args, threads=args.threads, log=args.work / f"log-{args.label}.txt",
-                          fake_model=args.fake_model, prelude=prelude))
+                          fake_model=args.fake_model, prelude=prelude, cache_dir=cache_dir))
     final = runs[-1]
     row = {"label": args.label, "code": code_version(args.code), "documents": sizes,
            "model": "FakeBackend (no model)" if args.fake_model else args.model,
