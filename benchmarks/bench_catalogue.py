@@ -33,6 +33,27 @@ from kjv_books import NEW_TESTAMENT, OLD_TESTAMENT, chapters, write_document  # 
 from timed_cli import append_row, code_version, cold_cache_dir, run_timed  # noqa: E402
 
 
+# traced Python memory (MB) when scoring starts and at its peak while drive runs (every
+# chunk's drive, or the one drive of older code), printed at exit for timed_cli; python -c
+# takes a program of several lines
+TRACE_SCORING = """
+import atexit, importlib, sys, tracemalloc
+tracemalloc.start()
+engine = importlib.import_module("copyprobe.engine")
+untraced_drive, seen = engine.drive, {}
+def traced_drive(*args, **kwargs):
+    seen.setdefault("start", tracemalloc.get_traced_memory()[0])
+    tracemalloc.reset_peak()
+    try:
+        return untraced_drive(*args, **kwargs)
+    finally:
+        seen["peak"] = max(seen.get("peak", 0), tracemalloc.get_traced_memory()[1])
+engine.drive = traced_drive
+atexit.register(lambda: print(f"BENCH scoring_start_mb {seen.get('start', 0) / 2**20:.1f}", file=sys.stderr))
+atexit.register(lambda: print(f"BENCH scoring_peak_mb {seen.get('peak', 0) / 2**20:.1f}", file=sys.stderr))
+"""
+
+
 def write_catalogue(root: Path, n_suspect: int, n_clean: int, max_words: int | None) -> dict[str, int]:
     """One file per chapter under root/suspect and root/clean (rewritten when the settings
     change); the number of documents and words on each side."""
@@ -81,6 +102,11 @@ def main() -> int:
                         help="replace the model by the model-free FakeBackend (what the run holds, without a model)")
     parser.add_argument("--unchunked", action="store_true",
                         help="drive all passages at once as before chunking (for code that chunks)")
+    parser.add_argument("--no-blind", action="store_true",
+                        help="skip the blind baseline (its memory, capped at 5,000 passages, hides the scoring's)")
+    parser.add_argument("--trace-scoring", action="store_true",
+                        help="trace Python allocations: the peak while the model answers (all drive calls), "
+                             "and the memory held when scoring starts")
     parser.add_argument("--work", type=Path, default=Path("/tmp/copyprobe-catalogue"))
     parser.add_argument("--compare", help="label of an earlier row whose scores to compare with")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "catalogue.json")
@@ -99,6 +125,11 @@ def main() -> int:
                 "--out", str(run_dir), "--no-progress", *cache_args]
     prelude = ("import importlib; importlib.import_module('copyprobe.audit').AUDIT_CHUNK_PASSAGES = 10 ** 9; "
                if args.unchunked else "")
+    if args.no_blind:  # the command line calls copyprobe.audit.audit, looked up when it runs
+        prelude += ("import importlib; module = importlib.import_module('copyprobe.audit'); audit = module.audit; "
+                    "module.audit = lambda *a, **k: audit(*a, blind_baseline=False, **k); ")
+    if args.trace_scoring:
+        prelude += TRACE_SCORING
     runs = []
     cache_dir = cold_cache_dir()  # the rerun after a kill finds what the killed run stored, as a user's would
     if args.kill_after:
@@ -111,6 +142,7 @@ def main() -> int:
     row = {"label": args.label, "code": code_version(args.code), "documents": sizes,
            "model": "FakeBackend (no model)" if args.fake_model else args.model,
            "chunks": "off (all passages at once)" if args.unchunked else "as the code does",
+           "blind_baseline": not args.no_blind,
            "command": "copyprobe " + " ".join(cli_args), "threads": args.threads}
     if final["exit"] == 0:
         record = json.loads((run_dir / "run.json").read_text())

@@ -16,7 +16,10 @@ from pathlib import Path
 # `bible` book abbreviations and chapter counts, in canonical order
 OLD_TESTAMENT = [("Ge", 50), ("Ex", 40), ("Le", 27), ("Nu", 36), ("De", 34), ("Jos", 24), ("Jg", 21),
                  ("Ru", 4), ("1Sa", 31), ("2Sa", 24), ("1Ki", 22), ("2Ki", 25), ("1Ch", 29), ("2Ch", 36),
-                 ("Ezr", 10), ("Ne", 13), ("Es", 10), ("Job", 42), ("Ps", 150)]
+                 ("Ezr", 10), ("Ne", 13), ("Es", 10), ("Job", 42), ("Ps", 150), ("Pr", 31), ("Ec", 12),
+                 ("So", 8), ("Isa", 66), ("Jer", 52), ("La", 5), ("Eze", 48), ("Da", 12), ("Ho", 14), ("Joe", 3),
+                 ("Am", 9), ("Ob", 1), ("Jon", 4), ("Mic", 7), ("Na", 3), ("Hab", 3), ("Zep", 3), ("Hag", 2),
+                 ("Zec", 14), ("Mal", 4)]
 NEW_TESTAMENT = [("Mt", 28), ("Mk", 16), ("Lk", 24), ("Jn", 21), ("Ac", 28), ("Ro", 16), ("1Co", 16),
                  ("2Co", 13), ("Ga", 6), ("Eph", 6), ("Php", 4), ("Col", 4), ("1Th", 5), ("2Th", 3),
                  ("1Ti", 6), ("2Ti", 4), ("Tit", 3), ("Phm", 1), ("Heb", 13), ("Jas", 5), ("1Pe", 5)]

@@ -70,6 +70,9 @@ def run_timed(code: Path, args: list[str], *, threads: int, kill_after: float | 
     for name, (pattern, convert) in _TIME_FIELDS.items():
         found = re.search(pattern, stderr)
         result[name] = convert(found.group(1)) if found else None
+    # lines "BENCH name value" a prelude printed on stderr
+    result["measured"] = {parts[1]: float(parts[2]) for parts in (line.split() for line in stderr.splitlines())
+                          if len(parts) == 3 and parts[0] == "BENCH"}
     result["stdout"] = stdout
     if not killed and process.returncode != 0:
         result["stderr_tail"] = stderr.strip().splitlines()[-5:]
