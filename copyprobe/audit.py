@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from copyprobe import record
 from copyprobe.data.example import Example
-from copyprobe.detect import DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
+from copyprobe.detect import AUDIT_CHUNK_PASSAGES, DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method
@@ -191,7 +191,8 @@ class AuditCollection(ScoringCollection):
     def __init__(self, examples: list[Example], method: str, params: Mapping[str, Any] | None,
                  settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True):
         super().__init__(examples, [], {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0},
-                         seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline)
+                         seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline,
+                         chunk_passages=AUDIT_CHUNK_PASSAGES)
         self.method, self.params, self.settings = method, params, settings
 
     def choose(self, session: Any) -> list[Method]:

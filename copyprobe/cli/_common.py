@@ -211,7 +211,11 @@ def progress_bars(enabled: bool = True) -> Iterator[Any]:
             progress.start()
             started = True
         task = progress.add_task(label, total=total)
-        return lambda n: progress.advance(task, n)
+
+        def tick(n: int, note: str | None = None) -> None:  # note: e.g. the document being scored
+            progress.update(task, advance=n, **({"description": f"{label}: {note}"} if note else {}))
+
+        return tick
 
     try:
         yield factory
