@@ -106,7 +106,9 @@ def test_top_logprobs_are_keyed_by_the_text_a_token_adds(backend):
     # candidates after the prompt, one has its log-prob and reads as the text goes on,
     # leading space as a space (not "Ġ" or "▁"); the tiny models' 260 tokens are all asked
     tiny = backend.max_length <= 64
-    k, tolerance = (260, 1e-3) if tiny else (20, 0.05)  # float32 tiny models; Q4 llama.cpp differs by <= 0.025
+    # float32 tiny models agree to 1e-3; quantized llama.cpp models differ between a 1-token
+    # generation's decode and a whole text's: <= 0.025 on SmolLM2, 0.061 on Qwen2.5-0.5B (' into')
+    k, tolerance = (260, 1e-3) if tiny else (20, 0.1)
     checked = 0
     for text in (TEXTS[0], TEXTS[2]):
         full = scores(backend, text)
