@@ -7,14 +7,18 @@ Per text (``run``; the result is a :class:`VeilFeatures`, not a score):
    with no instruction (plain prompt, distinct seeds so that they differ and are cached).
 2. **Key-token perturbation**: every word's importance is measured with one or more
    small proxy models by perturbation-based attribution: remove the word and see how
-   much the proxy's predictions of everything that follows change. Backends return the
-   log-prob of each actual token, not whole distributions, so the change is measured on
-   the tokens that follow the word (the rest of the text plus the proxy's own greedy
-   continuation of the text, ``attribution_tokens`` long, standing for "the suffix"):
-   ``importance = mean |log p(tail token | text) - log p(tail token | text without the
-   word)|``. The paper uses GILOT (optimal transport between output distributions),
-   which needs full distributions; this is the per-token approximation that the
-   backend interface allows. Importances are averaged over the proxies, the top
+   much the proxy's predictions of the suffix it generates change (the paper: key tokens
+   "exert substantial influence on the generation of the suffix text"; GILOT measures
+   the change of the output distributions of the generated sequence). The suffix is the
+   proxy's own greedy continuation of the text, ``attribution_tokens`` long. Backends
+   return the log-prob of each actual token, not whole distributions, so
+   ``importance = mean |log p(suffix token | text) - log p(suffix token | text without
+   the word)|``; GILOT's optimal transport between full distributions is what this
+   per-token form stands in for. ``attribution_scope=tail`` measures the change on every
+   token after the word instead (the rest of the text too: what this module did before;
+   also the fallback when the proxy's continuation is empty). Either way the proxy
+   scores the text without the word plus the continuation, so the requests are the same.
+   Importances are averaged over the proxies, the top
    ``gamma`` fraction of words (at least one) is replaced by a substitute that a model
    proposes (few-shot synonym prompt, greedy; if it proposes the same word or nothing
    usable, a fixed list gives a deterministic different word), and the perturbed text
@@ -197,6 +201,11 @@ class VeilProbe(Method):
         "attribution", OneOf("attribution", "random"),
         "attribution (proxy leave-one-word-out) or random (seeded; the paper's ablation, no proxy calls)",
     )
+    attribution_scope: str = param(
+        "suffix", OneOf("suffix", "tail"),
+        "log-probs whose change measures a word's importance: suffix (the proxy's continuation, "
+        "as the paper) or tail (every token after the word)",
+    )
     max_attribution_words: int = param(
         0, NON_NEGATIVE_INT,
         "attribute only the last N words (nearest the suffix; 0 = all) to bound cost",
@@ -294,9 +303,12 @@ class VeilProbe(Method):
                 block = responses[k * per : (k + 1) * per]
                 full = text + cont
                 original = scored_starts(full, block[0])
+                # the paper's scope: tokens that start in the continuation (an empty one:
+                # nothing to measure there, so every token after the word)
+                suffix = self.attribution_scope == "suffix" and bool(tail_logprobs(full, original, len(text)))
                 for j, (r_text, r_tail, o_tail) in enumerate(removed):
-                    original_tail = tail_logprobs(full, original, o_tail)
-                    removed_tail = tail_logprobs(r_text + cont, block[j + 1], r_tail)
+                    original_tail = tail_logprobs(full, original, len(text) if suffix else o_tail)
+                    removed_tail = tail_logprobs(r_text + cont, block[j + 1], len(r_text) if suffix else r_tail)
                     importance[attributed[j]] += attribution(original_tail, removed_tail)
             importance /= len(proxies)
 
