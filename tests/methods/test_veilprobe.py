@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -139,6 +140,39 @@ def test_suffix_scope_measures_the_change_on_the_proxy_continuation_only():
     tail = drive({"a": VeilProbe(reference="proxy", substituter="sub", attribution_scope="tail").run(
         Example("a", text))}, backend_for=backends.__getitem__)["a"]
     assert got.importance == tail.importance and any(v > 0 for v in got.importance[:-1])
+
+
+def test_suffix_scope_sends_each_block_of_words_with_the_text_before_it_as_context():
+    from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.methods.veilprobe import ATTRIBUTION_BLOCK
+
+    words = [f"w{i}" for i in range(2 * ATTRIBUTION_BLOCK + 3)]
+    text = " ".join(words[:5]) + ",  " + " ".join(words[5:]) + "."  # a double space inside
+    continuation = " and so on"
+    proxy = FakeBackend(spec="proxy", generate_fn=lambda r: continuation)
+    sent = []
+    answer = proxy.answer
+    proxy.answer = lambda requests, *a, **k: sent.extend(requests) or answer(requests, *a, **k)
+    backends = {None: FakeBackend(), "proxy": proxy, "sub": FakeBackend(spec="sub")}
+    feats = drive({"a": VeilProbe(reference="proxy", substituter="sub").run(Example("a", text))},
+                  backend_for=backends.__getitem__)["a"]
+    removed = [r for r in sent if isinstance(r, TokenLogprobsRequest)][1:]
+    assert len(removed) == len(words)
+    starts = [m.start() for m in re.finditer(r"\S+", text)]
+    tokens = text.split()
+    for i, request in enumerate(removed):
+        # the request is the text without word i (and its punctuation), cut before the
+        # whitespace before the first word of its block
+        assert (request.context + request.text).split() == tokens[:i] + tokens[i + 1:] + continuation.split()
+        first = i // ATTRIBUTION_BLOCK * ATTRIBUTION_BLOCK
+        assert request.context == (text[:starts[first]].rstrip() if first else "")
+    # the same importances as whole texts give (the fake scores a word after the one before it)
+    cont_words = len(continuation.split())
+    whole = proxy.answer([TokenLogprobsRequest(text + continuation)] + [
+        TokenLogprobsRequest(r.context + r.text) for r in removed])
+    want = [float(np.abs(np.subtract(whole[0].logprobs[-cont_words:], w.logprobs[-cont_words:])).mean())
+            for w in whole[1:]]
+    assert feats.importance == pytest.approx(want, abs=1e-6)
 
 
 def test_substituter_repeating_the_word_falls_back():
