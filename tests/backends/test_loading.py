@@ -152,3 +152,20 @@ def test_a_renamed_backend_shares_the_model_under_its_own_name():
     assert (twin.spec, backend.spec) == ("two", "one")
     assert twin.model is backend.model and twin.fingerprint == backend.fingerprint
     assert twin.info()["spec"] == "two"
+
+
+def test_checkpoints_of_equal_size_differ_above_a_gigabyte(memo_dir, tmp_path):
+    # two epochs of one fine-tune: the same file names and sizes, other bytes; sparse
+    # files of 1.1 GiB (the size above which weights were once identified by size alone)
+    size = (1 << 30) + (100 << 20)
+    hashes = []
+    for name, byte in (("epoch1", b"\x01"), ("epoch2", b"\x02")):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "config.json").write_text('{"model_type": "llama"}')
+        with open(directory / "model.safetensors", "wb") as handle:
+            handle.seek(size // 2)
+            handle.write(byte)
+            handle.truncate(size)
+        hashes.append(loading.hash_model_dir(directory))
+    assert hashes[0] != hashes[1]

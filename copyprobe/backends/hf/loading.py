@@ -21,9 +21,6 @@ from typing import Any
 
 from copyprobe.errors import BackendError, ConfigError, one_line
 
-# Content hashing of HF weight files is skipped (names and sizes only) above this size.
-HASH_CONTENT_LIMIT = 1 << 30
-
 GGUF_MAGIC = b"GGUF"
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -165,8 +162,11 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 
 
 def hash_model_dir(path: str | os.PathLike) -> str:
-    """Identify a model directory: config + tokenizer files by content, weights by content
-    when they total under 1 GiB, else by names and sizes (hashing many GB takes minutes)."""
+    """Identify a model directory: config, tokenizer and weight files by content. Weights
+    are hashed whatever their size (the hash is remembered by the file's stat, so a model
+    is read for it once): two checkpoints of one model (a fine-tune's epochs) have the same
+    file names and sizes, and a fingerprint of names and sizes made the response cache
+    answer for one with the other's answers (Qwen2.5-0.5B, 2 GB, before 2026-11-27)."""
     root = Path(path)
     digest = hashlib.sha256()
     for name in ("config.json", *_TOKENIZER_FILES):
@@ -174,11 +174,9 @@ def hash_model_dir(path: str | os.PathLike) -> str:
         if file.is_file():
             digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(file)))
     weights = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
-    by_content = sum(p.stat().st_size for p in weights) < HASH_CONTENT_LIMIT
     for file in weights:
         digest.update(file.name.encode() + b"\0" + str(file.stat().st_size).encode())
-        if by_content:
-            digest.update(bytes.fromhex(sha256_file(file)))
+        digest.update(bytes.fromhex(sha256_file(file)))
     return digest.hexdigest()
 
 
