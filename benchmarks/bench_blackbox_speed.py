@@ -12,6 +12,14 @@ request by request (greedy and seeded sampled outputs must be identical).
     python benchmarks/bench_blackbox_speed.py --passages 40 --batch 1,8 --threads 2 \\
         --reference llamacpp:qwen2.5-coder-0.5b-instruct --out benchmarks/results/blackbox_speed.json
 
+Issue 34's goal is the whole run within 1.3x of the target's own generation time
+(``wall_over_target_generation``). A transformers reference (``--reference
+smollm2-135m-instruct``, no ``llamacpp:``) runs at ``--reference-dtype`` in batches of
+``--reference-batch-size`` texts: bfloat16 is how the proxy's token log-probs get cheap
+on a CPU with AVX-512 BF16 (benchmarks/results/blackbox_speed.md). ``--threads`` sets
+llama.cpp's and torch's threads; every request kind also records its process CPU time
+(``cpu_s``), which a loaded machine inflates less than wall time.
+
 No response cache: every run computes everything.
 """
 
@@ -60,15 +68,16 @@ class Meter:
         inner = backend.answer
 
         def answer(requests, progress=None, on_result=None):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             results = inner(requests, progress, on_result) if on_result else inner(requests, progress)
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             kind = requests[0].kind if requests else "none"
-            entry = self.kinds.setdefault(kind, {"calls": 0, "requests": 0, "seconds": 0.0, "prompt_tokens": 0,
-                                                 "completion_tokens": 0, "scored_tokens": 0})
+            entry = self.kinds.setdefault(kind, {"calls": 0, "requests": 0, "seconds": 0.0, "cpu_s": 0.0,
+                                                 "prompt_tokens": 0, "completion_tokens": 0, "scored_tokens": 0})
             entry["calls"] += 1
             entry["requests"] += len(requests)
             entry["seconds"] += seconds
+            entry["cpu_s"] += cpu
             for request, result in zip(requests, results):
                 if hasattr(result, "completion_tokens"):
                     entry["prompt_tokens"] += result.prompt_tokens or 0
@@ -81,7 +90,8 @@ class Meter:
         backend.answer = answer
 
     def report(self) -> dict:
-        out = {"kinds": {k: {**v, "seconds": round(v["seconds"], 2)} for k, v in self.kinds.items()}}
+        out = {"kinds": {k: {**v, "seconds": round(v["seconds"], 2), "cpu_s": round(v["cpu_s"], 2)}
+                         for k, v in self.kinds.items()}}
         counters = getattr(self.backend, "counters", None)
         if counters is not None:
             out["llamacpp"] = dict(counters)
@@ -98,7 +108,11 @@ def run_mode(args, batch: int, examples: list[Example], params: dict) -> dict:
         options = {}
         if spec.startswith("llamacpp:"):  # llama.cpp batches generations only when asked
             options = {"parallel": batch, **({"n_threads": args.threads} if args.threads else {})}
-        backend = load_backend(spec, device="cpu", batch_size=batch, max_length=args.max_length, **options)
+        size = batch
+        if not spec.startswith(("llamacpp:", "openai:")):  # a transformers reference: length-sorted batches
+            options = {"dtype": args.reference_dtype}
+            size = args.reference_batch_size
+        backend = load_backend(spec, device="cpu", batch_size=size, max_length=args.max_length, **options)
         meters[spec] = Meter(spec, backend)
         return backend
 
@@ -120,6 +134,7 @@ def run_mode(args, batch: int, examples: list[Example], params: dict) -> dict:
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     load1 = os.getloadavg()
+    target_generation = meters[args.model].kinds.get("generate", {}).get("seconds", 0.0)
     outputs = {}
     for meter in meters.values():
         outputs.update({f"{meter.name}|{k}": v for k, v in meter.outputs.items()})
@@ -132,6 +147,9 @@ def run_mode(args, batch: int, examples: list[Example], params: dict) -> dict:
         "batch": batch,
         "wall_s": round(wall, 1),
         "cpu_s": round((cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime), 1),
+        "target_generation_s": round(target_generation, 1),
+        # the goal (issue 34): the whole run within 1.3x of the target's own generation
+        "wall_over_target_generation": round(wall / target_generation, 3) if target_generation else None,
         "loadavg_before": [round(x, 2) for x in load0],
         "loadavg_after": [round(x, 2) for x in load1],
         "rounds": stats.rounds,
@@ -154,11 +172,19 @@ def main() -> int:
     parser.add_argument("--param", action="append", default=[], help="method.key=value")
     parser.add_argument("--passages", type=int, default=4)
     parser.add_argument("--batch", default="1,8", help="comma list of batch sizes to run, in this order")
-    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp and torch threads")
+    parser.add_argument("--reference-dtype", default="auto",
+                        help="dtype of a transformers reference model (e.g. bfloat16; llama.cpp ones ignore it)")
+    parser.add_argument("--reference-batch-size", type=int, default=16,
+                        help="texts per forward pass of a transformers reference model")
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--out", default=None, help="write the JSON result here")
     args = parser.parse_args()
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     examples = demo_examples(args.passages)
     params = parse_params(args.param)
     names = [m.strip() for m in args.methods.split(",") if m.strip()]

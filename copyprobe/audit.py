@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from copyprobe import record
 from copyprobe.data.example import Example
-from copyprobe.detect import DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
+from copyprobe.detect import AUDIT_CHUNK_PASSAGES, DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method
@@ -34,6 +34,10 @@ from copyprobe.params import (COUNT, LIMIT_SETTING, SEED_SETTING, OneOf, Optiona
 AUTO = "auto"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
 DEFAULT_LOGIT_METHOD = "reference"
+# a model that does not score text: from its top-k log-probs, else from its generations
+# alone (benchmarks/results/audit_exposure.md chose between the black-box methods)
+DEFAULT_TOP_K_METHOD = "topk_loss"
+DEFAULT_GENERATION_METHOD = "prefix_probe"
 # bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
 UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
 
@@ -149,7 +153,7 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
                   examples: list[Example], params: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """The method an audit runs, and a note when ``auto`` chose it; a one-line error
     before any work when the choice cannot work on this model and data."""
-    from copyprobe.backends.base import TOKEN_LOGPROBS
+    from copyprobe.backends.base import TOKEN_LOGPROBS, TOP_LOGPROBS
     from copyprobe.methods.decop import given_options
 
     def has_paraphrases() -> bool:
@@ -164,14 +168,18 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
             method = DEFAULT_LOGIT_METHOD
             note = (f"method auto -> {method}: the model gives token log-probabilities "
                     f"(benchmarks/results/audit_validity.md)")
+        elif TOP_LOGPROBS in capabilities:
+            method = DEFAULT_TOP_K_METHOD
+            note = (f"method auto -> {method}: the model does not score a text but gives the top-k log-probs of "
+                    f"the tokens it generates (one request per word; docs/black-box.md)")
         elif has_paraphrases():
             method = "decop"
             note = "method auto -> decop: the model gives no token log-probabilities; paraphrases are in the data"
         else:
-            raise ConfigError(
-                f"model {target_spec} gives no token log-probabilities, so the audit needs DE-COP with "
-                f"paraphrases: add Example_A..Example_D and Answer columns to the data (docs/audit.md), or set "
-                f"the parameter decop.paraphraser to a model able to paraphrase")
+            method = DEFAULT_GENERATION_METHOD
+            note = (f"method auto -> {method}: the model only generates text and the data holds no paraphrases "
+                    f"for DE-COP (docs/audit.md, 'What no evidence rules out': this finds far fewer trained "
+                    f"documents than a log-probability method)")
     if method == "decop" and not has_paraphrases():
         paraphraser = str((params or {}).get("paraphraser", "target")).strip()
         who = target_spec if paraphraser == "target" else paraphraser
@@ -191,7 +199,8 @@ class AuditCollection(ScoringCollection):
     def __init__(self, examples: list[Example], method: str, params: Mapping[str, Any] | None,
                  settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True):
         super().__init__(examples, [], {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0},
-                         seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline)
+                         seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline,
+                         chunk_passages=AUDIT_CHUNK_PASSAGES)
         self.method, self.params, self.settings = method, params, settings
 
     def choose(self, session: Any) -> list[Method]:

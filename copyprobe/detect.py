@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from copyprobe import record
 from copyprobe.backends.base import Backend
 from copyprobe.data.example import Example
-from copyprobe.engine import Collected, Derived, Executed, RunKind, execute
+from copyprobe.engine import Chunk, Chunked, Collected, Derived, Executed, RunKind, execute
 from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
 from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, OneOf, Setting, Settings, n_bootstrap_setting
@@ -67,6 +67,11 @@ def first_passages(examples: list, data_info: dict[str, Any], limit: int | None)
     return examples[:limit], {**data_info, "limit": limit, "n_before_limit": len(examples)}
 
 
+# passages driven at a time when a run has more (see chunked): an audit's documents show
+# progress one chunk at a time; a detect run is chunked only when it is big
+AUDIT_CHUNK_PASSAGES = 256
+DETECT_CHUNK_PASSAGES = 4096
+
 # detect's settings, declared once: the keywords of detect() take their defaults from here,
 # detect() checks them here (once), and the command line makes its options from them
 SETTINGS = Settings(
@@ -86,8 +91,11 @@ class ScoringCollection:
 
     def __init__(self, examples: list[Example], methods: list[Method], data_info: dict[str, Any], *,
                  seed: int = 0, n_bootstrap: int = 1000, blind_baseline: bool | None = True,
-                 section: tuple[str, Mapping[str, Any]] | None = None, train_split: str = "passage"):
+                 section: tuple[str, Mapping[str, Any]] | None = None, train_split: str = "passage",
+                 chunk_passages: int | None = None):
         self.examples, self.methods, self.data_info = examples, methods, data_info
+        # passages driven at a time (None: all at once), which bounds the model answers held
+        self.chunk_passages = chunk_passages
         self.seed, self.n_bootstrap, self.blind_baseline = seed, n_bootstrap, blind_baseline
         self.train_split = train_split
         self.section = section  # (kind, settings): the kind's settings section of run.json
@@ -95,14 +103,31 @@ class ScoringCollection:
         self.resolved: list[Method] = []
         self.plan_: ScoringPlan | None = None
 
+    def begin(self) -> None:
+        """Start the blind baseline on a thread: it reads the texts and labels only, and
+        derive (:func:`derive_metrics`) takes its result, or computes it when the inputs
+        differ. Skipped where derive would skip it (no baseline, fewer than two classes)."""
+        if self.blind_baseline is False:
+            return
+        rows = [example_row(e) for e in self.examples]
+        if len({r["label"] for r in rows if r.get("label") is not None}) < 2:
+            return
+        from copyprobe.evaluation.blind import baseline_inputs, prefetch
+
+        texts = {r["id"]: r["text"] for r in rows}
+        sources = {r["id"]: r["source"] for r in rows if isinstance(r.get("source"), str)}
+        prefetch(*baseline_inputs(rows, texts, sources), self.seed)
+
     def choose(self, session: Session) -> list[Method]:
         """The methods, once the model is known (audit's ``auto`` chooses here)."""
         return self.methods
 
-    def plan(self, session: Session) -> dict:
+    def plan(self, session: Session) -> dict | Chunked:
         self.resolved = [method.resolve(session.target_spec) for method in self.choose(session)]
         self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed, self.train_split)
-        return self.plan_.runs()
+        if self.chunk_passages is None or len(self.examples) <= self.chunk_passages:
+            return self.plan_.runs()
+        return chunked(self.plan_, self.chunk_passages)
 
     def finish(self, results: dict, stats: DriveStats) -> Collected:
         assert self.plan_ is not None
@@ -129,6 +154,22 @@ class ScoringCollection:
             fields[self.section[0]] = dict(self.section[1])
         return Collected(files={"examples.jsonl": [example_row(e) for e in self.examples], "scores.jsonl": rows},
                          record=fields)
+
+
+def chunked(plan: ScoringPlan, size: int) -> Chunked:
+    """The plan's generators in chunks of ``size`` passages in data order (a document's
+    passages are contiguous, so documents finish one after another)."""
+    examples = plan.examples
+    docs = [e.doc_id if e.doc_id is not None else e.id for e in examples]
+    last = {doc: i for i, doc in enumerate(docs)}
+    chunks = []
+    for start in range(0, len(examples), size):
+        rows = range(start, min(start + size, len(examples)))
+        first_doc, last_doc = docs[rows[0]], docs[rows[-1]]
+        chunks.append(Chunk(make=lambda rows=rows: plan.runs(rows), units=len(rows),
+                            finished=[d for d in dict.fromkeys(docs[i] for i in rows) if last[d] in rows],
+                            current=first_doc if first_doc == last_doc else f"{first_doc} … {last_doc}"))
+    return Chunked(chunks, units=len(examples), documents=len(last))
 
 
 def derive_metrics(run: record.Run) -> Derived:
@@ -202,7 +243,8 @@ def detect(
     examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
-                                   blind_baseline=blind_baseline, train_split=train_split)
+                                   blind_baseline=blind_baseline, train_split=train_split,
+                                   chunk_passages=DETECT_CHUNK_PASSAGES)
     done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,
                    dtype=dtype, api_options=api_options, progress=progress, command=command, started=started)
     return scored_result(done, collection)

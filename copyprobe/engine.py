@@ -42,13 +42,78 @@ class Collected:
 
 
 class Collection(Protocol):
-    """The collect half of a run kind."""
+    """The collect half of a run kind. A collection may also have ``begin()``: work that
+    needs the data but not the model (detect's blind baseline), started before the session
+    opens so that it runs while the model loads and scores."""
 
-    def plan(self, session: Session) -> dict[Hashable, Any]:
-        """key -> generator of request lists (see :func:`copyprobe.drive.drive`)."""
+    def plan(self, session: Session) -> dict[Hashable, Any] | Chunked:
+        """key -> generator of request lists (see :func:`copyprobe.drive.drive`), or
+        those in chunks (:class:`Chunked`)."""
 
     def finish(self, results: dict[Hashable, Any], stats: DriveStats) -> Collected:
         """The collected files and record fields from the generators' results."""
+
+
+@dataclass
+class Chunk:
+    """Part of a run's generators: ``make()`` builds them when their turn comes; ``units``
+    is how many passages (or items) they cover, ``finished`` the documents whose last
+    passage is in this chunk, ``current`` what the chunk works on (for progress)."""
+
+    make: Callable[[], dict[Hashable, Any]]
+    units: int
+    finished: list[str] = field(default_factory=list)
+    current: str = ""
+
+
+@dataclass
+class Chunked:
+    """What ``plan`` may return instead of one dict, for a run too big to drive at once:
+    each chunk is driven to the end before the next one's generators are made, so only one
+    chunk's model answers (token log-prob lists, generations) are held at a time; the
+    results of all chunks (the methods' outputs, one number or a few per passage) are
+    kept for ``finish``. Progress is two bars, passages and documents (with the current
+    one), instead of one per request kind."""
+
+    chunks: list[Chunk]
+    units: int
+    documents: int
+    unit: str = "passages"
+
+
+def _drive(runs: dict[Hashable, Any] | Chunked, backend_for: Callable, stats: DriveStats,
+           progress: ProgressFactory | None) -> dict[Hashable, Any]:
+    if not isinstance(runs, Chunked):
+        kwargs = {"progress": progress} if progress is not None else {}
+        return drive(runs, backend_for, stats=stats, **kwargs) if runs else {}
+    if len(runs.chunks) == 1:
+        return _drive(runs.chunks[0].make(), backend_for, stats, progress)
+    bars = progress if progress is not None else _no_bars
+    units, documents = bars(runs.unit, runs.units), _with_note(bars("documents", runs.documents))
+    results: dict[Hashable, Any] = {}
+    for chunk in runs.chunks:
+        documents(0, chunk.current)
+        results.update(drive(chunk.make(), backend_for, stats=stats))
+        units(chunk.units)
+        documents(len(chunk.finished), chunk.current)
+    return results
+
+
+def _no_bars(label: str, total: int) -> Callable[..., None]:
+    return lambda n, note=None: None
+
+
+def _with_note(tick: Callable[..., None]) -> Callable[[int, str], None]:
+    """tick(n, note) where the bar can show a note (the command line's can), else tick(n)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(tick).parameters.values()
+        takes_note = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 2 or \
+            any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    except (TypeError, ValueError):
+        takes_note = False
+    return tick if takes_note else (lambda n, note: tick(n))
 
 
 @dataclass
@@ -124,14 +189,16 @@ def execute(
     started = time.perf_counter() if started is None else started
     out_dir = record.prepare_out_dir(out, kind.name) if out is not None else None
     own_session = not isinstance(model, Session)
+    begin = getattr(collection, "begin", None)
+    if begin is not None:
+        begin()
     session = Session(model, cache=cache, batch_size=batch_size, device=device, dtype=dtype,
                       api_options=api_options) if own_session else model
     try:
         runs = collection.plan(session)
         stats = DriveStats()
         score_start = time.perf_counter()
-        kwargs = {"progress": progress} if progress is not None else {}
-        results = drive(runs, session.backend_for, stats=stats, **kwargs) if runs else {}
+        results = _drive(runs, session.backend_for, stats, progress)
         collected = collection.finish(results, stats)
         score_s = time.perf_counter() - score_start
         target_info, other_models = session.model_info()

@@ -175,9 +175,10 @@ class ScoringPlan:
         # rows a method takes from the data (ReCaLL's prefix) count as its training rows
         self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
 
-    def runs(self) -> dict[tuple[int, int], Any]:
-        return {(i, m): method.run(example)
-                for m, method in enumerate(self.methods) for i, example in enumerate(self.examples)}
+    def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
+        """The generators of every method on the examples at ``rows`` (all by default)."""
+        rows = range(len(self.examples)) if rows is None else list(rows)
+        return {(i, m): method.run(self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
 
     def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
         examples, seed = self.examples, self.seed
@@ -269,13 +270,9 @@ def summarize(
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """(metrics or None, notes) from scores rows; ``texts`` (id -> text) feed the blind
     baseline. A pure function of the run record: ``rescore`` calls it with what was saved.
-
     The blind baseline's folds hold whole documents: the ``sources`` (id -> the document a
-    passage was cut from, the ``source`` column of plant data) when every labelled row has
-    one, else the doc ids. A plant's doc ids are label-pure pseudo-documents (a book's
-    members, its non-members); folds of those teach a style classifier the opposite label
-    of the held-out half (within-fold AUC 0.06-0.08 on the planted benchmark's random split,
-    where grouping by book gives 0.52-0.54)."""
+    passage was cut from) when every labelled row has one, else the doc ids (see
+    :func:`copyprobe.evaluation.blind.baseline_inputs`)."""
     from copyprobe.evaluation.metrics import evaluate
 
     notes: list[str] = []
@@ -288,16 +285,8 @@ def summarize(
     exclude = {name: set(ids) for name, ids in (train_ids or {}).items()}
     metrics = evaluate(frame, method_names, n_bootstrap=n_bootstrap, seed=seed, exclude=exclude)
     if blind_baseline:
-        from copyprobe.evaluation.blind import add_blind_baseline
+        from copyprobe.evaluation.blind import add_blind_baseline, baseline_inputs
 
-        labelled = [r for r in rows if r.get("label") is not None and r["id"] in texts]
-        if sources and all(r["id"] in sources for r in labelled):
-            groups = [sources[r["id"]] for r in labelled]
-        elif all(r.get("doc_id") is not None for r in labelled):
-            groups = [r["doc_id"] for r in labelled]
-        else:
-            groups = None
-        add_blind_baseline(metrics, [texts[r["id"]] for r in labelled], [r["label"] for r in labelled],
-                           groups, seed)
+        add_blind_baseline(metrics, *baseline_inputs(rows, texts, sources), seed)
     notes.extend(metrics.get("notes", []))
     return metrics, notes

@@ -21,18 +21,21 @@ class Session:
         target: str | Backend,
         *,
         cache: bool | str | Path = True,
-        batch_size: int = 8,
+        batch_size: int | str = "auto",
         device: str = "auto",
         dtype: str = "auto",
         loader: Callable[..., Backend] | None = None,
         api_options: Mapping[str, Any] | None = None,
     ):
         from copyprobe.backends.cache import CachedBackend, ResponseCache, default_cache_path
+        from copyprobe.backends.hf.batching import check_batch_size
 
-        self.batch_size = batch_size
+        # "auto" (batches by memory) or texts per forward pass; see copyprobe.backends.hf.batching
+        self.batch_size = check_batch_size(batch_size)
         self.device = device
         self.dtype = dtype
         self._loader = loader
+        self._by_weights: dict[tuple[str, str], Any] = {}  # weights identity -> backend loaded from them
         # options for OpenAI-compatible backends only (e.g. api_key_env, concurrency)
         self.api_options = dict(api_options or {})
         if cache is True:
@@ -58,12 +61,21 @@ class Session:
             self._owned.add(None)
 
     def _load(self, spec: str) -> Backend:
+        """Load ``spec``; a spec naming weights this session already loaded under another
+        spec (an alias and ``gguf:`` with its file, two spellings of one directory) gets
+        that model under its own name, so a file is read (and de-quantized) once per run."""
         if self._loader is not None:
             return self._loader(spec)
-        from copyprobe.backends.specs import load_backend
+        from copyprobe.backends.specs import load_backend, weights_identity
 
+        identity = weights_identity(spec)
+        if identity in self._by_weights:
+            return self._by_weights[identity].renamed(spec)
         options = self.api_options if spec.startswith("openai:") else {}
-        return load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
+        backend = load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
+        if identity is not None and hasattr(backend, "renamed"):  # a backend that can be shared (HFBackend)
+            self._by_weights[identity] = backend
+        return backend
 
     def backend_for(self, spec: str | None) -> Backend:
         """The (cached) backend of ``spec``; None or the target's own spec is the target."""

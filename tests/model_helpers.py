@@ -104,6 +104,26 @@ def write_tiny_gguf(path, seed: int = 0):
     return path
 
 
+def load_llamacpp(spec: str, **options):
+    """A llama.cpp backend of ``spec`` (``llamacpp:<file or alias>``), with
+    ``$COPYPROBE_TEST_THREADS`` threads when set; skips the test when llama-cpp-python or
+    the model file is missing (the reason names the pip command)."""
+    import os
+
+    import pytest
+
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'copyprobe[llamacpp]'")
+    from copyprobe.backends.specs import load_backend, resolve_local
+    from copyprobe.errors import BackendError
+
+    try:
+        resolve_local(spec)
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    threads = os.environ.get("COPYPROBE_TEST_THREADS")
+    return load_backend(spec, n_threads=int(threads) if threads else None, **options)
+
+
 # Three texts a pretrained model has seen many times and three it cannot have: the smoke
 # set of the methods' end-to-end tests on smollm2.
 FAMOUS_AND_NONSENSE = [

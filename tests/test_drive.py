@@ -88,3 +88,31 @@ def test_missing_capability_fails_before_any_work():
     with pytest.raises(CapabilityError, match="generate"):
         drive({0: run()}, lambda spec: text_only)
     assert not text_only.calls
+
+
+def test_cyclic_garbage_is_collected_less_often_while_driving_and_as_before_after():
+    import gc
+
+    from copyprobe.drive import YOUNG_COLLECTION_THRESHOLD
+
+    before = gc.get_threshold()
+    seen = []
+
+    def gen():
+        seen.append(gc.get_threshold())
+        yield [TokenLogprobsRequest("a text")]
+        seen.append(gc.get_threshold())
+        return 1.0
+
+    backend = FakeBackend()
+    assert drive({"x": gen()}, lambda spec: backend) == {"x": 1.0}
+    assert seen == [(YOUNG_COLLECTION_THRESHOLD, *before[1:])] * 2
+    assert gc.get_threshold() == before
+
+    def broken():
+        raise RuntimeError("boom")
+        yield []
+
+    with pytest.raises(RuntimeError):
+        drive({"y": broken()}, lambda spec: backend)
+    assert gc.get_threshold() == before

@@ -9,6 +9,7 @@ written. WAL mode lets several processes share one file.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -141,11 +142,20 @@ class ResponseCache:
                     continue
         return found
 
+    @staticmethod
+    def encode(value: dict) -> str:
+        """An entry's stored text."""
+        return json.dumps(value, separators=(",", ":"))
+
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, dict]]) -> None:
+        self.put_encoded(fingerprint, kind, [(key, self.encode(value)) for key, value in items])
+
+    def put_encoded(self, fingerprint: str, kind: str, items: Sequence[tuple[str, str]]) -> None:
+        """Entries already :meth:`encode`-d, in one transaction."""
         if not items:
             return
         now = time.time()
-        rows = [(fingerprint, kind, key, json.dumps(value, separators=(",", ":")), now) for key, value in items]
+        rows = [(fingerprint, kind, key, text, now) for key, text in items]
         try:
             with self._db:  # one transaction: all rows land or none
                 self._db.execute("BEGIN IMMEDIATE")
@@ -216,12 +226,24 @@ class CachedBackend(Backend):
         # in-process backend shares work across the requests it sees together (length-
         # sorted batches, the n-gram prefix tree, DE-COP's 24 orderings, a text's
         # neighbourhood proposals): one batch per call would cut all of that to 8 requests.
-        self.chunk_size = chunk_size or max(1, int(backend.batch_size or 1)) * CHUNK_BATCHES
+        self._chunk_size = chunk_size
+        # whether the backend's answer() takes on_result (test doubles may not)
+        self._hands_over = "on_result" in inspect.signature(backend.answer).parameters
         self.hits = 0
         self.misses = 0
         self.stale = 0  # entries found in another shape, recomputed (counted in misses too)
         self.spec = backend.spec
         self.capabilities = backend.capabilities
+
+    @property
+    def chunk_size(self) -> int:
+        """Requests answered (and committed) per call of the wrapped backend. A backend that
+        batches by memory says how many requests make CHUNK_BATCHES batches
+        (``chunk_requests``, read when needed: HFBackend sizes its batches at first use);
+        the others batch by count."""
+        if self._chunk_size:
+            return self._chunk_size
+        return getattr(self.backend, "chunk_requests", None) or max(1, int(self.backend.batch_size or 1)) * CHUNK_BATCHES
 
     @property
     def fingerprint(self) -> str:
@@ -265,17 +287,39 @@ class CachedBackend(Backend):
             self._answer_streaming(requests, missing, keys, cacheable, results, progress)
             return results
         # answer misses in chunks, committing each, so an interrupted run keeps its work
-        for start in range(0, len(missing), self.chunk_size):
-            part = missing[start : start + self.chunk_size]
-            answers = self.backend.answer([requests[i] for i in part], progress=progress)
-            self.misses += len(part)
-            to_store = []
-            for i, response in zip(part, answers):
-                results[i] = response
-                if cacheable[i] and not isinstance(response, RequestFailed):
-                    to_store.append((keys[i], response.to_json()))
-            self.cache.put_many(fingerprint, kind, to_store)
+        chunk_size = self.chunk_size
+        for start in range(0, len(missing), chunk_size):
+            self._answer_chunk(requests, missing[start : start + chunk_size], keys, cacheable, results, progress)
         return results
+
+    def _answer_chunk(self, requests, part, keys, cacheable, results, progress) -> None:
+        """One call of the wrapped backend, committed in one transaction. An answer is
+        encoded as the backend hands it over (``on_result``: the HF backend does so while
+        its next batch runs on the device), and the answers that finished are committed
+        even when the call fails part way."""
+        kind = requests[0].kind
+        encoded: list[tuple[str, str]] = []
+        kept: set[int] = set()
+
+        def keep(local: int, response: Any) -> None:
+            i = part[local]
+            results[i] = response
+            kept.add(local)
+            if cacheable[i] and not isinstance(response, RequestFailed):
+                encoded.append((keys[i], self.cache.encode(response.to_json())))
+
+        batch = [requests[i] for i in part]
+        try:
+            if self._hands_over:
+                answers = self.backend.answer(batch, progress=progress, on_result=keep)
+            else:
+                answers = self.backend.answer(batch, progress=progress)
+            for local, response in enumerate(answers):
+                if local not in kept:
+                    keep(local, response)
+        finally:
+            self.cache.put_encoded(self.fingerprint, kind, encoded)
+        self.misses += len(part)
 
     def _answer_streaming(self, requests, missing, keys, cacheable, results, progress) -> None:
         """Store every answer the moment it arrives: a crash or Ctrl-C loses only the

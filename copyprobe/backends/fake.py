@@ -6,7 +6,10 @@ log-prob raised, which makes them "members" for methods that look at likelihood.
 A request with a ``context`` scores every word of the text, the first one after the
 context's last word; under a context, member words keep only half their boost (so a
 non-member prefix lowers members' likelihood more than non-members', as ReCaLL finds).
-Generation answers with ``generate_fn(request)`` or echoes the prompt's last words.
+Generation answers with ``generate_fn(request)`` or echoes the prompt's last words; with
+``top_logprobs`` it also gives, per generated word, the k likeliest next words (" word",
+space included) among the prompt's words, the member words and a few common ones, with
+the log-probs token log-probs give them after the same previous word.
 Gradient norms grow with the text's fake loss. Every call is counted in ``calls``
 so tests can check what reached the backend.
 """
@@ -30,6 +33,10 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     TokenLogprobsRequest,
 )
+
+
+# words every fake next-token distribution ranges over, besides the prompt's and the members'
+COMMON_WORDS = ("the", "of", "and", "a", "to", "in", "was", "it", "is", "that")
 
 
 def _unit(*parts: str) -> float:
@@ -126,11 +133,24 @@ class FakeBackend(Backend):
         for stop in request.stop:
             if stop and stop in text:
                 text = text[: text.index(stop)]
+        top = None
+        if request.top_logprobs > 0:
+            source = (request.prompt or (request.messages[-1][1] if request.messages else "")).split()
+            words = source + text.split()
+            vocabulary = sorted(set(source) | self.member_words | set(COMMON_WORDS))
+            top = []
+            # one distribution per generated word, at least the one after the prompt
+            for step in range(max(len(text.split()), 1)):
+                at = len(source) + step
+                prev = words[at - 1] if 0 < at <= len(words) else ""
+                ranked = sorted(vocabulary, key=lambda w: (-self._word_logprob(prev, w), w))
+                top.append({" " + w: self._word_logprob(prev, w) for w in ranked[:request.top_logprobs]})
         return Generation(
             text=text,
             finish_reason="stop",
             prompt_tokens=len((request.prompt or "").split()),
             completion_tokens=len(text.split()),
+            top_logprobs=top,
         )
 
     def _answer_choice_logprobs(self, requests: list[ChoiceLogprobsRequest], progress=None, on_result=None) -> list[Any]:

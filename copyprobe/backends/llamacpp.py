@@ -64,6 +64,7 @@ from copyprobe.backends.base import (
     DISTRIBUTION_STATS,
     GENERATE,
     TOKEN_LOGPROBS,
+    TOP_LOGPROBS,
     Backend,
     ChoiceLogprobs,
     ChoiceLogprobsRequest,
@@ -133,7 +134,8 @@ class LlamaCppBackend(Backend):
     type of the KV cache, ``f16`` (llama.cpp's default) or ``f32``. ``parallel``: generations
     decoded together (1: one at a time, the default; see the module docstring)."""
 
-    capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, CONTEXT_LOGPROBS, GENERATE, CHOICE_LOGPROBS})
+    capabilities = frozenset({TOKEN_LOGPROBS, DISTRIBUTION_STATS, CONTEXT_LOGPROBS, GENERATE, CHOICE_LOGPROBS,
+                              TOP_LOGPROBS})
 
     def __init__(self, path: str | os.PathLike, *, spec: str = "", batch_size: int = 8,
                  max_length: int | None = None, chat: bool = False, n_threads: int | None = None,
@@ -261,6 +263,14 @@ class LlamaCppBackend(Backend):
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.llm.detokenize(list(tokens), special=False).decode("utf-8", errors="replace")
+
+    def token_piece(self, token: int) -> str:
+        """A token's text as it reads in generated text: " the" (the space as a space, for
+        byte-level and SentencePiece vocabularies alike), a special token by its own text
+        (as the HF backend's top log-probs give it; with ``special=False`` every special
+        token would read as "" and they would merge), a lone byte of a longer character as
+        U+FFFD."""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
     def _leading_special_ids(self) -> list[int]:
         full = self.tokenize("copyprobe")
@@ -710,10 +720,11 @@ class _Sequence:
         request, backend = self.request, self.backend
         if self.top is not None:
             logp = _log_softmax(logits)
-            best = np.argpartition(-logp, request.top_logprobs - 1)[:request.top_logprobs]
+            count = min(request.top_logprobs, len(logp))  # at most the whole vocabulary
+            best = np.argpartition(-logp, count - 1)[:count]
             alternatives: dict[str, float] = {}
             for token_id in best[np.argsort(-logp[best])]:
-                piece = backend.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
+                piece = backend.token_piece(int(token_id))
                 alternatives[piece] = max(float(logp[token_id]), alternatives.get(piece, -math.inf))
             self.top.append(alternatives)
         scores = logits.astype(np.float64)

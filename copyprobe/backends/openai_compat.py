@@ -14,7 +14,10 @@ What each request kind becomes:
 
 * GenerateRequest with ``messages`` -> ``POST /chat/completions``; with ``prompt`` ->
   ``POST /completions``. ``seed`` is passed when set; ``top_logprobs`` asks for
-  top-k log-probs of the generated tokens (when the server gives them).
+  top-k log-probs of the generated tokens (``top_logprobs`` on chat, ``logprobs`` on
+  completions), keyed by the token texts the server sends. Only when the server gives
+  them (capability ``top_logprobs``): ``top_logprobs=None`` probes each route a request
+  needs once, lazily, on first need, with one 1-token request asking for 2.
 * ChoiceLogprobsRequest -> one generated token (``max_tokens=1``, temperature 0) with the
   top ``choice_top_k`` (20) log-probs of that token; each choice gets the log-sum-exp of
   the top tokens equal to it after stripping whitespace (" A" and "A"). Choices that are
@@ -64,6 +67,7 @@ from copyprobe.backends.base import (
     CONTEXT_LOGPROBS,
     GENERATE,
     TOKEN_LOGPROBS,
+    TOP_LOGPROBS,
     Backend,
     ChoiceLogprobs,
     ChoiceLogprobsRequest,
@@ -73,7 +77,7 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     TokenLogprobsRequest,
 )
-from copyprobe.errors import BackendError, ConfigError
+from copyprobe.errors import BackendError, CapabilityError, ConfigError
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -180,6 +184,11 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+def _route(request: Any) -> str:
+    """The endpoint a generation goes to: chat messages -> "chat", a plain prompt -> "completions"."""
+    return "chat" if getattr(request, "messages", None) is not None else "completions"
+
+
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))
@@ -198,6 +207,7 @@ class OpenAIBackend(Backend):
         backoff: float = 0.5,
         max_backoff: float = 60.0,
         prompt_logprobs: bool | None = None,
+        top_logprobs: bool | None = None,
         choice_top_k: int = 20,
         spec: str | None = None,
     ):
@@ -221,6 +231,9 @@ class OpenAIBackend(Backend):
         self.max_backoff = float(max_backoff)
         self.choice_top_k = int(choice_top_k)
         self._prompt_logprobs = prompt_logprobs
+        # route ("chat" / "completions") -> does it return top-k log-probs of generated tokens
+        self._top_logprobs: dict[str, bool] = {} if top_logprobs is None else {
+            route: bool(top_logprobs) for route in ("chat", "completions")}
         self.spec = spec or f"openai:{model}@{self.base_url}"
         self._lock = threading.Lock()
         self.usage: dict[str, int] = {
@@ -237,7 +250,7 @@ class OpenAIBackend(Backend):
         model, base_url = parse_spec(spec)
         known = {
             "api_key_env", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",
-            "prompt_logprobs", "choice_top_k",
+            "prompt_logprobs", "top_logprobs", "choice_top_k",
         }
         options = {k: v for k, v in kwargs.items() if k in known and v is not None}
         return cls(model, base_url, spec=spec, **options)
@@ -250,16 +263,25 @@ class OpenAIBackend(Backend):
     @property
     def capabilities(self) -> frozenset[str]:  # type: ignore[override]
         caps = {GENERATE, CHOICE_LOGPROBS}
-        if self._prompt_logprobs is None:
-            return frozenset(caps | {TOKEN_LOGPROBS, CONTEXT_LOGPROBS})  # decided in check() by probing
-        if self._prompt_logprobs:
+        if self._prompt_logprobs is None or self._prompt_logprobs:  # unknown: decided in check() by probing
             caps |= {TOKEN_LOGPROBS, CONTEXT_LOGPROBS}  # a context is echoed with the text
+        if len(self._top_logprobs) < 2 or any(self._top_logprobs.values()):  # one route unknown or able
+            caps.add(TOP_LOGPROBS)
         return frozenset(caps)
 
     def check(self, requests: Sequence[Any]) -> None:
         needs_logprobs = any(TOKEN_LOGPROBS in r.capabilities() for r in requests)
         if needs_logprobs and self._prompt_logprobs is None:
             self._prompt_logprobs = self.probe_prompt_logprobs()
+        routes = {_route(r) for r in requests if TOP_LOGPROBS in r.capabilities()}
+        for route in sorted(routes):
+            if route not in self._top_logprobs:
+                self._top_logprobs[route] = self.probe_top_logprobs(route)
+        lacking = sorted(route for route in routes if not self._top_logprobs[route])
+        if lacking:
+            path = "/chat/completions" if lacking[0] == "chat" else "/completions"
+            raise CapabilityError(f"model {self.spec!r} cannot answer {TOP_LOGPROBS} requests: the server "
+                                  f"returns no top log-probs of generated tokens on {path}")
         super().check(requests)
 
     def info(self) -> dict[str, Any]:
@@ -275,6 +297,7 @@ class OpenAIBackend(Backend):
             "max_retries": self.max_retries,
             "timeout_s": self.timeout,
             "prompt_logprobs": self._prompt_logprobs,
+            "top_logprobs": dict(self._top_logprobs),
             "usage": dict(self.usage),
         }
 
@@ -435,6 +458,23 @@ class OpenAIBackend(Backend):
         except _RunWide as exc:
             raise BackendError(f"model {self.spec!r}: {exc}") from None
         except (_Fatal, KeyError, IndexError, TypeError):
+            return False
+
+    def probe_top_logprobs(self, route: str = "completions") -> bool:
+        """Does ``route`` ("completions" or "chat") return top-k log-probs of a generated
+        token? One greedy 1-token request asking for the top 2."""
+        body: dict[str, Any] = {"model": self.model, "max_tokens": 1, "temperature": 0}
+        try:
+            if route == "chat":
+                body.update(messages=[{"role": "user", "content": "Say yes."}], logprobs=True, top_logprobs=2)
+                content = (self._call("/chat/completions", body)["choices"][0].get("logprobs") or {}).get("content")
+                return bool(content and content[0].get("top_logprobs"))
+            body.update(prompt="The quick brown fox", logprobs=2)
+            lp = self._call("/completions", body)["choices"][0].get("logprobs") or {}
+            return bool((lp.get("top_logprobs") or [None])[0])
+        except _RunWide as exc:
+            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except (_Fatal, KeyError, IndexError, TypeError, AttributeError):
             return False
 
     # -- answers ----------------------------------------------------------------------

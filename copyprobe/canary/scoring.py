@@ -182,7 +182,7 @@ def canary_test(
     document: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
     cache: Any = True,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     device: str = "auto",
     dtype: str = "auto",
     seed: int = SETTINGS.default("seed"),

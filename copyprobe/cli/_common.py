@@ -71,8 +71,9 @@ def add_scoring_options(parser: argparse.ArgumentParser, settings: Any, *, boots
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     from copyprobe.params import COUNT
 
-    parser.add_argument("--batch-size", type=option_type(COUNT, "--batch-size"), default=8,
-                        help="texts per forward pass (default 8)")
+    parser.add_argument("--batch-size", type=batch_size_option, default="auto", metavar="auto|N",
+                        help="auto: batches by memory (padded tokens per forward pass, from the free "
+                             "memory on a GPU); N: texts per forward pass (default auto)")
     parser.add_argument("--device", type=option_type(Device(), "--device"), default="auto",
                         help="auto | cpu | cuda | cuda:N, a device present here (default auto)")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
@@ -110,9 +111,23 @@ def api_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def check_batch_size(value: int) -> int:
+def batch_size_option(raw: str) -> int | str:
+    """``--batch-size``: ``auto`` or an integer >= 1 (a usage error otherwise)."""
+    text = raw.strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {raw!r}") from None
     if value < 1:
-        raise ConfigError(f"--batch-size must be at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {value}")
+    return value
+
+
+def check_batch_size(value: int | str) -> int | str:
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"--batch-size must be auto or an integer >= 1, got {value!r}")
     return value
 
 
@@ -196,7 +211,11 @@ def progress_bars(enabled: bool = True) -> Iterator[Any]:
             progress.start()
             started = True
         task = progress.add_task(label, total=total)
-        return lambda n: progress.advance(task, n)
+
+        def tick(n: int, note: str | None = None) -> None:  # note: e.g. the document being scored
+            progress.update(task, advance=n, **({"description": f"{label}: {note}"} if note else {}))
+
+        return tick
 
     try:
         yield factory

@@ -389,7 +389,7 @@ def copying(
     *,
     out: Any = None,
     cache: Any = True,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     device: str = "auto",
     dtype: str = "auto",
     memfree_n: int = MEMFREE_SETTINGS.default("memfree_n"),

@@ -26,13 +26,24 @@ from one distribution its within-fold AUC is 0.5 in expectation whatever the bal
 95% bootstrap interval does not lie above 0.5 the result says ``signal: False`` with
 the reason (``no_signal``), so a value below 0.5 is read as "no signal", never as a
 reversed one.
+
+Cost: the n-grams of all texts are counted once (:func:`ngram_counts`) and each fold's
+vocabulary and TF-IDF are sliced from those counts, the same matrices as vectorizers
+fitted on each fold's texts. The result is a pure function of the texts, labels, groups
+and seed: :func:`cached_blind_baseline` keeps it in the cache directory under a hash of
+them, and :func:`prefetch` starts it on a thread as soon as the data is known.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import re
-from typing import Any, Sequence
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -77,8 +88,8 @@ def text_features(texts: Sequence[str]) -> np.ndarray:
             math.log1p(len(text)),
             math.log1p(len(words)),
             (sum(len(w) for w in words) / len(words)) if words else 0.0,
-            sum(c.isdigit() for c in text) / n_chars,
-            sum(c.isupper() for c in text) / n_chars,
+            sum(map(str.isdigit, text)) / n_chars,
+            sum(map(str.isupper, text)) / n_chars,
             len(_PUNCT.findall(text)) / n_chars,
             len(_MODERN_YEAR.findall(text)),
             len(_OLD_YEAR.findall(text)),
@@ -102,42 +113,162 @@ def date_features(texts: Sequence[str], cutoffs: Sequence[int] = DATE_CUTOFFS) -
 KINDS = ("combined", "char_ngrams", "words", "dates", "length_date")
 
 
+MAX_FEATURES = 100_000  # per n-gram family: the most frequent terms of a fold's training part
+_WORD = re.compile(r"(?u)\b\w+\b")
+
+
+def ngram_counts(texts: Sequence[str]) -> tuple[Any, Any]:
+    """Term counts of every text (CSR, int64): character 2-4-grams inside words (each word
+    padded with a space on both sides) and lower-cased word 1-2-grams, columns in
+    alphabetical order of the terms: what scikit-learn's ``CountVectorizer`` gives with
+    ``analyzer="char_wb", ngram_range=(2, 4), lowercase=False`` and ``analyzer="word",
+    ngram_range=(1, 2)`` and the token pattern ``_WORD`` (tests/evaluation/test_blind.py
+    checks both), computed once for all texts instead of once per fold."""
+    return _char_counts(texts), _word_counts(texts)
+
+
+def _counts_matrix(rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, n_rows: int, n_cols: int) -> Any:
+    """CSR from (row, col, count) triples sorted by row, then col."""
+    from scipy import sparse
+
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    return sparse.csr_matrix((counts.astype(np.int64), cols, indptr), shape=(n_rows, n_cols))
+
+
+_TEXTS_PER_BLOCK = 512  # texts whose character windows are held at once
+
+
+def _char_counts(texts: Sequence[str]) -> Any:
+    # Every n-gram of a padded word " w " is a window of 2-4 characters that does not cross
+    # into the next word (scikit-learn's short-word rule never applies from n = 2: a padded
+    # word has at least 3 characters). Characters become their rank in code point order
+    # (0 marks a word's end), and an n-gram the number with those ranks as its first n
+    # digits in base (characters + 1): numeric order is then alphabetical order.
+    n_texts = len(texts)
+    blocks = [[t.split() for t in texts[i:i + _TEXTS_PER_BLOCK]] for i in range(0, n_texts, _TEXTS_PER_BLOCK)]
+    present = np.zeros(0x110000, dtype=bool)
+    for block in blocks:
+        present[_code_points(block)] = True
+    base = int(present.sum()) + 1
+    digits = base ** 4  # an n-gram's number is below this
+    if not any(any(ws) for block in blocks for ws in block) or n_texts * digits >= 2 ** 62:
+        # no words (scikit-learn's error), or too many distinct characters for one int64 key
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        return CountVectorizer(analyzer="char_wb", ngram_range=(2, 4), lowercase=False).fit_transform(texts)
+    rank_of = np.cumsum(present, dtype=np.int32)
+    keys, counts = [], []
+    for number, block in enumerate(blocks):
+        key, count = _block_char_keys(block, rank_of, base)
+        keys.append(key + number * _TEXTS_PER_BLOCK * digits)
+        counts.append(count)
+    # blocks hold consecutive texts and each block's keys are sorted: concatenated, they are too
+    rows, gram = np.divmod(np.concatenate(keys), digits)
+    vocabulary = np.unique(gram)
+    return _counts_matrix(rows, np.searchsorted(vocabulary, gram), np.concatenate(counts), n_texts, len(vocabulary))
+
+
+def _code_points(block: list[list[str]]) -> np.ndarray:
+    """The code points of a block's words, each padded with a space on both sides and
+    followed by a separator."""
+    joined = "\0".join(" " + w + " " for ws in block for w in ws) + "\0"
+    return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _block_char_keys(block: list[list[str]], rank_of: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys (text within the block x base^4 + n-gram number) and their counts."""
+    digits = base ** 4
+    ranks = rank_of[_code_points(block)]
+    lengths = np.fromiter((len(w) + 3 for ws in block for w in ws), dtype=np.int64)  # " w " and the separator
+    ranks[np.cumsum(lengths) - 1] = 0
+    words_in_text = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
+    text_of_char = np.repeat(np.repeat(np.arange(len(block), dtype=np.int64), words_in_text), lengths)
+    keys = []
+    for n in (2, 3, 4):
+        m = len(ranks) - n + 1
+        inside = ranks[:m] > 0
+        for j in range(1, n):
+            inside &= ranks[j:j + m] > 0
+        starts = np.flatnonzero(inside)
+        key = text_of_char[starts] * digits
+        for j in range(n):
+            key += ranks[starts + j].astype(np.int64) * base ** (3 - j)
+        keys.append(key)
+    return np.unique(np.concatenate(keys), return_counts=True)
+
+
+def _word_counts(texts: Sequence[str]) -> Any:
+    tokens_per_text = [_WORD.findall(t.lower()) for t in texts]
+    tokens = [w for ts in tokens_per_text for w in ts]
+    n_texts = len(tokens_per_text)
+    if not tokens:  # its error: an empty vocabulary
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        return CountVectorizer(analyzer="word", token_pattern=_WORD.pattern).fit_transform(texts)
+    unigrams = sorted(set(tokens))
+    index = {w: i for i, w in enumerate(unigrams)}
+    ids = np.fromiter((index[w] for w in tokens), dtype=np.int64, count=len(tokens))
+    text_of_token = np.repeat(np.arange(n_texts, dtype=np.int64),
+                              np.fromiter(map(len, tokens_per_text), dtype=np.int64, count=n_texts))
+    same_text = text_of_token[1:] == text_of_token[:-1]
+    pairs, pair_of = np.unique(ids[:-1][same_text] * len(unigrams) + ids[1:][same_text], return_inverse=True)
+    firsts, seconds = np.divmod(pairs, len(unigrams))
+    terms = unigrams + [f"{unigrams[a]} {unigrams[b]}" for a, b in zip(firsts.tolist(), seconds.tolist())]
+    column = np.empty(len(terms), dtype=np.int64)
+    column[sorted(range(len(terms)), key=terms.__getitem__)] = np.arange(len(terms))
+    rows = np.concatenate([text_of_token, text_of_token[:-1][same_text]])
+    key = rows * len(terms) + np.concatenate([column[ids], column[len(unigrams) + pair_of]])
+    key, counts = np.unique(key, return_counts=True)
+    rows, cols = np.divmod(key, len(terms))
+    return _counts_matrix(rows, cols, counts, n_texts, len(terms))
+
+
+def _fold_tfidf(counts: Any, train: np.ndarray, test: np.ndarray) -> tuple[Any, Any]:
+    """TF-IDF (sublinear tf, l2 rows) of the training and test rows over the training
+    part's vocabulary (at most MAX_FEATURES terms, the most frequent): scikit-learn's
+    ``TfidfVectorizer`` fitted on the training texts, from counts computed once."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    counts_train = counts[train]
+    seen = np.flatnonzero(np.bincount(counts_train.indices, minlength=counts.shape[1]))
+    if len(seen) > MAX_FEATURES:  # as CountVectorizer(max_features): highest total count, its tie order
+        totals = np.asarray(counts_train[:, seen].sum(axis=0)).ravel()
+        seen = np.sort(seen[(-totals).argsort()[:MAX_FEATURES]])
+    counts_train = counts_train[:, seen]
+    tfidf = TfidfTransformer(sublinear_tf=True).fit(counts_train)
+    return tfidf.transform(counts_train, copy=False), tfidf.transform(counts[test][:, seen], copy=False)
+
+
 def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.ndarray,
                  splits: list[tuple[np.ndarray, np.ndarray]], seed: int) -> dict[str, np.ndarray]:
-    """Out-of-fold decision values of each feature set. Each fold's vocabularies and
-    scaling are fitted on its training part only; the n-grams are vectorised once per fold."""
+    """Out-of-fold decision values of each feature set. Each fold's vocabularies, IDF
+    weights and scaling are fitted on its training part only; the n-grams are counted
+    once for all texts, and only one fold's matrices exist at a time."""
     from scipy import sparse
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
+    char_counts, word_counts = ngram_counts(texts)
     scores = {kind: np.full(len(y), np.nan) for kind in KINDS}
     for train, test in splits:
         if len(np.unique(y[train])) < 2:  # cannot happen with stratified folds; guard anyway
             for kind in KINDS:
                 scores[kind][test] = 0.0
             continue
-        chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,
-                                max_features=100_000, lowercase=False, dtype=np.float64)
-        words = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True,
-                                max_features=100_000, lowercase=True,
-                                token_pattern=r"(?u)\b\w+\b", dtype=np.float64)
-        train_texts, test_texts = [texts[i] for i in train], [texts[i] for i in test]
-        chars_train, chars_test = chars.fit_transform(train_texts), chars.transform(test_texts)
-        words_train, words_test = words.fit_transform(train_texts), words.transform(test_texts)
+        chars_train, chars_test = _fold_tfidf(char_counts, train, test)
+        words_train, words_test = _fold_tfidf(word_counts, train, test)
         scaler = StandardScaler().fit(meta[train])
-        meta_train, meta_test = scaler.transform(meta[train]), scaler.transform(meta[test])
         features = {
             "combined": (sparse.hstack([chars_train, words_train, dates[train]]).tocsr(),
                          sparse.hstack([chars_test, words_test, dates[test]]).tocsr()),
             "char_ngrams": (chars_train, chars_test),
             "words": (words_train, words_test),
             "dates": (dates[train], dates[test]),
-            "length_date": (meta_train, meta_test),
+            "length_date": (scaler.transform(meta[train]), scaler.transform(meta[test])),
         }
         for kind, (x_train, x_test) in features.items():
-            model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed)
-            model.fit(x_train, y[train])
+            model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_train, y[train])
             scores[kind][test] = model.decision_function(x_test)
     return scores
 
@@ -359,11 +490,135 @@ def blind_warning(blind_auc: float | None, best_method_auc: float | None) -> str
     return None
 
 
+def baseline_inputs(rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str],
+                    sources: Mapping[str, str] | None) -> tuple[list[str], list[int], list[Any] | None]:
+    """(texts, labels, groups) of the labelled rows (scores rows: id, label, doc_id) whose
+    text is known. The groups are whole documents: the ``sources`` (id -> the document a
+    passage was cut from, the ``source`` column of plant data) when every labelled row has
+    one, else the doc ids, else None. A plant's doc ids are label-pure pseudo-documents (a
+    book's members, its non-members); folds of those teach a style classifier the opposite
+    label of the held-out half (within-fold AUC 0.06-0.08 on the planted benchmark's random
+    split, where grouping by book gives 0.52-0.54)."""
+    labelled = [r for r in rows if r.get("label") is not None and r["id"] in texts]
+    if sources and all(r["id"] in sources for r in labelled):
+        groups: list[Any] | None = [sources[r["id"]] for r in labelled]
+    elif all(r.get("doc_id") is not None for r in labelled):
+        groups = [r["doc_id"] for r in labelled]
+    else:
+        groups = None
+    return [texts[r["id"]] for r in labelled], [r["label"] for r in labelled], groups
+
+
+# -- computed once per data set ----------------------------------------------------------
+# The baseline is a pure function of the texts, labels, groups and seed, so its result is
+# kept under a hash of them (and of this code and the libraries that compute it) in the
+# cache directory: a rerun, a rescore or another method on the same data reads it back.
+# ``prefetch`` starts it on a thread as soon as the data is known (before the model
+# loads); whoever asks for the same key then waits for that thread instead of starting over.
+
+_RUNNING: dict[str, Any] = {}  # key -> concurrent.futures.Future of a prefetch
+_RUNNING_LOCK = threading.Lock()
+
+
+def baseline_key(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None, seed: int) -> str:
+    """sha256 over the inputs, the code of this module and of the AUC it uses, and the
+    versions of the libraries that fit the classifiers."""
+    from importlib import metadata
+
+    from copyprobe.evaluation import metrics
+
+    digest = hashlib.sha256()
+    for path in (__file__, metrics.__file__):
+        digest.update(Path(path).read_bytes())
+    versions = []
+    for package in ("numpy", "scipy", "scikit-learn"):
+        try:
+            versions.append(metadata.version(package))
+        except metadata.PackageNotFoundError:
+            versions.append("?")
+    digest.update(json.dumps({"seed": seed, "versions": versions, "n": len(texts),
+                              "grouped": groups is not None}).encode())
+    for i, text in enumerate(texts):
+        for part in (text, str(labels[i]), "" if groups is None else str(groups[i])):
+            encoded = part.encode("utf-8", "surrogatepass")
+            digest.update(len(encoded).to_bytes(8, "little") + encoded)
+    return digest.hexdigest()
+
+
+def _cache_file(key: str, cache_dir: str | os.PathLike | None) -> Path:
+    if cache_dir is None:
+        from copyprobe.backends.cache import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    return Path(cache_dir) / "blind" / f"{key}.json"
+
+
+def cached_blind_baseline(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None, seed: int,
+                          *, cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """:func:`blind_baseline` with its defaults, computed once per data set: from a prefetch
+    of the same inputs when one runs (:func:`prefetch`), else from the cache file of their
+    key, else computed and stored there (a cache that cannot be read or written is skipped).
+    The result equals the uncached one."""
+    key = baseline_key(texts, labels, groups, seed)
+    with _RUNNING_LOCK:
+        running = _RUNNING.pop(key, None)
+    if running is not None:
+        try:
+            return running.result()
+        except Exception:  # computed again below, so an error is raised here, in the caller's thread
+            pass
+    return _stored_or_computed(key, texts, labels, groups, seed, cache_dir)
+
+
+def _stored_or_computed(key: str, texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None,
+                        seed: int, cache_dir: str | os.PathLike | None) -> dict[str, Any]:
+    path = _cache_file(key, cache_dir)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(stored, dict) and stored.get("key") == key and isinstance(stored.get("result"), dict):
+            return stored["result"]
+    except (OSError, ValueError):
+        pass
+    result = blind_baseline(texts, labels, groups=groups, seed=seed)
+    try:
+        from copyprobe.files import atomic_write
+
+        # json's NaN round-trips exactly, so a result read back equals this one
+        atomic_write(path, json.dumps({"key": key, "result": result}))
+    except (OSError, TypeError, ValueError):
+        pass
+    return result
+
+
+def prefetch(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None, seed: int,
+             *, cache_dir: str | os.PathLike | None = None) -> Any:
+    """Start :func:`cached_blind_baseline` on a daemon thread; a later call with the same
+    inputs takes its result. Returns the Future."""
+    from concurrent.futures import Future
+
+    texts, labels = list(texts), list(labels)
+    groups = list(groups) if groups is not None else None
+    key = baseline_key(texts, labels, groups, seed)
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(_stored_or_computed(key, texts, labels, groups, seed, cache_dir))
+        except BaseException as exc:  # handed to whoever waits for it
+            future.set_exception(exc)
+
+    with _RUNNING_LOCK:
+        _RUNNING[key] = future
+    threading.Thread(target=work, name="copyprobe-blind-baseline", daemon=True).start()
+    return future
+
+
 def add_blind_baseline(metrics: dict[str, Any], texts: Sequence[str], labels: Sequence[int],
                        groups: Sequence[Any] | None, seed: int) -> None:
-    """Put the blind baseline and its warning (against the best method's passage AUC)
+    """Put the blind baseline (computed once per data set, see
+    :func:`cached_blind_baseline`) and its warning (against the best method's passage AUC)
     into a metrics block; the warning also joins ``metrics["notes"]``."""
-    blind = blind_baseline(texts, labels, groups=groups, seed=seed)
+    blind = dict(cached_blind_baseline(texts, labels, groups, seed))
     aucs = [v["auc"] for v in metrics.get("passage", {}).values() if v.get("auc") is not None]
     # no warning when the texts alone carry no signal (see _signal)
     warning = blind_warning(blind.get("auc"), max(aucs) if aucs else None) if blind.get("signal") else None

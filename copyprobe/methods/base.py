@@ -45,6 +45,7 @@ from copyprobe.backends.base import (
     GRAD_NORM,
     NGRAM_LOGPROBS,
     TOKEN_LOGPROBS,
+    TOP_LOGPROBS,
     Request,
 )
 from copyprobe.data.example import Example
@@ -60,12 +61,16 @@ WHITE_BOX = "white-box (weights and gradients)"
 
 # What each access level may ask of the *target* model (other models a method names,
 # e.g. a reference model, are not the audited model and are not limited by it).
+# Top-k log-probs of generated tokens come with every level that reads log-probs
+# (neighbourhood's substitute proposals are grey-box and ask for them).
 ACCESS_CAPABILITIES: dict[str, frozenset[str]] = {
-    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, GENERATE}),
-    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE}),
+    GREY_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, GENERATE, TOP_LOGPROBS}),
+    GREY_BOX_FULL: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE,
+                              TOP_LOGPROBS}),
     BLACK_BOX: frozenset({GENERATE}),
-    BLACK_BOX_LOGITS: frozenset({GENERATE, CHOICE_LOGPROBS}),
-    WHITE_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE, GRAD_NORM}),
+    BLACK_BOX_LOGITS: frozenset({GENERATE, CHOICE_LOGPROBS, TOP_LOGPROBS}),
+    WHITE_BOX: frozenset({TOKEN_LOGPROBS, NGRAM_LOGPROBS, CONTEXT_LOGPROBS, DISTRIBUTION_STATS, GENERATE,
+                          TOP_LOGPROBS, GRAD_NORM}),
 }
 
 

@@ -101,6 +101,34 @@ def test_greedy_generation_takes_the_rank_one_token(backend):
     assert answer.text.startswith(shorter.text)
 
 
+def test_top_logprobs_are_keyed_by_the_text_a_token_adds(backend):
+    # a word's first token, where the text's own tokens extend the prompt's: among the
+    # candidates after the prompt, one has its log-prob and reads as the text goes on,
+    # leading space as a space (not "Ġ" or "▁"); the tiny models' 260 tokens are all asked
+    tiny = backend.max_length <= 64
+    # float32 tiny models agree to 1e-3; quantized llama.cpp models differ between a 1-token
+    # generation's decode and a whole text's: <= 0.025 on SmolLM2, 0.061 on Qwen2.5-0.5B (' into')
+    k, tolerance = (260, 1e-3) if tiny else (20, 0.1)
+    checked = 0
+    for text in (TEXTS[0], TEXTS[2]):
+        full = scores(backend, text)
+        cuts = [i for i in range(1, len(text)) if text[i] == " " and text[i - 1] != " "]
+        prompts = [text[:cut] for cut in cuts]
+        answers = backend.answer([GenerateRequest(prompt=p, max_tokens=1, top_logprobs=k) for p in prompts])
+        for cut, prompt, answer in zip(cuts, prompts, answers):
+            prompt_ids = scores(backend, prompt).token_ids
+            n = len(prompt_ids)
+            if full.token_ids[:n] != prompt_ids or full.rank[n - 1] > k:
+                continue
+            candidates = answer.top_logprobs[0]
+            assert len(candidates) <= k and not any(marker in piece for piece in candidates for marker in "Ġ▁")
+            true_value = full.logprobs[n - 1]
+            assert any(abs(value - true_value) < tolerance and text[cut:].startswith(piece)
+                       for piece, value in candidates.items()), (prompt, true_value, candidates)
+            checked += 1
+    assert checked >= 5
+
+
 def test_seeded_sampling_is_reproducible(backend):
     def sample(seed, others=()):
         requests = [GenerateRequest(prompt=PROMPT, max_tokens=8, temperature=1.5, seed=seed), *others]

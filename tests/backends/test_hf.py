@@ -489,15 +489,22 @@ def test_missing_capability_fails_before_any_work(monkeypatch):
 
 
 def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):
-    backend = make_tiny_backend()
+    # generation is batched by count; token log-probs retry in halves (test_batching.py)
+    backend = make_tiny_backend(batch_size=8)
 
     def oom(*args, **kwargs):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(backend, "_hidden", oom)
     with pytest.raises(BackendError, match="at batch size 8: lower the batch size") as info:
-        backend.answer([TokenLogprobsRequest("abc")])
+        backend.answer([GenerateRequest(prompt="abc", max_tokens=1)])
     assert "\n" not in str(info.value)
+    auto = make_tiny_backend()
+    monkeypatch.setattr(auto, "_hidden", oom)
+    with pytest.raises(BackendError, match=r"at 8 sequences per batch \(batch size auto\): give a smaller"):
+        auto.answer([GenerateRequest(prompt="abc", max_tokens=1)])
+    with pytest.raises(BackendError, match="for a single text of 4 tokens") as info:
+        auto.answer([TokenLogprobsRequest("abc")])
 
 
 def test_fingerprint_covers_weights_and_settings_but_not_batch_or_device():
@@ -536,3 +543,38 @@ def test_empty_generation_prompt_is_a_backend_error(smollm2):
     # smollm2 adds no BOS, so an empty prompt has no tokens at all
     with pytest.raises(BackendError, match="empty generation prompt"):
         smollm2.answer([GenerateRequest(prompt="", max_tokens=2)])
+
+
+def test_top_logprobs_keep_the_leading_space_of_sentencepiece_tokens():
+    # a Llama-style tokenizer: "▁" marks a space and the decoder strips the first space of
+    # a text, so decoding "▁cat" alone gives "cat"; top log-probs must read " cat"
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["the", "cat", "sat", "on", "mat", "a"]
+    vocab = {"<s>": 0, "</s>": 1, "<pad>": 2, "<unk>": 3}
+    for piece in [f"\u2581{w}" for w in words] + words + [","]:
+        vocab[piece] = len(vocab)
+    while len(vocab) < 259:  # the tiny model's vocabulary
+        vocab[f"\u2581w{len(vocab)}"] = len(vocab)
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+    core.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                      decoders.Strip(" ", 1, 0)])
+    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>",
+                                        pad_token="<pad>", unk_token="<unk>")
+    assert tokenizer.decode([vocab["\u2581cat"]]) == "cat"  # what a plain decode gives
+    backend = HFBackend(make_tiny_model("llama"), tokenizer, spec="tiny-sentencepiece", device="cpu",
+                        dtype="float32")
+    for prompt in ("the cat", "the cat sat on"):
+        answer = backend.answer([GenerateRequest(prompt=prompt, max_tokens=1, top_logprobs=259)])[0]
+        candidates = answer.top_logprobs[0]
+        assert len(candidates) == 259  # all distinct texts
+        assert {" cat", " the", "cat", "the", " w100", ",", "</s>"} <= set(candidates)
+        assert not any("\u2581" in piece for piece in candidates)
+        # the same numbers as the token log-probs of prompt + " cat"
+        ids = tokenizer(prompt).input_ids
+        row = last_logprobs(backend, ids)
+        assert candidates[" cat"] == pytest.approx(row[vocab["\u2581cat"]].item(), abs=1e-5)
+        assert candidates["cat"] == pytest.approx(row[vocab["cat"]].item(), abs=1e-5)

@@ -300,3 +300,50 @@ def test_context_requests_score_the_text_after_the_context(tiny_gguf, hf_tiny_gg
     finally:
         full.close()
         short.close()
+
+
+def test_top_logprobs_read_as_the_transformers_backend_reads_them(llamacpp_tiny, hf_tiny_gguf):
+    # every one of the 260 tokens: the same texts (" t" with its space, special tokens by
+    # name, a lone byte of a longer character as U+FFFD) with the same log-probs
+    request = GenerateRequest(prompt="the cat sat", max_tokens=1, top_logprobs=300)  # more than the vocabulary
+    ours, theirs = (backend.answer([request])[0].top_logprobs[0] for backend in (llamacpp_tiny, hf_tiny_gguf))
+    assert set(ours) == set(theirs)
+    assert {" t", " ", "t", "<s>", "</s>", "\ufffd"} <= set(ours) and "" not in ours
+    assert not any("\u0120" in piece for piece in ours)  # "Ġ", the vocabulary's mark of a space byte
+    assert max(abs(ours[piece] - theirs[piece]) for piece in ours) < 1e-3
+
+
+@pytest.mark.parametrize("backend_name", [
+    "llamacpp_tiny",
+    pytest.param("llamacpp_smollm2", marks=pytest.mark.model),
+])
+def test_top_k_tokens_after_each_word_of_a_passage_reuse_the_cache(backend_name, request):
+    # topk_loss's requests: one greedy token with top log-probs after each word of a text
+    backend = request.getfixturevalue(backend_name)
+    text = "The ferry left at nine; the lake was flat."  # one window of the tiny model
+    if backend.max_length > 256:
+        text = " ".join([text, "Mother said the ice would hold until March, and Edvin laughed at her,",
+                         "but by the second week the boats were out again and the post came by water."] * 3)
+    cuts = [i for i in range(1, len(text)) if text[i] == " " and text[i - 1] != " "]
+    requests = [GenerateRequest(prompt=text[:cut], max_tokens=1, top_logprobs=5) for cut in cuts]
+    prompts = sorted(backend.tokenize(r.prompt) for r in requests)
+    unit = 32 if backend.chunk % 32 == 0 else backend.chunk
+    # the rule: each prompt resumes at the last multiple of the unit at or below the prefix
+    # it shares with the prompt before it in sorted order, and decodes its last token anyway
+    expected, previous = 0, []
+    for ids in prompts:
+        shared = 0
+        while shared < min(len(previous), len(ids) - 1) and previous[shared] == ids[shared]:
+            shared += 1
+        expected += len(ids) - shared // unit * unit
+        previous = ids
+    _fresh(backend)
+    before = backend.counters["decoded_tokens"]
+    together = backend.answer(list(reversed(requests)))[::-1]
+    decoded = backend.counters["decoded_tokens"] - before
+    assert decoded == expected
+    total = sum(map(len, prompts))
+    assert decoded < (0.6 if backend.max_length > 256 else 0.9) * total
+    for r, answer in zip(requests, together):
+        _fresh(backend)
+        assert backend.answer([r])[0] == answer  # bit for bit what a decode from scratch gives

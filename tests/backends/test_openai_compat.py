@@ -11,6 +11,7 @@ import time
 import pytest
 
 from copyprobe.backends.base import (
+    TOP_LOGPROBS,
     ChoiceLogprobs,
     ChoiceLogprobsRequest,
     GenerateRequest,
@@ -113,7 +114,7 @@ def test_key_from_named_env_var_is_sent_and_none_for_local(api, monkeypatch):
 # -- request kinds ------------------------------------------------------------------------
 
 def test_chat_generate_body_and_usage(api, monkeypatch):
-    backend = backend_for(api, monkeypatch)
+    backend = backend_for(api, monkeypatch, top_logprobs=True)  # known: no probe in the usage
     (gen,) = backend.answer([GenerateRequest(messages=(("system", "be brief"), ("user", "hello")), max_tokens=5,
                                              temperature=0.7, seed=42, stop=("\n",), top_logprobs=2)])
     sent = api.log[-1]
@@ -197,6 +198,36 @@ def test_capabilities_distribution_stats_never_and_prompt_logprobs_probed(api, m
     fixed = backend_for(api, monkeypatch, prompt_logprobs=False)
     with pytest.raises(CapabilityError):
         fixed.answer([TokenLogprobsRequest(text="a b c", stats=False)])
+
+
+def test_top_logprobs_probed_once_per_route_and_refused_before_any_request(api, monkeypatch):
+    backend = backend_for(api, monkeypatch)
+    assert TOP_LOGPROBS in backend.capabilities  # unknown until a request needs it
+    backend.check([GenerateRequest(prompt="a b", max_tokens=1, top_logprobs=5)])
+    probes = list(api.log)
+    assert [r["path"] for r in probes] == ["/v1/completions"]
+    assert probes[0]["body"]["logprobs"] == 2 and probes[0]["body"]["max_tokens"] == 1
+    backend.check([GenerateRequest(prompt="c d", max_tokens=1, top_logprobs=5), GenerateRequest(prompt="e")])
+    assert len(api.log) == 1  # probed once; a request without top log-probs needs no probe
+    backend.check([GenerateRequest(messages=(("user", "hi"),), top_logprobs=2)])
+    assert [r["path"] for r in api.log[1:]] == ["/v1/chat/completions"]
+    assert backend.info()["top_logprobs"] == {"chat": True, "completions": True}
+
+    # a server that generates but sends no log-probs: refused at the check, before the method's requests
+    plain = json.dumps({"choices": [{"text": " x", "finish_reason": "length"}], "usage": {}})
+    silent = backend_for(api, monkeypatch)
+    api.script = [("status", 200, {}, plain)]
+    method = make_method("topk_loss")
+    with pytest.raises(CapabilityError, match="top_logprobs.*/completions"):
+        drive({"x": method.run(Example("x", "some words to score here"))}, lambda spec: silent)
+    assert not [r for r in api.log if r["body"].get("prompt", "").startswith("some")]
+    assert TOP_LOGPROBS in silent.capabilities  # the chat route is still unknown
+    fixed = backend_for(api, monkeypatch, top_logprobs=False)
+    sent = len(api.log)
+    with pytest.raises(CapabilityError, match="top_logprobs"):
+        fixed.answer([GenerateRequest(prompt="a b", max_tokens=1, top_logprobs=5)])
+    assert len(api.log) == sent and TOP_LOGPROBS not in fixed.capabilities
+    assert fixed.answer([GenerateRequest(prompt="a b")])[0].text  # plain generation still works
 
 
 def test_min_k_pp_fails_before_any_request(api, monkeypatch):

@@ -80,13 +80,26 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     assert out.startswith("Cannot tell whether the model was trained on book")
     assert "give at least 99 documents" in out  # alpha 0.01, rank test, 4 clean documents
 
-    generate_only = FakeBackend(spec="fake-generate", capabilities={"generate"})
-    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: generate_only)
-    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
-                 "--out", str(tmp_path / "run2"), "--no-cache", "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 2 and "no token log-probabilities" in err and len(err.strip().splitlines()) == 1
-    assert generate_only.calls == {} or sum(generate_only.calls.values()) == 0
+    # a model that does not score text: top-k log-probs of generations, else generations alone
+    from copyprobe.audit import DEFAULT_GENERATION_METHOD, DEFAULT_TOP_K_METHOD
+
+    # passages long enough for prefix probing (a 32-word prefix and a continuation)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng, 60), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng, 60), "doc_id": f"c{k}"} for k in range(4)])
+    for name, capabilities, want in (("topk", {"generate", "top_logprobs"}, DEFAULT_TOP_K_METHOD),
+                                     ("generate", {"generate"}, DEFAULT_GENERATION_METHOD)):
+        backend = FakeBackend(spec=f"fake-{name}", capabilities=capabilities)
+        monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: backend)
+        code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"),
+                     "--clean", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / f"run-{name}"), "--no-cache",
+                     "--no-progress", "--bootstrap", "0"])
+        assert code == 0, capsys.readouterr().err
+        run = json.loads((tmp_path / f"run-{name}" / "run.json").read_text())
+        assert run["audit"]["method"] == want
+        assert run["notes"][0].startswith(f"method auto -> {want}: ")
+        verdicts = json.loads((tmp_path / f"run-{name}" / "verdicts.json").read_text())
+        assert verdicts["method"] == want and [d["n_used"] for d in verdicts["documents"]] == [1]
+        capsys.readouterr()
 
 
 def test_decop_refused_before_work_without_paraphrases(tmp_path, monkeypatch, capsys):

@@ -45,3 +45,21 @@ def test_bad_concurrency_is_a_one_line_error(tmp_path, captured, capsys):
         code = exc.code
     assert code == 2
     assert "argument --concurrency: must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_batch_size_is_auto_by_default_or_a_positive_integer(tmp_path, captured, capsys):
+    common = ["detect", "--model", "m", "--data", str(data_file(tmp_path)), "--methods", "loss", "--no-cache",
+              "--no-progress", "--bootstrap", "0"]
+    assert main([*common, "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--out", str(tmp_path / "b"), "--batch-size", "16"]) == 0
+    assert main([*common, "--out", str(tmp_path / "c"), "--batch-size", "Auto"]) == 0
+    assert [kwargs["batch_size"] for _, kwargs in captured] == ["auto", 16, "auto"]
+    for bad, shown in (("0", "0"), ("-2", "-2"), ("1.5", "'1.5'"), ("lots", "'lots'")):
+        try:
+            code = main([*common, "--out", str(tmp_path / "d"), "--batch-size", bad])
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2
+        err = capsys.readouterr().err
+        assert f"argument --batch-size: expected auto or an integer >= 1, got {shown}" in err
+        assert len([line for line in err.splitlines() if "error" in line]) == 1

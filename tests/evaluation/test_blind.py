@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -251,3 +252,162 @@ def test_report_context_carries_the_no_signal_reason():
     context = blind_context({"blind_baseline": blind}, [])
     assert context["no_signal"] == blind["no_signal"] and context["no_signal"].startswith("no signal")
     assert "same test fold" in context["validation"] and context["warning"] is None
+
+
+# -- the same baseline, computed faster and once per data set (issue 34) ----------------
+
+TRICKY = ["a", "ab cd\tef\n\ngh", "x\u00a0y  z", "é\u0301 ü ß ẞ İstanbul", "I", "\x00 nul\x00in", "😀 emoji 😀x",
+          "Déjà vu — “quoted” text's", "word word word", "A-b_c d.e 1999 2024", "ſ ﬁ Ⅻ ²³", "new\nline\ttab  two"]
+
+
+@pytest.mark.parametrize("block", [512, 7])  # texts counted together: one block, and several
+def test_ngram_counts_equal_scikit_learns_vectorizers(monkeypatch, block):
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    from copyprobe.evaluation import blind
+
+    monkeypatch.setattr(blind, "_TEXTS_PER_BLOCK", block)
+    texts = TRICKY + shifted_dataset(20)[0]
+    chars, words = blind.ngram_counts(texts)
+    for ours, vectorizer in ((chars, CountVectorizer(analyzer="char_wb", ngram_range=(2, 4), lowercase=False)),
+                             (words, CountVectorizer(analyzer="word", ngram_range=(1, 2),
+                                                     token_pattern=r"(?u)\b\w+\b"))):
+        theirs = vectorizer.fit_transform(texts)
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+        assert (ours != theirs).nnz == 0
+
+
+def test_fold_tfidf_equals_a_vectorizer_fitted_on_the_training_texts(monkeypatch):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from copyprobe.evaluation import blind
+
+    texts = shifted_dataset(30)[0] + TRICKY
+    train, test = np.arange(0, len(texts), 3), np.setdiff1d(np.arange(len(texts)), np.arange(0, len(texts), 3))
+    chars, _ = blind.ngram_counts(texts)
+    for limit in (100_000, 50):  # 50: the most frequent terms of the training part are kept, as max_features does
+        monkeypatch.setattr(blind, "MAX_FEATURES", limit)
+        ours_train, ours_test = blind._fold_tfidf(chars, train, test)
+        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, max_features=limit,
+                                     lowercase=False)
+        theirs_train = vectorizer.fit_transform([texts[i] for i in train])
+        theirs_test = vectorizer.transform([texts[i] for i in test])
+        assert ours_train.shape == theirs_train.shape and ours_test.shape == theirs_test.shape
+        assert abs(ours_train - theirs_train).max() < 1e-12 and abs(ours_test - theirs_test).max() < 1e-12
+
+
+def _per_fold_vectorizers(texts, meta, dates, y, splits, seed):
+    """The baseline as it was before issue 34: the vectorizers fitted on each fold's texts."""
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from copyprobe.evaluation.blind import KINDS
+
+    scores = {kind: np.full(len(y), np.nan) for kind in KINDS}
+    for train, test in splits:
+        chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, max_features=100_000,
+                                lowercase=False)
+        words = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True, max_features=100_000,
+                                token_pattern=r"(?u)\b\w+\b")
+        tr, te = [texts[i] for i in train], [texts[i] for i in test]
+        c_tr, c_te, w_tr, w_te = chars.fit_transform(tr), chars.transform(te), words.fit_transform(tr), words.transform(te)
+        scaler = StandardScaler().fit(meta[train])
+        for kind, (x_tr, x_te) in {
+            "combined": (sparse.hstack([c_tr, w_tr, dates[train]]).tocsr(), sparse.hstack([c_te, w_te, dates[test]]).tocsr()),
+            "char_ngrams": (c_tr, c_te), "words": (w_tr, w_te), "dates": (dates[train], dates[test]),
+            "length_date": (scaler.transform(meta[train]), scaler.transform(meta[test])),
+        }.items():
+            model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_tr, y[train])
+            scores[kind][test] = model.decision_function(x_te)
+    return scores
+
+
+@pytest.mark.parametrize("data", ["shifted", "unbalanced"])
+def test_result_equals_the_per_fold_vectorizers(monkeypatch, data):
+    from copyprobe.evaluation import blind
+
+    if data == "shifted":
+        texts, labels = shifted_dataset(40)
+        groups = None
+    else:
+        texts, labels, groups = unbalanced_null(1)
+    fast = blind_baseline(texts, labels, groups=groups, n_bootstrap=300)
+    monkeypatch.setattr(blind, "_out_of_fold", _per_fold_vectorizers)
+    slow = blind_baseline(texts, labels, groups=groups, n_bootstrap=300)
+    assert fast == slow
+
+
+def test_cached_baseline_is_reused_and_recomputed_when_the_data_changes(tmp_path, monkeypatch):
+    from copyprobe.evaluation import blind
+
+    texts, labels = shifted_dataset(20)
+    computed = []
+    real = blind.blind_baseline
+
+    def counting(*args, **kwargs):
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blind, "blind_baseline", counting)
+    first = blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path)
+    again = blind.cached_blind_baseline(list(texts), list(labels), None, 0, cache_dir=tmp_path)
+    assert len(computed) == 1 and again == first == real(texts, labels, seed=0)
+    assert len(list((tmp_path / "blind").glob("*.json"))) == 1
+    flipped = [1 - labels[0]] + labels[1:]
+    for changed in ((texts[:-1] + [texts[-1] + "!"], labels, None, 0), (texts, flipped, None, 0),
+                    (texts, labels, [f"d{i // 2}" for i in range(len(texts))], 0), (texts, labels, None, 1)):
+        blind.cached_blind_baseline(*changed, cache_dir=tmp_path)
+    assert len(computed) == 5
+    # a damaged or foreign cache file is recomputed and replaced, never trusted
+    path = next((tmp_path / "blind").glob(f"{blind.baseline_key(texts, labels, None, 0)}.json"))
+    path.write_text("{not json")
+    assert blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path) == first and len(computed) == 6
+    # an unwritable cache directory costs a recomputation, not the run
+    (tmp_path / "file").write_text("")
+    assert blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path / "file") == first
+
+
+def test_prefetch_is_taken_by_the_next_call_and_its_errors_reach_the_caller(tmp_path):
+    from copyprobe.evaluation import blind
+
+    texts, labels = shifted_dataset(15)
+    future = blind.prefetch(texts, labels, None, 0, cache_dir=tmp_path)
+    assert blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path) == future.result()
+    assert blind._RUNNING == {}
+    bad = blind.prefetch(texts, [2] * len(texts), None, 0, cache_dir=tmp_path)
+    with pytest.raises(DataError, match="labels must be 0 or 1"):
+        blind.cached_blind_baseline(texts, [2] * len(texts), None, 0, cache_dir=tmp_path)
+    assert isinstance(bad.exception(), DataError)
+
+
+def test_detect_and_rescore_compute_the_baseline_once(tmp_path, monkeypatch):
+    """detect starts the baseline before scoring; rescore of the run, and a second run on
+    the same data, read it back; the metrics equal those of a run with no cache at all."""
+    import shutil
+
+    import copyprobe
+    from copyprobe.backends.fake import FakeBackend
+    from copyprobe.evaluation import blind
+    from copyprobe.rescore import rescore
+
+    monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    texts, labels = shifted_dataset(20)
+    examples = [copyprobe.Example(id=str(i), text=t, label=y) for i, (t, y) in enumerate(zip(texts, labels))]
+    fitted = []
+    real = blind.blind_baseline
+    monkeypatch.setattr(blind, "blind_baseline", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    run = copyprobe.detect(FakeBackend(), examples, ["loss"], out=tmp_path / "run", cache=False, n_bootstrap=50)
+    assert len(fitted) == 1
+    rescore(tmp_path / "run")
+    copyprobe.detect(FakeBackend(), examples, ["zlib"], cache=False, n_bootstrap=50)
+    assert len(fitted) == 1
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == run.metrics
+    shutil.rmtree(tmp_path / "cache")
+    monkeypatch.setattr(blind, "prefetch", lambda *a, **k: pytest.fail("prefetch called"))
+    from copyprobe.detect import ScoringCollection
+
+    monkeypatch.setattr(ScoringCollection, "begin", lambda self: None)
+    uncached = copyprobe.detect(FakeBackend(), examples, ["loss"], cache=False, n_bootstrap=50)
+    assert len(fitted) == 2 and uncached.metrics == run.metrics

@@ -87,6 +87,21 @@ def test_slope_fits_log_probabilities_by_default():
         (expected - np.mean(lps)) / np.std(lps))
 
 
+def test_slope_is_scipy_linregress_bit_for_bit():
+    # saved runs' slope scores came from scipy.stats.linregress: the faster fit must not move them
+    from scipy import stats
+
+    from copyprobe.methods.slope import fitted_slope
+
+    rng = np.random.default_rng(7)
+    samples = [rng.normal(size=int(rng.integers(2, 400))) * rng.uniform(0.01, 30) for _ in range(500)]
+    samples += [np.array([1.0, 1.0]), np.array([-4.0, -4.0, -4.0]), np.array([0.0, 5e-324])]
+    for values in samples:
+        expected = float(stats.linregress(np.arange(len(values), dtype=np.float64), values).slope)
+        assert fitted_slope(values) == expected
+    assert np.isnan(fitted_slope(np.array([1.0, np.nan, 2.0])))
+
+
 def test_slope_ngram_fits_only_the_tokens_with_an_ngram_context():
     full = [-1.0, -0.5, -0.2, -0.1, -0.3]
     local = [-2.0, -2.5, -3.0]  # the n-gram answer for the last T - n = 3 tokens

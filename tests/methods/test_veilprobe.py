@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -80,14 +81,15 @@ def test_run_samples_perturbs_the_most_important_word_and_returns_features():
     target = FakeBackend(generate_fn=lambda r: f"suffix seed={r.seed} of [{r.prompt}]")
     subst = FakeBackend(spec="sub", generate_fn=lambda r: " port")
     backends = {None: target, "proxy": proxy, "sub": subst}
-    method = VeilProbe(reference="proxy", substituter="sub", gamma=0.1, n_samples=3, seed=7)
+    method = VeilProbe(reference="proxy", substituter="sub", gamma=0.1, n_samples=3, seed=7,
+                       attribution_scope="tail")
     assert method.models() == {"proxy", "sub"}
     feats = drive({"a": method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
     assert isinstance(feats, VeilFeatures), feats
 
     # FakeBackend scores a word given only the previous word, so removing word i changes
     # the log-prob of the following token only; the tail = later words + the proxy's
-    # greedy continuation.
+    # greedy continuation (attribution_scope=tail).
     full = (text + " and then the night fell").split()
     lp = proxy._word_logprob
 
@@ -110,6 +112,67 @@ def test_run_samples_perturbs_the_most_important_word_and_returns_features():
     assert target.calls["generate"] == 6
     assert proxy.calls["token_logprobs"] == len(words) + 1
     assert subst.calls["generate"] == 1
+
+
+def test_suffix_scope_measures_the_change_on_the_proxy_continuation_only():
+    # the paper's attribution: how removing a word changes the proxy's predictions of its
+    # own continuation. FakeBackend conditions each word on the previous one only, so only
+    # the last word of the text touches the continuation (its first token)
+    text = "the old harbour keeper counted seventeen lanterns before the storm"
+    words = text.split()
+    continuation = " and then the night fell"
+    proxy = FakeBackend(spec="proxy", generate_fn=lambda r: continuation)
+    backends = {None: FakeBackend(), "proxy": proxy, "sub": FakeBackend(spec="sub", generate_fn=lambda r: " gale")}
+    method = VeilProbe(reference="proxy", substituter="sub")
+    assert method.attribution_scope == "suffix"  # the default
+    feats = drive({"a": method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    lp = proxy._word_logprob
+    n_suffix = len(continuation.split())
+    last = abs(lp("storm", "and") - lp("the", "and")) / n_suffix
+    assert feats.importance == pytest.approx([0.0] * (len(words) - 1) + [last], abs=1e-6)
+    assert last > 0 and feats.key_words == ("storm",) and feats.perturbed_text.endswith("the gale")
+    assert proxy.calls["token_logprobs"] == len(words) + 1  # the same requests as the tail scope
+
+    # an empty continuation leaves nothing to measure there: every token after the word
+    silent = FakeBackend(spec="proxy", generate_fn=lambda r: "")
+    backends["proxy"] = silent
+    got = drive({"a": method.run(Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    tail = drive({"a": VeilProbe(reference="proxy", substituter="sub", attribution_scope="tail").run(
+        Example("a", text))}, backend_for=backends.__getitem__)["a"]
+    assert got.importance == tail.importance and any(v > 0 for v in got.importance[:-1])
+
+
+def test_suffix_scope_sends_each_block_of_words_with_the_text_before_it_as_context():
+    from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.methods.veilprobe import ATTRIBUTION_BLOCK
+
+    words = [f"w{i}" for i in range(2 * ATTRIBUTION_BLOCK + 3)]
+    text = " ".join(words[:5]) + ",  " + " ".join(words[5:]) + "."  # a double space inside
+    continuation = " and so on"
+    proxy = FakeBackend(spec="proxy", generate_fn=lambda r: continuation)
+    sent = []
+    answer = proxy.answer
+    proxy.answer = lambda requests, *a, **k: sent.extend(requests) or answer(requests, *a, **k)
+    backends = {None: FakeBackend(), "proxy": proxy, "sub": FakeBackend(spec="sub")}
+    feats = drive({"a": VeilProbe(reference="proxy", substituter="sub").run(Example("a", text))},
+                  backend_for=backends.__getitem__)["a"]
+    removed = [r for r in sent if isinstance(r, TokenLogprobsRequest)][1:]
+    assert len(removed) == len(words)
+    starts = [m.start() for m in re.finditer(r"\S+", text)]
+    tokens = text.split()
+    for i, request in enumerate(removed):
+        # the request is the text without word i (and its punctuation), cut before the
+        # whitespace before the first word of its block
+        assert (request.context + request.text).split() == tokens[:i] + tokens[i + 1:] + continuation.split()
+        first = i // ATTRIBUTION_BLOCK * ATTRIBUTION_BLOCK
+        assert request.context == (text[:starts[first]].rstrip() if first else "")
+    # the same importances as whole texts give (the fake scores a word after the one before it)
+    cont_words = len(continuation.split())
+    whole = proxy.answer([TokenLogprobsRequest(text + continuation)] + [
+        TokenLogprobsRequest(r.context + r.text) for r in removed])
+    want = [float(np.abs(np.subtract(whole[0].logprobs[-cont_words:], w.logprobs[-cont_words:])).mean())
+            for w in whole[1:]]
+    assert feats.importance == pytest.approx(want, abs=1e-6)
 
 
 def test_substituter_repeating_the_word_falls_back():

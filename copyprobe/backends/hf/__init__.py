@@ -4,6 +4,7 @@ One module per job:
 
 =================  ===========================================================================
 ``loading``        device and dtype, weight hashing, model directories, GGUF conversion cache
+``batching``       batches by memory (``batch_size="auto"``), the out-of-memory retry in halves
 ``backend``        :class:`HFBackend`: construction, identity, forward pass and LM head, prompts
 ``scoring``        token log-probs: sliding windows, n-gram contexts, streaming statistics
 ``generation``     greedy and seeded sampling, the one-token shortcut, stop strings

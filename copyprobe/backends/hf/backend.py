@@ -8,6 +8,7 @@ answered by a mixin in its own module: token log-probs (:mod:`.scoring`), genera
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -18,6 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest, checked_max_length
+from copyprobe.backends.hf.batching import (
+    AUTO,
+    CPU_TOKEN_BUDGET,
+    Batcher,
+    check_batch_size,
+    cuda_token_budget,
+    sequences_per_batch,
+)
 from copyprobe.backends.hf.choices import ChoiceLogprobsMixin
 from copyprobe.backends.hf.generation import GenerationMixin
 from copyprobe.backends.hf.loading import (
@@ -29,6 +38,7 @@ from copyprobe.backends.hf.loading import (
     load_pretrained,
     resolve_device,
     resolve_dtype,
+    weights_bytes,
 )
 from copyprobe.backends.hf.scoring import TokenLogprobsMixin, soft_cap
 from copyprobe.errors import BackendError, ConfigError
@@ -55,7 +65,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         spec: str = "",
         device: str = "auto",
         dtype: str = "auto",
-        batch_size: int = 8,
+        batch_size: int | str = "auto",
         max_length: int | None = None,
         chat: bool = False,
         logits_processors: Sequence[Any] | None = None,
@@ -63,15 +73,16 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         weights_id: str | None = None,
         source: str | None = None,
     ):
-
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
+        # "auto": token log-prob passes take a budget of padded tokens (see .batching);
+        # generation and multiple choice, which batch by count, take DEFAULT_SEQUENCES
+        self.batch_setting = check_batch_size(batch_size)
+        self.batch_size = sequences_per_batch(self.batch_setting)
+        self._text_batcher: Batcher | None = None
         self.device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.device)
         self.model = model.to(device=self.device, dtype=self.torch_dtype).eval()
         self.tokenizer = tokenizer
         self.spec = spec or str(getattr(model, "name_or_path", "") or type(model).__name__)
-        self.batch_size = batch_size
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         context = context_length(config) or 2048
         self.max_length = checked_max_length(max_length, context)
@@ -96,7 +107,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
                         dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a local model directory (or, for users with hub access, a hub id)."""
         resolved = resolve_device(device)
-        model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved))
+        model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved), resolved)
         weights_id = hash_model_dir(local) if local is not None else None
         return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
                    weights_id=weights_id, source=str(local) if local is not None else name_or_path, **options)
@@ -106,7 +117,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
                   dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a GGUF file (through the conversion cache, see :func:`load_gguf`)."""
         resolved = resolve_device(device)
-        model, tokenizer, file_sha, _ = load_gguf(path, resolve_dtype(dtype, resolved))
+        model, tokenizer, file_sha, _ = load_gguf(path, resolve_dtype(dtype, resolved), resolved)
         return cls(model, tokenizer, spec=spec or f"gguf:{path}", device=resolved, dtype=dtype,
                    weights_id=f"gguf:{file_sha}", source=str(path), **options)
 
@@ -116,6 +127,14 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         if str(path).endswith(".gguf") or Path(path).is_file():
             return cls.from_gguf(path, **kwargs)
         return cls.from_pretrained(str(path), **kwargs)
+
+    def renamed(self, spec: str) -> HFBackend:
+        """This loaded model under another spec (the same weights named twice in a run,
+        see :class:`copyprobe.session.Session`): it shares the weights, the tokenizer and
+        the batch limits, and answers like this one (same fingerprint, same cache entries)."""
+        twin = copy.copy(self)
+        twin.spec = spec
+        return twin
 
     def _pad_token_id(self) -> int:
         for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
@@ -154,6 +173,8 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
             "max_length": self.max_length,
             "vocab_size": self.vocab_size,
             "n_params": int(sum(p.numel() for p in self.model.parameters())),
+            "weights_bytes": weights_bytes(self.model),
+            "batch": self._batch_record(),
             "chat_template": bool(getattr(self.tokenizer, "chat_template", None)),
         })
         if self.fingerprint_extra:
@@ -185,7 +206,58 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
             raise
 
     def _oom_message(self) -> str:
+        if self.batch_setting == AUTO:
+            return (f"out of memory on {self.device} at {self.batch_size} sequences per batch (batch size auto): "
+                    f"give a smaller --batch-size")
         return f"out of memory on {self.device} at batch size {self.batch_size}: lower the batch size"
+
+    # -- batches ------------------------------------------------------------------------
+    def _text_batches(self) -> Batcher:
+        """The batches of token log-prob passes: by a token budget under "auto", else by
+        count. Made at first use, so that a GPU's free memory is read after every model of
+        the run that was loaded by then; kept (with any limit an out-of-memory error
+        lowered) for the backend's life."""
+        if self._text_batcher is None:
+            if self.batch_setting == AUTO:
+                self._text_batcher = Batcher(count=None, tokens=self._auto_token_budget(), device=self.device)
+            else:
+                self._text_batcher = Batcher(count=self.batch_setting, tokens=None, device=self.device)
+        return self._text_batcher
+
+    @property
+    def chunk_requests(self) -> int:
+        """Requests the response cache hands over (and commits) at a time: about
+        CHUNK_BATCHES batches, counting a text as 256 tokens under "auto"."""
+        from copyprobe.backends.cache import CHUNK_BATCHES
+
+        batches = self._text_batches()
+        per_batch = batches.count if batches.tokens is None else max(1, batches.tokens // 256)
+        return max(1, per_batch) * CHUNK_BATCHES
+
+    def _auto_token_budget(self) -> int:
+        if not str(self.device).startswith("cuda"):
+            return CPU_TOKEN_BUDGET
+        import torch
+
+        from copyprobe.backends.hf.scoring import SCORE_BLOCKS
+
+        dtype_bytes = torch.empty((), dtype=self.torch_dtype).element_size()
+        rows, block = SCORE_BLOCKS["cuda"]
+        # the streamed LM head holds about three float32 blocks of logits at its peak
+        reserved = 3 * 4 * block + rows * 4 * 16
+        return cuda_token_budget(self.device, self.model.config, dtype_bytes, self.max_length, reserved)
+
+    def _batch_record(self) -> dict[str, Any]:
+        """The batch setting as given and what it became, for the run record."""
+        batches = self._text_batches()
+        record: dict[str, Any] = {"setting": self.batch_setting, "sequences": self.batch_size}
+        if batches.tokens is not None:
+            record["token_budget"] = batches.tokens
+        if batches.shrunk:
+            record["shrunk_after_out_of_memory"] = True
+            if batches.count is not None:
+                record["texts_per_batch"] = batches.count
+        return record
 
     def _hidden(self, input_ids, attention_mask=None):
         out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)

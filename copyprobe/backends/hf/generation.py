@@ -105,7 +105,8 @@ class GenerationMixin:
         step_logprobs = None
         if request.top_logprobs > 0:
             stacked = torch.stack(output.logits, dim=1).float()  # [B, steps, V], raw model logits
-            step_logprobs = torch.log_softmax(stacked, dim=-1).topk(request.top_logprobs, dim=-1)
+            step_logprobs = torch.log_softmax(stacked, dim=-1).topk(min(request.top_logprobs, stacked.shape[-1]),
+                                                                    dim=-1)
         results = []
         for row, tokens in enumerate(new_tokens):
             results.append(self._finish(tokens, len(prompts[row]), request, eos_ids, step_logprobs, row))
@@ -147,7 +148,7 @@ class GenerationMixin:
             for begin in range(0, len(wanted), rows_per_head):
                 part = wanted[begin:begin + rows_per_head]
                 logits = self._logits(torch.stack([hidden[row, len(prompts[i]) - 1] for row, i in part]))
-                top = torch.log_softmax(logits, dim=-1).topk(request.top_logprobs, dim=-1) \
+                top = torch.log_softmax(logits, dim=-1).topk(min(request.top_logprobs, logits.shape[-1]), dim=-1) \
                     if request.top_logprobs > 0 else None
                 for k, (_, i) in enumerate(part):
                     scores = processors(torch.tensor([prompts[i]], device=self.device), logits[k:k + 1].clone())
@@ -180,11 +181,27 @@ class GenerationMixin:
             for step in range(count):
                 alternatives: dict[str, float] = {}
                 for value, token_id in zip(values[row, step].tolist(), ids[row, step].tolist()):
-                    piece = self.tokenizer.decode([token_id])
+                    piece = self._token_piece(token_id)
                     alternatives[piece] = max(value, alternatives.get(piece, -math.inf))
                 top.append(alternatives)
         return Generation(text=text, finish_reason=reason, prompt_tokens=prompt_len,
                           completion_tokens=count, top_logprobs=top)
+
+    def _token_piece(self, token_id: int) -> str:
+        """A token's text as it reads after other text: " the", with its space. Decoding
+        the token alone loses the space where the tokenizer's decoder strips the text's
+        first space (Llama and Mistral SentencePiece tokenizers: "▁the" -> "the"), so it
+        is decoded after an anchor token ("a") and the anchor's text cut off; no clean-up
+        of spaces before punctuation (" ," stays " ,")."""
+        anchor = getattr(self, "_piece_anchor", None)
+        if anchor is None:
+            ids = self.tokenizer.encode("a", add_special_tokens=False)
+            anchor = self._piece_anchor = (ids, self.tokenizer.decode(ids, clean_up_tokenization_spaces=False))
+        ids, text = anchor
+        joined = self.tokenizer.decode([*ids, token_id], clean_up_tokenization_spaces=False)
+        if ids and joined.startswith(text):
+            return joined[len(text):]
+        return self.tokenizer.decode([token_id], clean_up_tokenization_spaces=False)
 
     def _eos_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id

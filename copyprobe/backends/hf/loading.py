@@ -21,9 +21,6 @@ from typing import Any
 
 from copyprobe.errors import BackendError, ConfigError, one_line
 
-# Content hashing of HF weight files is skipped (names and sizes only) above this size.
-HASH_CONTENT_LIMIT = 1 << 30
-
 GGUF_MAGIC = b"GGUF"
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -80,15 +77,82 @@ def dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def weights_bytes(model) -> int:
+    """Memory the model's weights take (tied weights once), for the run record."""
+    return int(sum(p.numel() * p.element_size() for p in model.parameters()))
+
+
 # -- hashing ---------------------------------------------------------------------------
 
 
+# Files this large have their sha256 remembered (see sha256_file); smaller ones hash in
+# milliseconds.
+HASH_MEMO_MIN_BYTES = 16 << 20
+HASH_MEMO_FILE = "file-hashes.json"
+_hash_memo: dict[str, Any] | None = None
+
+
 def sha256_file(path: str | os.PathLike) -> str:
+    """The file's sha256. Hashing a model's weights takes seconds (2.2 s for SmolLM2's
+    540 MB on this project's machine, as long as loading them), so a large file's hash is
+    remembered in ``<cache>/file-hashes.json`` with its stat: size, modification and
+    status-change times, inode and device. Writing to a file changes its status-change
+    time, which no program can set back, and replacing it changes the inode, so the same
+    stat means the same content; any change is hashed again."""
+    file = Path(path)
+    before = file.stat()
+    if before.st_size < HASH_MEMO_MIN_BYTES:
+        return _read_sha256(file)
+    key, stamp = str(file.resolve()), _stamp(before)
+    memo = _hash_memo_entries()
+    entry = memo.get(key)
+    if isinstance(entry, dict) and entry.get("stat") == stamp and isinstance(entry.get("sha256"), str):
+        return entry["sha256"]
+    digest = _read_sha256(file)
+    if _stamp(file.stat()) == stamp:  # unchanged while it was read
+        memo[key] = {"stat": stamp, "sha256": digest}
+        _save_hash_memo(memo)
+    return digest
+
+
+def _read_sha256(file: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(file, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _stamp(stat: os.stat_result) -> list[int]:
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+
+
+def _hash_memo_entries() -> dict[str, Any]:
+    global _hash_memo
+    if _hash_memo is None:
+        try:
+            loaded = json.loads((cache_base_dir() / HASH_MEMO_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # absent or damaged: start afresh
+            loaded = {}
+        _hash_memo = loaded if isinstance(loaded, dict) else {}
+    return _hash_memo
+
+
+def _save_hash_memo(memo: dict[str, Any]) -> None:
+    """Merge into the file (another process may have added entries) and replace it
+    atomically; a cache directory that cannot be written only costs the next hash."""
+    from copyprobe.files import atomic_write
+
+    target = cache_base_dir() / HASH_MEMO_FILE
+    try:
+        on_disk = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        on_disk = {}
+    merged = {**(on_disk if isinstance(on_disk, dict) else {}), **memo}
+    try:
+        atomic_write(target, json.dumps(merged, indent=1, sort_keys=True))
+    except OSError:
+        pass
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
@@ -98,8 +162,11 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 
 
 def hash_model_dir(path: str | os.PathLike) -> str:
-    """Identify a model directory: config + tokenizer files by content, weights by content
-    when they total under 1 GiB, else by names and sizes (hashing many GB takes minutes)."""
+    """Identify a model directory: config, tokenizer and weight files by content. Weights
+    are hashed whatever their size (the hash is remembered by the file's stat, so a model
+    is read for it once): two checkpoints of one model (a fine-tune's epochs) have the same
+    file names and sizes, and a fingerprint of names and sizes made the response cache
+    answer for one with the other's answers (Qwen2.5-0.5B, 2 GB, before 2026-11-27)."""
     root = Path(path)
     digest = hashlib.sha256()
     for name in ("config.json", *_TOKENIZER_FILES):
@@ -107,11 +174,9 @@ def hash_model_dir(path: str | os.PathLike) -> str:
         if file.is_file():
             digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(file)))
     weights = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
-    by_content = sum(p.stat().st_size for p in weights) < HASH_CONTENT_LIMIT
     for file in weights:
         digest.update(file.name.encode() + b"\0" + str(file.stat().st_size).encode())
-        if by_content:
-            digest.update(bytes.fromhex(sha256_file(file)))
+        digest.update(bytes.fromhex(sha256_file(file)))
     return digest.hexdigest()
 
 
@@ -159,8 +224,16 @@ def local_directory(name_or_path: str) -> Path | None:
     return local if looks_local else None
 
 
-def load_pretrained(name_or_path: str, torch_dtype) -> tuple[Any, Any, Path | None]:
-    """(model, tokenizer, local directory or None for a hub id)."""
+def placement(device: str | None) -> dict[str, Any]:
+    """``from_pretrained`` options that put the weights on ``device`` as they are read: on a
+    GPU the file goes to its memory directly instead of to host memory first and then
+    across (``.to(device)`` afterwards is then a no-op)."""
+    return {"device_map": device} if device is not None and str(device).startswith("cuda") else {}
+
+
+def load_pretrained(name_or_path: str, torch_dtype, device: str | None = None) -> tuple[Any, Any, Path | None]:
+    """(model, tokenizer, local directory or None for a hub id); with ``device``, the
+    weights are read onto it (:func:`placement`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers()
@@ -168,7 +241,7 @@ def load_pretrained(name_or_path: str, torch_dtype) -> tuple[Any, Any, Path | No
     where = str(local) if local is not None else name_or_path
     try:
         tokenizer = AutoTokenizer.from_pretrained(where)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype)
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **placement(device))
     except Exception as exc:
         raise BackendError(f"cannot load model {name_or_path!r}: {one_line(exc)}") from exc
     return model, tokenizer, local
@@ -241,7 +314,7 @@ def check_gguf_file(path: str | os.PathLike) -> Path:
     return file
 
 
-def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool]:
+def load_gguf(path: str | os.PathLike, torch_dtype, device: str | None = None) -> tuple[Any, Any, str, bool]:
     """Load a GGUF file as a dense transformers model.
 
     Returns (model, tokenizer, sha256 of the file, whether the conversion cache was used).
@@ -258,7 +331,7 @@ def load_gguf(path: str | os.PathLike, torch_dtype) -> tuple[Any, Any, str, bool
     cached = cache_base_dir() / "models" / file_sha
     if (cached / "copyprobe-source.json").is_file():
         try:
-            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, **placement(device))
             tokenizer = AutoTokenizer.from_pretrained(cached)
             return model, tokenizer, file_sha, True
         except Exception:  # noqa: BLE001 - a damaged cache entry is rebuilt below

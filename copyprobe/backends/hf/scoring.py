@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.backends.hf.batching import Batcher
 from copyprobe.errors import ConfigError
 
 # Token statistics: (rows per chunk, logits per vocabulary block). On CPU a block of
@@ -85,7 +86,14 @@ def soft_cap(logits, softcap: float | None):
 
 def score_rows(hidden, targets, head, softcap: float | None = None) -> dict[str, Any]:
     """Log-prob, mu, sigma and rank (the :data:`STATS`) of ``targets`` [N] given hidden
-    rows [N, H] and the LM head (a linear layer), as CPU tensors of N values each.
+    rows [N, H] and the LM head (a linear layer), as CPU tensors of N values each (see
+    :func:`score_stats`)."""
+    return {name: values.cpu() for name, values in score_stats(hidden, targets, head, softcap).items()}
+
+
+def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str, Any]:
+    """:func:`score_rows` on the device of ``hidden``, without waiting for it: nothing here
+    copies a value to the host, so a GPU runs the whole computation queued.
 
     The LM head runs one vocabulary block at a time and the statistics are accumulated
     online (running max, as in a streaming softmax), so each block of logits is used
@@ -126,10 +134,11 @@ def score_rows(hidden, targets, head, softcap: float | None = None) -> dict[str,
             block = soft_cap(F.linear(rows, weight[begin:end], None if bias is None else bias[begin:end]).float(),
                              softcap)
             above += (block > target_logit).sum(-1)
+            # never count the target as above itself (rows whose target is in this block);
+            # computed for every row rather than tested with any(), which would wait for the device
             inside = (target >= begin) & (target < end)
-            if bool(inside.any()):  # never count the target as above itself
-                own = block.gather(1, (target - begin).clamp(0, end - begin - 1).unsqueeze(1)).squeeze(1)
-                above -= (inside & (own > target_logit.squeeze(1))).long()
+            own = block.gather(1, (target - begin).clamp(0, end - begin - 1).unsqueeze(1)).squeeze(1)
+            above -= (inside & (own > target_logit.squeeze(1))).long()
             block.sub_(target_logit)  # y
             new_max = torch.maximum(running_max, block.amax(-1, keepdim=True))
             scale = (running_max - new_max).exp().squeeze(1).double()
@@ -150,7 +159,29 @@ def score_rows(hidden, targets, head, softcap: float | None = None) -> dict[str,
         mean_y = y_sum / z_sum
         sigma = (y2_sum / z_sum - mean_y.square()).clamp_min(0).sqrt()
         parts.append({"logprobs": -log_norm, "mu": mean_y - log_norm, "sigma": sigma, "rank": above + 1})
-    return {name: torch.cat([part[name] for part in parts]).cpu() for name in STATS}
+    return {name: torch.cat([part[name] for part in parts]) for name in STATS}
+
+
+class QueuedScores:
+    """:func:`score_stats` results on their way to the host: on a GPU the copy is queued
+    behind the kernels that compute them (into pinned memory) and :meth:`lists` waits for
+    it, so the next batch can be queued before this one is read."""
+
+    def __init__(self, scores: dict[str, Any], device: str):
+        if str(device).startswith("cuda"):
+            import torch
+
+            self.host = {name: values.to("cpu", non_blocking=True) for name, values in scores.items()}
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+        else:
+            self.host = scores
+            self.ready = None
+
+    def lists(self) -> dict[str, list]:
+        if self.ready is not None:
+            self.ready.synchronize()
+        return {name: values.tolist() for name, values in self.host.items()}
 
 
 class Window(NamedTuple):
@@ -202,10 +233,13 @@ def context_windows(context_ids: list[int], ids: list[int], lead_ids: list[int],
 
 
 class Completion:
-    """Counts outstanding work units per request; reports finished requests to progress."""
+    """Counts outstanding work units per request; reports finished requests to progress,
+    and each finished request to ``on_finished(index)``."""
 
-    def __init__(self, progress: Callable[[int], Any] | None):
+    def __init__(self, progress: Callable[[int], Any] | None,
+                 on_finished: Callable[[int], Any] | None = None):
         self.progress = progress
+        self.on_finished = on_finished
         self.left: dict[int, int] = {}
         self.finished = 0
 
@@ -216,14 +250,20 @@ class Completion:
         self.left[index] -= units
         if self.left[index] == 0:
             self.finished += 1
+            if self.on_finished is not None:
+                self.on_finished(index)
 
     def flush(self) -> None:
         if self.progress and self.finished:
             self.progress(self.finished)
         self.finished = 0
 
-    def finish_empty(self, count: int) -> None:
-        self.finished += count
+    def finish_empty(self, indices: list[int]) -> None:
+        """Requests with nothing to score: finished before any work."""
+        self.finished += len(indices)
+        if self.on_finished is not None:
+            for index in indices:
+                self.on_finished(index)
         self.flush()
 
 
@@ -248,18 +288,29 @@ class ScoreBuffer:
 
 class TokenLogprobsMixin:
     """``TokenLogprobsRequest`` answers for :class:`~copyprobe.backends.hf.HFBackend`, from
-    its tokenizer, ``max_length``, ``lead_ids``, ``batch_size``, ``device``, LM head
-    (``_head``, ``_softcap``) and forward passes (``_padded_hidden``, ``_decoder``)."""
+    its tokenizer, ``max_length``, ``lead_ids``, ``device``, batches (``_text_batches``,
+    a :class:`~copyprobe.backends.hf.batching.Batcher`), LM head (``_head``, ``_softcap``)
+    and forward passes (``_padded_hidden``, ``_decoder``)."""
 
-    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None):
-        """See the module docstring for windows and n-gram contexts."""
-        tracker = Completion(progress)
-        token_ids = [list(self.tokenizer(r.text).input_ids) for r in requests]
+    def _answer_token_logprobs(self, requests: list[TokenLogprobsRequest], progress=None, on_result=None):
+        """See the module docstring for windows and n-gram contexts. Each answer is made,
+        and given to ``on_result(index, answer)``, as soon as its last token is scored: on
+        a GPU that happens while the next batch runs (see :mod:`.batching`), so the
+        caller's work on it (the response cache encodes it) overlaps the device's."""
+        answers: list[TokenLogprobs | None] = [None] * len(requests)
+
+        def finish(index: int) -> None:
+            answers[index] = self._token_answer(requests[index], token_ids[index], results[index])
+            if on_result is not None:
+                on_result(index, answers[index])
+
+        tracker = Completion(progress, finish)
+        token_ids = [list(ids) for ids in self.tokenizer([r.text for r in requests]).input_ids] if requests else []
         results = [ScoreBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
         jobs: list[tuple[int, Window]] = []  # (request, window)
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
         n_lead = len(self.lead_ids)
-        empty = 0
+        empty: list[int] = []
         prefixed: dict[tuple[int, ...], list[int]] = {}  # context ids -> requests run on its KV cache
         for index, (request, ids) in enumerate(zip(requests, token_ids)):
             if request.ngram_drop_short and request.ngram is None:
@@ -267,7 +318,7 @@ class TokenLogprobsMixin:
             if request.context:
                 ids = self._plan_context(index, request, token_ids, results, prefixed, jobs, tracker)
                 if ids is None:
-                    empty += 1
+                    empty.append(index)
                 continue
             if request.ngram is not None and (
                     isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
@@ -279,7 +330,7 @@ class TokenLogprobsMixin:
             if request.ngram_drop_short:
                 results[index] = ScoreBuffer(max(len(ids) - first_ngram, 0))
             if len(ids) < 2 or not len(results[index].filled):
-                empty += 1
+                empty.append(index)
                 continue
             if request.ngram is None:
                 planned = windows(ids, lead, self.max_length)
@@ -304,20 +355,21 @@ class TokenLogprobsMixin:
             self._run_windows(jobs, results, tracker)
             self._run_contexts(contexts, results, tracker)
 
-        answers = []
-        for request, ids, result in zip(requests, token_ids, results):
-            assert result.complete(), "every token must be scored exactly once"
-            values = result.values
-            answers.append(TokenLogprobs(
-                token_ids=ids,
-                logprobs=values["logprobs"],
-                mu=values["mu"] if request.stats else None,
-                sigma=values["sigma"] if request.stats else None,
-                rank=values["rank"] if request.stats else None,
-                # token strings let word-level methods (info_probe, veilprobe) map tokens to words
-                tokens=self.tokenizer.convert_ids_to_tokens(ids),
-            ))
+        assert all(answer is not None for answer in answers), "every request must finish"
         return answers
+
+    def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ScoreBuffer) -> TokenLogprobs:
+        assert result.complete(), "every token must be scored exactly once"
+        values = result.values
+        return TokenLogprobs(
+            token_ids=ids,
+            logprobs=values["logprobs"],
+            mu=values["mu"] if request.stats else None,
+            sigma=values["sigma"] if request.stats else None,
+            rank=values["rank"] if request.stats else None,
+            # token strings let word-level methods (info_probe, veilprobe) map tokens to words
+            tokens=self.tokenizer.convert_ids_to_tokens(ids),
+        )
 
     def _plan_context(self, index: int, request: TokenLogprobsRequest, token_ids: list[list[int]],
                       results: list[ScoreBuffer], prefixed: dict, jobs: list, tracker: Completion):
@@ -348,7 +400,7 @@ class TokenLogprobsMixin:
                       results: list[ScoreBuffer], tracker: Completion) -> None:
         """Texts after a shared context: the context runs once (per call) with a KV cache,
         each batch of texts extends a copy of it, and the context's last hidden state
-        scores every text's first token."""
+        scores every text's first token. A batch's padded tokens count the context too."""
         import copy
 
         import torch
@@ -357,9 +409,10 @@ class TokenLogprobsMixin:
             out = self._decoder(input_ids=torch.tensor([context], device=self.device), use_cache=True)
             context_cache = out.past_key_values
             context_last = out.last_hidden_state[0, -1:]
+            del out
             indices = sorted(indices, key=lambda i: len(token_ids[i]), reverse=True)
-            for start in range(0, len(indices), self.batch_size):
-                batch = indices[start:start + self.batch_size]
+
+            def forward(batch: list[int], context=context, context_cache=context_cache, context_last=context_last):
                 width = max(len(token_ids[i]) for i in batch)
                 input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
                 mask = torch.zeros((len(batch), len(context) + width), dtype=torch.long)
@@ -377,8 +430,10 @@ class TokenLogprobsMixin:
                     rows.append(context_last)
                     rows.append(hidden[row, :len(token_ids[i]) - 1])
                     targets.extend(token_ids[i])
-                scores = self._score_rows(torch.cat(rows), torch.tensor(targets, device=self.device))
-                del hidden, cache
+                return self._queue_scores(torch.cat(rows), targets)
+
+            def store(batch: list[int], queued: QueuedScores) -> None:
+                scores = queued.lists()
                 cursor = 0
                 for i in batch:
                     results[i].put(0, scores, cursor, len(token_ids[i]))
@@ -386,25 +441,31 @@ class TokenLogprobsMixin:
                     tracker.done(i)
                 tracker.flush()
 
-    def _score_rows(self, hidden, targets) -> dict[str, list]:
-        return {name: values.tolist() for name, values in
-                score_rows(hidden, targets, self._head, self._softcap).items()}
+            self._text_batches().run(indices, lambda i, n=len(context): n + len(token_ids[i]), forward, store)
+
+    def _queue_scores(self, rows, targets: list[int]) -> QueuedScores:
+        import torch
+
+        return QueuedScores(score_stats(rows, torch.tensor(targets, device=self.device), self._head, self._softcap),
+                            self.device)
 
     def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ScoreBuffer],
                      tracker: Completion) -> None:
         import torch
 
         jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
-        for start in range(0, len(jobs), self.batch_size):
-            batch = jobs[start:start + self.batch_size]
+
+        def forward(batch: list[tuple[int, Window]]) -> QueuedScores:
             hidden = self._padded_hidden([window.ids for _, window in batch])
             rows, targets = [], []
             for row, (_, window) in enumerate(batch):
                 # logits at position j-1 score the token at position j
                 rows.append(hidden[row, window.first - 1:len(window.ids) - 1])
                 targets.extend(window.ids[window.first:])
-            scores = self._score_rows(torch.cat(rows), torch.tensor(targets, device=self.device))
-            del hidden
+            return self._queue_scores(torch.cat(rows), targets)
+
+        def store(batch: list[tuple[int, Window]], queued: QueuedScores) -> None:
+            scores = queued.lists()
             cursor = 0
             for index, window in batch:
                 # window position j is text position j + offset, whose score sits at j + offset - 1
@@ -413,6 +474,8 @@ class TokenLogprobsMixin:
                 cursor += span
                 tracker.done(index)
             tracker.flush()
+
+        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store)
 
     def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
                       results: list[ScoreBuffer], tracker: Completion) -> None:
@@ -423,23 +486,36 @@ class TokenLogprobsMixin:
         by_width: dict[int, list] = {}
         for item in contexts.items():  # requests may ask for different n
             by_width.setdefault(len(item[0]), []).append(item)
-        for group in by_width.values():
-            group.sort(key=lambda item: item[0])  # contexts that share a prefix sit together
-            for start in range(0, len(group), MAX_NGRAM_BATCH):
-                batch = group[start:start + MAX_NGRAM_BATCH]
-                last = self._context_states([key for key, _ in batch])
-                rows, targets, owners = [], [], []
-                for row, (_, users) in enumerate(batch):
-                    for index, slot, target in users:
-                        rows.append(row)
-                        targets.append(target)
-                        owners.append((index, slot))
-                scores = self._score_rows(last[torch.tensor(rows, device=self.device)],
-                                          torch.tensor(targets, device=self.device))
-                for k, (index, slot) in enumerate(owners):
+
+        def forward(batch: list) -> QueuedScores:
+            last = self._context_states([key for key, _ in batch])
+            rows, targets = [], []
+            for row, (_, users) in enumerate(batch):
+                for _index, _slot, target in users:
+                    rows.append(row)
+                    targets.append(target)
+            return self._queue_scores(last[torch.tensor(rows, device=self.device)], targets)
+
+        def store(batch: list, queued: QueuedScores) -> None:
+            scores = queued.lists()
+            k = 0
+            for _, users in batch:
+                for index, slot, _target in users:
                     results[index].put(slot, scores, k)
                     tracker.done(index)
-                tracker.flush()
+                    k += 1
+            tracker.flush()
+
+        for group in by_width.values():
+            group.sort(key=lambda item: item[0])  # contexts that share a prefix sit together
+            self._ngram_batches().run(group, lambda item: len(item[0]), forward, store)
+
+    def _ngram_batches(self) -> Batcher:
+        """Batches of n-gram contexts (:data:`MAX_NGRAM_BATCH` at most), kept smaller after
+        an out-of-memory error."""
+        if getattr(self, "_ngram_batcher", None) is None:
+            self._ngram_batcher = Batcher(count=MAX_NGRAM_BATCH, tokens=None, device=self.device, what="contexts")
+        return self._ngram_batcher
 
     def _context_states(self, keys: list[tuple[int, ...]]):
         """Last-position hidden states of equal-length contexts, shared prefixes once."""

@@ -1,0 +1,171 @@
+"""Loading costs (issue 34 item 5): remembered file hashes, weights read onto a GPU
+directly, and a model named twice in one run loaded once."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from model_helpers import make_byte_tokenizer, make_tiny_model
+
+from copyprobe.backends.base import TokenLogprobsRequest
+from copyprobe.backends.hf import HFBackend, loading
+from copyprobe.session import Session
+
+
+@pytest.fixture
+def memo_dir(tmp_path, monkeypatch):
+    """A fresh cache directory and remembered-hash file, with every file 'large'."""
+    monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(loading, "HASH_MEMO_MIN_BYTES", 1)
+    monkeypatch.setattr(loading, "_hash_memo", None)
+    reads: list[str] = []
+    real = loading._read_sha256
+
+    def counted(file):
+        reads.append(file.name)
+        return real(file)
+
+    monkeypatch.setattr(loading, "_read_sha256", counted)
+    return reads
+
+
+def direct_sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_a_large_files_hash_is_remembered_until_the_file_changes(memo_dir, tmp_path, monkeypatch):
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"a" * 4096)
+    first = loading.sha256_file(weights)
+    assert first == direct_sha256(weights) and memo_dir == ["weights.bin"]
+    assert loading.sha256_file(weights) == first and memo_dir == ["weights.bin"]  # not read again
+    # another process reads the remembered hash from the cache directory
+    monkeypatch.setattr(loading, "_hash_memo", None)
+    assert loading.sha256_file(weights) == first and len(memo_dir) == 1
+    # same size, content changed, modification time put back: the status-change time moved
+    stat = weights.stat()
+    with open(weights, "r+b") as handle:
+        handle.write(b"b")
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = loading.sha256_file(weights)
+    assert changed == direct_sha256(weights) != first and len(memo_dir) == 2
+    # replaced by another file (a new inode) with the same bytes: hashed again, same hash
+    replacement = tmp_path / "new.bin"
+    replacement.write_bytes(weights.read_bytes())
+    os.replace(replacement, weights)
+    assert loading.sha256_file(weights) == changed and len(memo_dir) == 3
+
+
+def test_small_files_are_always_read(memo_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(loading, "HASH_MEMO_MIN_BYTES", 1 << 20)
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    loading.sha256_file(config)
+    loading.sha256_file(config)
+    assert memo_dir == ["config.json", "config.json"]
+    assert not (tmp_path / "cache" / loading.HASH_MEMO_FILE).exists()
+
+
+def test_a_damaged_hash_file_is_ignored(memo_dir, tmp_path):
+    memo = tmp_path / "cache" / loading.HASH_MEMO_FILE
+    memo.parent.mkdir(parents=True)
+    memo.write_text("{not json")
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"x" * 100)
+    assert loading.sha256_file(weights) == direct_sha256(weights)
+    assert str(weights.resolve()) in memo.read_text()
+
+
+def test_model_directory_fingerprint_reads_the_weights_once(memo_dir, tmp_path):
+    directory = tmp_path / "tiny"
+    make_tiny_model().save_pretrained(directory)
+    make_byte_tokenizer().save_pretrained(directory)
+    first = loading.hash_model_dir(directory)
+    assert "model.safetensors" in memo_dir and "config.json" in memo_dir
+    reads = len(memo_dir)
+    assert loading.hash_model_dir(directory) == first
+    assert len(memo_dir) == reads  # nothing read again (every file counts as large here)
+
+
+def test_weights_are_read_onto_a_gpu_directly(monkeypatch, tmp_path):
+    import transformers
+
+    directory = tmp_path / "tiny"
+    make_tiny_model().save_pretrained(directory)
+    make_byte_tokenizer().save_pretrained(directory)
+    calls = []
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("device_map"))
+        kwargs.pop("device_map", None)  # no GPU here: load on the CPU after recording the request
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", spy)
+    loading.load_pretrained(str(directory), torch.float32, "cuda:0")
+    loading.load_pretrained(str(directory), torch.float32, "cpu")
+    loading.load_pretrained(str(directory), torch.float32)
+    assert calls == ["cuda:0", None, None]
+
+
+def test_a_gguf_named_twice_in_one_run_is_loaded_once(tiny_gguf, tmp_path, monkeypatch):
+    from copyprobe.backends.hf import backend as hf_backend
+
+    monkeypatch.setenv("COPYPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    loads = []
+    real = hf_backend.load_gguf
+
+    def counted(*args, **kwargs):
+        loads.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hf_backend, "load_gguf", counted)
+    link = tmp_path / "same-file.gguf"
+    link.symlink_to(tiny_gguf)
+    monkeypatch.chdir(tiny_gguf.parent)
+    with Session(f"gguf:{tiny_gguf}", cache=False, device="cpu", dtype="float32") as session:
+        reference = session.backend_for(f"gguf:{link}")  # another spelling of the same file
+        again = session.backend_for(f"gguf:./{tiny_gguf.name}")
+        assert len(loads) == 1
+        assert reference.spec == f"gguf:{link}" and again.spec == f"gguf:./{tiny_gguf.name}"
+        assert reference.fingerprint == session.target.fingerprint
+        assert reference.model is session.target.model
+        request = [TokenLogprobsRequest("the cat sat")]
+        assert reference.answer(request) == session.target.answer(request)
+        _, others = session.model_info()
+        assert set(others) == {f"gguf:{link}", f"gguf:./{tiny_gguf.name}"}
+    # a different file is loaded
+    other = tmp_path / "other.gguf"
+    other.write_bytes(tiny_gguf.read_bytes())
+    with Session(f"gguf:{tiny_gguf}", cache=False, device="cpu", dtype="float32") as session:
+        session.backend_for(f"gguf:{other}")
+    assert len(loads) == 3
+
+
+def test_a_renamed_backend_shares_the_model_under_its_own_name():
+    backend = HFBackend(make_tiny_model(), make_byte_tokenizer(), spec="one", device="cpu", dtype="float32")
+    twin = backend.renamed("two")
+    assert (twin.spec, backend.spec) == ("two", "one")
+    assert twin.model is backend.model and twin.fingerprint == backend.fingerprint
+    assert twin.info()["spec"] == "two"
+
+
+def test_checkpoints_of_equal_size_differ_above_a_gigabyte(memo_dir, tmp_path):
+    # two epochs of one fine-tune: the same file names and sizes, other bytes; sparse
+    # files of 1.1 GiB (the size above which weights were once identified by size alone)
+    size = (1 << 30) + (100 << 20)
+    hashes = []
+    for name, byte in (("epoch1", b"\x01"), ("epoch2", b"\x02")):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "config.json").write_text('{"model_type": "llama"}')
+        with open(directory / "model.safetensors", "wb") as handle:
+            handle.seek(size // 2)
+            handle.write(byte)
+            handle.truncate(size)
+        hashes.append(loading.hash_model_dir(directory))
+    assert hashes[0] != hashes[1]
