@@ -50,6 +50,9 @@ N_CLEAN = 6
 # what a row's audits are computed with; "t"/"rank" guard: evaluation.guard.rank_standing
 TEST = "t"
 GUARDS = ("rank", "t")
+# what each method needs of the model, for the table (others: --access)
+ACCESS = {"topk_loss": "top-k log-probs", "prefix_probe": "generation", "samia": "generation",
+          "decop": "generation", "name_cloze": "generation"}
 
 
 def plant_models(plant: Path, epochs: list[int] | None) -> dict[int, Path]:
@@ -176,7 +179,7 @@ def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
             m = (metrics.get(method) or {}) if method_params == params.get(method, {}) else passage_auc(rows, method)
             out.append({
                 "plant": str(plant), "model": str(model_dir), "data": passages, **exposure(plant, epoch),
-                "access": args.access, "method": method, "params": method_params,
+                "access": ACCESS.get(method, args.access), "method": method, "params": method_params,
                 "subset": {"members": args.members, "held": args.held, "passages_per_letter": args.passages_per_letter},
                 "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
                 "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
