@@ -147,12 +147,29 @@ def subset(examples: list, members: int | None, held: int | None, per_letter: in
     return out
 
 
+def with_paraphrases(examples: list, csv_path: Path) -> list:
+    """The passages a BookTection-layout CSV (id, Example_A..D, Answer) has paraphrases
+    for, with them, so DE-COP asks no model to write any."""
+    import csv
+    from dataclasses import replace
+
+    with open(csv_path, newline="", encoding="utf-8") as handle:
+        given = {row["id"]: row for row in csv.DictReader(handle)}
+    keys = ("Example_A", "Example_B", "Example_C", "Example_D", "Answer")
+    out = [replace(e, meta={**(e.meta or {}), **{k: given[e.id][k] for k in keys}}) for e in examples if e.id in given]
+    if not out:
+        raise SystemExit(f"{csv_path} has paraphrases for none of the plant's passages")
+    return out
+
+
 def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
     import copyprobe
 
     plant = Path(args.plant)
     data = copyprobe.load_dataset(str(plant / "data.jsonl"))
     examples = subset(data.examples, args.members, args.held, args.passages_per_letter)
+    if args.paraphrases:
+        examples = with_paraphrases(examples, Path(args.paraphrases))
     texts = {e.id: e.text for e in examples}
     passages = data_key(plant / "data.jsonl")
     params = parse_params(args.param)
@@ -180,7 +197,8 @@ def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
             out.append({
                 "plant": str(plant), "model": str(model_dir), "data": passages, **exposure(plant, epoch),
                 "access": ACCESS.get(method, args.access), "method": method, "params": method_params,
-                "subset": {"members": args.members, "held": args.held, "passages_per_letter": args.passages_per_letter},
+                "subset": {"members": args.members, "held": args.held, "passages_per_letter": args.passages_per_letter,
+                           "paraphrases": args.paraphrases},
                 "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
                 "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
                 "alpha": args.alpha, "test": TEST, "score_s": round(seconds, 1),
@@ -321,6 +339,7 @@ def main(argv=None) -> int:
     p.add_argument("--members", type=int, help="only the first N member letters (a slow method)")
     p.add_argument("--held", type=int, help="only the first N non-members beyond the 6 clean ones")
     p.add_argument("--passages-per-letter", type=int, help="only the first N passages of each letter")
+    p.add_argument("--paraphrases", help="a BookTection CSV: only its passages, with its paraphrases (DE-COP)")
     p.add_argument("--alpha", type=float, default=ALPHA)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--n-bootstrap", type=int, default=1000)
