@@ -36,25 +36,24 @@ def strength(row: Mapping[str, Any]) -> float:
     return math.log(max(1, int(row["exposures"]))) - math.log1p(float(row.get("dilution") or 0.0))
 
 
+def _amount(x: float) -> str:
+    """10.007 -> '10', 1.0105 -> '1', 0.5 -> '0.5': a plant's dilution is what its seeded
+    prefix of the background reached, a hair above the asked-for multiple."""
+    return f"{round(x) if x >= 10 else round(x, 1):g}"
+
+
 def describe(row: Mapping[str, Any]) -> str:
-    """'12 times', 'once among 10x other text' ..."""
+    """'seen 3 times with no other text', 'seen once among 10x as much other text' ..."""
     n = int(row["exposures"])
     times = "once" if n == 1 else "twice" if n == 2 else f"{n} times"
     dilution = float(row.get("dilution") or 0.0)
-    return f"seen {times}" + (f" among {dilution:g}x as much other text" if dilution else " with no other text")
+    return f"seen {times}" + (f" among {_amount(dilution)}x as much other text" if dilution else " with no other text")
 
 
-def rules_out(method: str, table: Mapping[str, Any] | None = None) -> str | None:
-    """One clause for a ``no evidence`` reason: at which planted exposures the benchmark's
-    audits with ``method`` found documents (the weakest where they found at least half, the
-    weakest where they found any) and the weakest where they found none; None when the
-    method was not benchmarked."""
-    table = load_table() if table is None else table
-    rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
-    if not rows:
-        return None
-    rows = sorted(rows, key=strength, reverse=True)
-    parts: list[str] = []
+def _picked(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Of one model's rows, strongest first: the weakest exposure where at least half the
+    documents were found, the weakest where any were, and the strongest weaker one where
+    none were."""
     half = [r for r in rows if r["found"] * 2 >= r["of"] and r["found"] > 0]
     some = [r for r in rows if r["found"] > 0]
     none = [r for r in rows if r["found"] == 0]
@@ -64,12 +63,33 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None) -> str | None
             picked.append(group[-1])
     weaker_none = [r for r in none if not picked or strength(r) < strength(picked[-1])]
     if weaker_none:
-        picked.append(weaker_none[0])  # the strongest exposure below the last found at which nothing was
+        picked.append(weaker_none[0])
     elif not picked and none:
         picked.append(none[0])
-    models = sorted({str(r["model"]) for r in rows})
-    for r in picked:
-        which = f" ({r['model']})" if len(models) > 1 else ""
-        parts.append(f"{r['found']} of {r['of']} documents {describe(r)}{which}")
+    return picked
+
+
+def rules_out(method: str, table: Mapping[str, Any] | None = None) -> str | None:
+    """One clause for a ``no evidence`` reason: per planted model, at which exposures the
+    benchmark's audits with ``method`` found documents (the weakest where they found at
+    least half, the weakest where they found any) and the strongest weaker one where they
+    found none; None when the method was not benchmarked."""
+    table = load_table() if table is None else table
+    rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
+    if not rows:
+        return None
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault(str(r["model"]), []).append(r)
+    parts = []
+    for model, mine in sorted(by_model.items()):
+        mine = sorted(mine, key=strength, reverse=True)
+        said = [f"{r['found']} of {r['of']} documents {describe(r)}"
+                + (" (the weakest exposure tested)" if r is mine[-1] and r["found"] > 0 else "")
+                for r in _picked(mine)]
+        parts.append(f"on {model}, " + ", ".join(said))
     where = table.get("source", "benchmarks/results/audit_exposure.md")
-    return f"on planted models ({', '.join(models)}; {where}) audits with {method} found " + ", ".join(parts)
+    audit = table.get("audit") or {}
+    design = (f", each document against {audit['clean_documents']} clean ones at alpha {audit['alpha']}"
+              if "clean_documents" in audit and "alpha" in audit else "")
+    return f"on planted models ({where}{design}) audits with {method} found " + "; ".join(parts)

@@ -33,6 +33,20 @@ def test_clause_names_where_documents_were_found_and_where_none_were():
     assert "0 of 12 documents seen 4 times among 100x as much other text" in clause
     assert clause.count("SmolLM2-135M") == 1  # one model: named once
     assert clause.index("7 of 12") < clause.index("2 of 12") < clause.index("0 of 12")
+    assert "weakest exposure tested" not in clause  # weaker exposures were tested (and found nothing)
+
+
+def test_each_model_gets_its_own_exposures_and_the_audit_design_is_named():
+    qwen = [{"model": "Qwen-0.5B", "training": "lora", "exposures": 1, "dilution": 1.0105, "found": 11, "of": 12},
+            {"model": "Qwen-0.5B", "training": "lora", "exposures": 3, "dilution": 0, "found": 12, "of": 12}]
+    table = {**TABLE, "audit": {"clean_documents": 6, "alpha": 0.01}, "methods": {"reference": ROWS + qwen}}
+    clause = rules_out("reference", table)
+    assert "each document against 6 clean ones at alpha 0.01" in clause
+    parts = clause.split(" found ", 1)[1].split("; ")
+    smol = [p for p in parts if "SmolLM2" in p]
+    assert len(parts) == 2 and len(smol) == 1 and smol[0].startswith("on SmolLM2-135M, 7 of 12") and "Qwen" not in smol[0]
+    # Qwen's weakest exposure found 11 of 12: nothing weaker was tried, and the clause says so
+    assert "on Qwen-0.5B, 11 of 12 documents seen once among 1x as much other text (the weakest exposure tested)" in parts
 
 
 def test_no_clause_for_a_method_the_benchmark_did_not_run():
