@@ -51,7 +51,7 @@ def add_settings(parser: argparse.ArgumentParser, settings: Any, names: tuple[st
                             metavar=("{" + ",".join(setting.constraint.choices) + "}"
                                      if isinstance(setting.constraint, OneOf)
                                      else "N" if setting.name == "limit" else setting.name.upper()),
-                            help=f"{setting.help} (default {shown})")
+                            help=f"{setting.help} (default {shown})".replace("%", "%%"))  # argparse formats help with %
         flags[setting.name] = flag
     parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
 
