@@ -38,6 +38,9 @@ DEFAULT_LOGIT_METHOD = "reference"
 # alone (benchmarks/results/audit_exposure.md chose between the black-box methods)
 DEFAULT_TOP_K_METHOD = "topk_loss"
 DEFAULT_GENERATION_METHOD = "prefix_probe"
+# prefix probing's ROUGE-L found 9 of 12 letters Qwen2.5-0.5B was tuned on for 3 epochs
+# where the paper's token-sort similarity found 3 (benchmarks/results/audit_exposure.md)
+AUTO_PARAMS: dict[str, dict[str, Any]] = {"prefix_probe": {"similarity": "rouge_l"}}
 # bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
 UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
 
@@ -211,7 +214,9 @@ class AuditCollection(ScoringCollection):
             by_method = dict(params or {})
             method, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples,
                                          by_method.get("decop"))
-            params = by_method.get(method)
+            # what auto picks, it runs as the exposure benchmark found it strongest; the
+            # user's own parameters for that method win
+            params = {**AUTO_PARAMS.get(method, {}), **(by_method.get(method) or {})} or None
         else:
             _, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples, params)
         self.method = method

@@ -99,6 +99,8 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
         assert run["notes"][0].startswith(f"method auto -> {want}: ")
         verdicts = json.loads((tmp_path / f"run-{name}" / "verdicts.json").read_text())
         assert verdicts["method"] == want and [d["n_used"] for d in verdicts["documents"]] == [1]
+        if want == "prefix_probe":  # run with the similarity the exposure benchmark chose
+            assert run["methods"]["prefix_probe"]["similarity"] == "rouge_l"
         capsys.readouterr()
 
 
