@@ -214,6 +214,19 @@ def _json_type_fits(annotation: str, value: Any) -> bool:
 CHUNK_BATCHES = 32
 
 
+def _chunk_order(request: Any) -> tuple[int, str]:
+    """The order misses are sent in, chunk by chunk. Texts to score: by length (similar
+    lengths together keep padding low). Generations: by prompt, so the prompts that are
+    prefixes of one another (topk_loss asks one per word of a passage) share a chunk and
+    the HF backend reads them all off one pass of the longest; sent in the drive's order
+    they were spread over every chunk, one pass each (10 minutes instead of seconds for
+    72 passages of SmolLM2)."""
+    text = getattr(request, "text", None)
+    if text is not None:
+        return len(text), ""
+    return 0, str(getattr(request, "prompt", "") or "")
+
+
 class CachedBackend(Backend):
     """Answers from the cache what it can and asks the wrapped backend for the rest."""
 
@@ -279,8 +292,7 @@ class CachedBackend(Backend):
                 missing.append(i)
         if progress and len(requests) - len(missing):
             progress(len(requests) - len(missing))
-        # Similar lengths together keep padding low in the wrapped backend's batches.
-        missing.sort(key=lambda i: len(getattr(requests[i], "text", "") or ""))
+        missing.sort(key=lambda i: _chunk_order(requests[i]))
         if not missing:
             return results
         if self.backend.streams_results:

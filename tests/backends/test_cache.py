@@ -126,3 +126,20 @@ def test_two_processes_share_one_cache_file(tmp_path):
     fresh = FakeBackend().answer([TokenLogprobsRequest(f"text {i} of a shared set") for i in range(200)])
     stored = CachedBackend(FakeBackend(), cache).answer([TokenLogprobsRequest(f"text {i} of a shared set") for i in range(200)])
     assert stored == fresh
+
+
+def test_prompts_that_extend_one_another_are_sent_in_the_same_chunk(tmp_path):
+    # the word-start prompts of three passages, interleaved as a drive may list them; in
+    # chunks of 4 each chunk holds the prompts of one passage (one pass of it in HF)
+    passages = ["alpha beta gamma delta epsilon", "one two three four five", "red green blue cyan pink"]
+    prompts = [" ".join(p.split()[:n]) for n in range(1, 5) for p in passages]
+    fake = FakeBackend()
+    fake.streams_results = False  # as the HF backend: answered a chunk at a time
+    sent: list[list[str]] = []
+    answer = fake.answer
+    fake.answer = lambda requests, *a, **k: sent.append([r.prompt for r in requests]) or answer(requests, *a, **k)
+    cached = CachedBackend(fake, ResponseCache(tmp_path / "c.sqlite"), chunk_size=4)
+    out = cached.answer([GenerateRequest(prompt=p, max_tokens=1, top_logprobs=3) for p in prompts])
+    assert [o.text for o in out] == [o.text for o in answer([GenerateRequest(prompt=p, max_tokens=1, top_logprobs=3)
+                                                            for p in prompts])]
+    assert len(sent) == 3 and all(len({p.split()[0] for p in chunk}) == 1 for chunk in sent)
