@@ -34,9 +34,9 @@ from copyprobe.params import (COUNT, LIMIT_SETTING, SEED_SETTING, OneOf, Optiona
 AUTO = "auto"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
 DEFAULT_LOGIT_METHOD = "reference"
-# a model that does not score text: from its top-k log-probs, else from its generations
-# alone (benchmarks/results/audit_exposure.md chose between the black-box methods)
-DEFAULT_TOP_K_METHOD = "topk_loss"
+# a model that does not score text, top-k log-probs or not: topk_loss made 2 false claims
+# in 108 null audits at the defaults (benchmarks/results/audit_validity.md), as raw loss
+# would without the guard, so auto does not choose it
 DEFAULT_GENERATION_METHOD = "prefix_probe"
 # prefix probing's ROUGE-L found 9 of 12 letters Qwen2.5-0.5B was tuned on for 3 epochs
 # where the paper's token-sort similarity found 3 (benchmarks/results/audit_exposure.md)
@@ -156,7 +156,7 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
                   examples: list[Example], params: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """The method an audit runs, and a note when ``auto`` chose it; a one-line error
     before any work when the choice cannot work on this model and data."""
-    from copyprobe.backends.base import TOKEN_LOGPROBS, TOP_LOGPROBS
+    from copyprobe.backends.base import TOKEN_LOGPROBS
     from copyprobe.methods.decop import given_options
 
     def has_paraphrases() -> bool:
@@ -171,10 +171,6 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
             method = DEFAULT_LOGIT_METHOD
             note = (f"method auto -> {method}: the model gives token log-probabilities "
                     f"(benchmarks/results/audit_validity.md)")
-        elif TOP_LOGPROBS in capabilities:
-            method = DEFAULT_TOP_K_METHOD
-            note = (f"method auto -> {method}: the model does not score a text but gives the top-k log-probs of "
-                    f"the tokens it generates (one request per word; docs/black-box.md)")
         elif has_paraphrases():
             method = "decop"
             note = "method auto -> decop: the model gives no token log-probabilities; paraphrases are in the data"

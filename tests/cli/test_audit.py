@@ -81,12 +81,13 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     assert "give at least 99 documents" in out  # alpha 0.01, rank test, 4 clean documents
 
     # a model that does not score text: top-k log-probs of generations, else generations alone
-    from copyprobe.audit import DEFAULT_GENERATION_METHOD, DEFAULT_TOP_K_METHOD
+    from copyprobe.audit import DEFAULT_GENERATION_METHOD
 
     # passages long enough for prefix probing (a 32-word prefix and a continuation)
     write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng, 60), "doc_id": "book"} for p in range(2)])
     write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng, 60), "doc_id": f"c{k}"} for k in range(4)])
-    for name, capabilities, want in (("topk", {"generate", "top_logprobs"}, DEFAULT_TOP_K_METHOD),
+    # top-k log-probs do not change the choice: topk_loss failed the null battery's bar
+    for name, capabilities, want in (("topk", {"generate", "top_logprobs"}, DEFAULT_GENERATION_METHOD),
                                      ("generate", {"generate"}, DEFAULT_GENERATION_METHOD)):
         backend = FakeBackend(spec=f"fake-{name}", capabilities=capabilities)
         monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: backend)
