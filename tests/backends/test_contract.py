@@ -107,8 +107,9 @@ def test_top_logprobs_are_keyed_by_the_text_a_token_adds(backend):
     # leading space as a space (not "Ġ" or "▁"); the tiny models' 260 tokens are all asked
     tiny = backend.max_length <= 64
     # float32 tiny models agree to 1e-3; quantized llama.cpp models differ between a 1-token
-    # generation's decode and a whole text's: <= 0.025 on SmolLM2, 0.061 on Qwen2.5-0.5B (' into')
-    k, tolerance = (260, 1e-3) if tiny else (20, 0.1)
+    # generation's decode and a whole text's (other batch shapes in the quantized kernels):
+    # <= 0.025 on SmolLM2, up to 0.126 on Qwen2.5-0.5B (' auf' after 'Die Katze schläft')
+    k, tolerance = (260, 1e-3) if tiny else (20, 0.2)
     checked = 0
     for text in (TEXTS[0], TEXTS[2]):
         full = scores(backend, text)
