@@ -315,11 +315,13 @@ def render(rows: list[dict], guard: str) -> str:
         method = r["method"] + (f" ({params})" if params else "")
         coll = a["collection"]
         null = a["null_collection"]
+        p_value = "" if coll["p"] is None else f" (p = {coll['p']:.2g})"
+        auc = "no score" if r["auc"] is None else f"{r['auc']:.2f}"  # every passage failed (see the command)
         lines.append(
             f"| {r['base_model']} | {r['training']} | {r['epochs']} | {r['dilution']:g}x | {r['member_repeats']} | "
             f"{r['exposures']} | {r['access']} | {method} | {a['members_found']}/{a['n_members']} | "
-            f"{a['false_claims']}/{a['n_nonmembers']} | {coll['verdict']} (p = {coll['p']:.2g}) | "
-            f"{null['verdict']} | {r['auc']:.2f} {_pct(*r['auc_ci'])} |")
+            f"{a['false_claims']}/{a['n_nonmembers']} | {coll['verdict']}{p_value} | "
+            f"{null['verdict']} | {auc} {_pct(*r['auc_ci'])} |")
     return "\n".join(lines)
 
 
