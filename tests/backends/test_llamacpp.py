@@ -346,4 +346,16 @@ def test_top_k_tokens_after_each_word_of_a_passage_reuse_the_cache(backend_name,
     assert decoded < (0.6 if backend.max_length > 256 else 0.9) * total
     for r, answer in zip(requests, together):
         _fresh(backend)
-        assert backend.answer([r])[0] == answer  # bit for bit what a decode from scratch gives
+        alone = backend.answer([r])[0]
+        # what a decode from scratch gives: the same token, its log-prob within 0.1 and the
+        # other candidates' within 0.3 (the quantized SmolLM2 differs between a resumed and a
+        # fresh decode, other batch shapes in its kernels: 0.045 on a likely token, 0.14 on
+        # one at -9); the tiny float32 model bit for bit
+        assert alone.text == answer.text and alone.finish_reason == answer.finish_reason
+        tolerance = 0.0 if backend.max_length <= 256 else 0.3
+        for mine, theirs in zip(alone.top_logprobs, answer.top_logprobs):
+            shared = set(mine) & set(theirs)
+            assert len(shared) >= len(mine) - 1  # the 5th candidate may swap with the 6th
+            best = max(mine, key=mine.get)
+            assert abs(mine[best] - theirs[best]) <= tolerance / 3
+            assert all(abs(mine[t] - theirs[t]) <= tolerance for t in shared), (r.prompt[-40:], mine, theirs)
