@@ -156,8 +156,8 @@ CASES = [
     Case("slope ngram out of range", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.ngram=9"], "slope.ngram must be an integer in [0, 5]"),
     Case("slope normalize unknown", {"data.jsonl": jsonl(GOOD)}, ["--methods", "slope", "--param", "slope.normalize=bogus"], "bogus"),
     # -- options, output, cache, model --------------------------------------------------
-    Case("batch size 0", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "0"], "argument --batch-size: must be an integer >= 1, got 0"),
-    Case("batch size not a number", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "8x"], "argument --batch-size: expected an integer >= 1"),
+    Case("batch size 0", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "0"], "argument --batch-size: expected auto or an integer >= 1, got 0"),
+    Case("batch size not a number", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "8x"], "argument --batch-size: expected auto or an integer >= 1, got '8x'"),
     Case("concurrency 0", {"data.jsonl": jsonl(GOOD)}, ["--concurrency", "0"], "argument --concurrency: must be an integer >= 1, got 0"),
     Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "argument --bootstrap: must be an integer >= 0"),
     Case("seed not an integer", {"data.jsonl": jsonl(GOOD)}, ["--seed", "one"], "argument --seed: expected an integer in [0, 4294967295]"),
