@@ -41,8 +41,10 @@ DEFAULT_GENERATION_METHOD = "prefix_probe"
 # prefix probing's ROUGE-L found 9 of 12 letters Qwen2.5-0.5B was tuned on for 3 epochs
 # where the paper's token-sort similarity found 3 (benchmarks/results/audit_exposure.md)
 AUTO_PARAMS: dict[str, dict[str, Any]] = {"prefix_probe": {"similarity": "rouge_l"}}
-# bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md)
-UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
+# bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md;
+# Qwen2.5-Coder-1.5B: none of 8 passages parsed in 3 attempts, benchmarks/results/audit_exposure.md)
+UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
+                       "qwen2.5-coder-1.5b-instruct")
 
 
 # audit's settings, declared once (keywords, checks, command-line options, run.json's audit section)
