@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from copyprobe.backends.hf.loading import sha256_file
 from copyprobe.errors import DataError
 from copyprobe.plant.corpus import CountTokens, Passage, corpus_files, cut_passages, load_corpus
 
@@ -46,14 +47,6 @@ class Background:
     sha256: str  # of the texts read (before the overlap check, which the corpus decides)
     n_duplicates: int  # texts read twice, kept once
     n_overlap: int  # passages dropped because they overlap the corpus
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _cut_long_rows(passages: list[Passage], passage_tokens: int, count_tokens: CountTokens) -> list[Passage]:
@@ -115,7 +108,7 @@ def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTo
         read = load_corpus(f, passage_tokens, count_tokens, text_column=text_column, what="background")
         cut = _cut_long_rows(read.passages, passage_tokens, count_tokens)
         n_duplicates += read.n_duplicates
-        sources.append({"path": str(f), "sha256": _file_sha256(f), "n_passages_read": len(cut)})
+        sources.append({"path": str(f), "sha256": sha256_file(f), "n_passages_read": len(cut)})
         for p in cut:
             if p.text in seen:
                 n_duplicates += 1
