@@ -170,6 +170,12 @@ def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
     examples = subset(data.examples, args.members, args.held, args.passages_per_letter)
     if args.paraphrases:
         examples = with_paraphrases(examples, Path(args.paraphrases))
+    if args.passages_from:  # the same passages as a paraphrase CSV, but DE-COP's paraphraser writes them
+        import csv
+
+        with open(args.passages_from, newline="", encoding="utf-8") as handle:
+            wanted = {row["id"] for row in csv.DictReader(handle)}
+        examples = [e for e in examples if e.id in wanted]
     texts = {e.id: e.text for e in examples}
     passages = data_key(plant / "data.jsonl")
     params = parse_params(args.param)
@@ -198,7 +204,7 @@ def score(args) -> tuple[list[dict], dict[str, dict[str, str]]]:
                 "plant": str(plant), "model": str(model_dir), "data": passages, **exposure(plant, epoch),
                 "access": ACCESS.get(method, args.access), "method": method, "params": method_params,
                 "subset": {"members": args.members, "held": args.held, "passages_per_letter": args.passages_per_letter,
-                           "paraphrases": args.paraphrases},
+                           "paraphrases": args.paraphrases, "passages_from": args.passages_from},
                 "auc": m.get("auc"), "auc_ci": [m.get("auc_low"), m.get("auc_high")],
                 "audits": {g: audit_cells(rows, method, texts, args.alpha, g) for g in GUARDS},
                 "alpha": args.alpha, "test": TEST, "score_s": round(seconds, 1),
@@ -223,6 +229,14 @@ def columns(methods: list[str], params: dict[str, dict]) -> list[tuple[str, dict
                     out.append((method, {**mine, "similarity": other},
                                 lambda r, o=other: None if r.get("prefix_probe") is None
                                 else r["details"]["prefix_probe"][o]))
+        if method == "decop" and mine.get("mode") == "logit":
+            # accuracy and the verbatim option's mean probability come from the same answers
+            other = "probability" if mine.get("score", "accuracy") == "accuracy" else "accuracy"
+            key = "p_correct" if other == "probability" else None
+            out.append((method, {**mine, "score": other},
+                        lambda r, k=key: None if r.get("decop") is None else
+                        (r["details"]["decop"]["p_correct"] if k else
+                         r["details"]["decop"]["n_correct"] / r["details"]["decop"]["n_orderings"])))
     return out
 
 
@@ -342,6 +356,8 @@ def main(argv=None) -> int:
     p.add_argument("--held", type=int, help="only the first N non-members beyond the 6 clean ones")
     p.add_argument("--passages-per-letter", type=int, help="only the first N passages of each letter")
     p.add_argument("--paraphrases", help="a BookTection CSV: only its passages, with its paraphrases (DE-COP)")
+    p.add_argument("--passages-from", help="a BookTection CSV: only its passages, without its paraphrases "
+                   "(DE-COP writes its own: compare with --paraphrases on the same passages)")
     p.add_argument("--alpha", type=float, default=ALPHA)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--n-bootstrap", type=int, default=1000)

@@ -43,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from copyprobe.backends.base import GenerateRequest  # noqa: E402
-from copyprobe.methods.decop import LETTERS, estimate_tokens, paraphrase_prompt, parse_paraphrases  # noqa: E402
+from copyprobe.methods.decop import (  # noqa: E402
+    LETTERS, PARAPHRASE_PROMPT_ONE, estimate_tokens, paraphrase_prompt, parse_paraphrases, word_similarity,
+)
 
 WORD = re.compile(r"[a-z0-9']+")
 
@@ -52,8 +54,7 @@ def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
-def seq_similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, words(a), words(b), autojunk=False).ratio()
+seq_similarity = word_similarity  # the similarity DE-COP's one_per_request check uses
 
 
 def content_recall(original: str, paraphrase: str) -> float:
@@ -112,13 +113,6 @@ def load_log(path: Path) -> dict[str, dict]:
     return done
 
 
-ONE_PROMPT = (
-    # the paper's Appendix B.2 instruction, asked for one rewrite per request (see the module docstring)
-    "Rewrite this entire text (all sentences with no exception) expressing the same meaning "
-    "using different words. Aim to keep the rewriting similar in length to the original text. "
-    "Output only the rewritten text.\n\nText: {ref_text}"
-)
-
 
 def check_one(original: str, paraphrase: str, others: list[str], max_similarity: float, min_recall: float,
               length_bounds: tuple[float, float]) -> tuple[str, dict]:
@@ -175,7 +169,7 @@ def generate(args) -> None:
             kept = []
             seed = args.seed
             while len(kept) < 3 and len(attempts) < 3 + args.attempts:
-                request = GenerateRequest(messages=(("user", ONE_PROMPT.format(ref_text=original)),),
+                request = GenerateRequest(messages=(("user", PARAPHRASE_PROMPT_ONE.format(ref_text=original)),),
                                           max_tokens=int(1.8 * estimate_tokens(original)),
                                           temperature=args.temperature, seed=seed)
                 seed += 1

@@ -12,7 +12,13 @@ Per passage:
    Sampling uses the paper's temperature 0.1 with a seed, so answers are reproducible
    and cacheable. An answer whose "Example B/C/D" parts cannot be parsed is asked again
    with the next seed, up to ``paraphrase_attempts`` times in all, then the row fails
-   with the reason (never dropped silently).
+   with the reason (never dropped silently). ``paraphrase_style="one_per_request"`` asks
+   instead for one rewrite per request (B.2's instruction, three requests with different
+   seeds), for models that copy the passage three times when asked for three at once
+   (Qwen2.5-Coder-1.5B-Instruct did on every passage of the planted letters); a rewrite
+   that is empty or a near copy (word-sequence similarity >= ``max_similarity``) of the
+   passage or of a kept rewrite is asked again with a new seed, ``paraphrase_attempts``
+   rounds in all.
 2. The multiple-choice prompt of Appendix C.2 (system + user message; title and author
    from ``meta`` when present, "from your training data" otherwise) for all 24
    orderings of the four options.
@@ -24,7 +30,11 @@ Per passage:
 
 Score = fraction of the 24 orderings answered correctly (higher = member; with
 ``orderings_asked="rotations"`` the 4 cyclic rotations, each option once in each position,
-a sixth of the questions). The document
+a sixth of the questions). With ``score="probability"`` (logit mode) the score is instead
+the mean over the orderings of the probability given to the verbatim option (renormalised
+over A-D): a continuous score where accuracy has 5 values with the rotations, and one that
+a model's preference for a letter moves equally for every passage, since every option sits
+in every position equally often. The document
 score is the mean over its passages (the pipeline's document aggregation).
 
 Calibration: run ``decop`` in logit mode on known non-members, then
@@ -35,6 +45,7 @@ passed back as ``decop.calibration=A:0.04,B:-0.03,C:0.01,D:-0.02``.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import re
@@ -50,7 +61,7 @@ from copyprobe.backends.base import (
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
-from copyprobe.params import COUNT, Constraint, ModelSpec, NON_NEGATIVE_INT, OneOf, Real, SEED, param
+from copyprobe.params import COUNT, Constraint, ModelSpec, NON_NEGATIVE_INT, OneOf, Optional, Real, SEED, param
 from copyprobe.registry import register
 
 LETTERS = ("A", "B", "C", "D")
@@ -79,6 +90,13 @@ PARAPHRASE_PROMPT_LONG = (
     "Example D: <insert paraphrase D>\n\n"
     "—\n"
     "Example A: {ref_text}"
+)
+
+# Appendix B.2's instruction asked for one rewrite per request (paraphrase_style="one_per_request").
+PARAPHRASE_PROMPT_ONE = (
+    "Rewrite this entire text (all sentences with no exception) expressing the same meaning "
+    "using different words. Aim to keep the rewriting similar in length to the original text. "
+    "Output only the rewritten text.\n\nText: {ref_text}"
 )
 
 # Appendix C.2 (open models: system + user prompt). The authors' HF script writes
@@ -147,6 +165,38 @@ def parse_paraphrases(output: str, original: str | None = None) -> tuple[str, st
     if any(p.lower().startswith("<paraphrase") or p.lower().startswith("<insert paraphrase") or p in placeholders for p in out):
         raise ValueError("paraphrases are the prompt's placeholders")
     return out
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def word_similarity(a: str, b: str) -> float:
+    """Word-sequence similarity of two texts in [0, 1] (difflib's ratio over lower-cased words)."""
+    return difflib.SequenceMatcher(None, _WORD.findall(a.lower()), _WORD.findall(b.lower()), autojunk=False).ratio()
+
+
+def clean_rewrite(output: str) -> str:
+    """One rewrite as the paraphraser wrote it, without surrounding whitespace or quotes and
+    without a leading "Rewritten text:"-style label line."""
+    text = output.strip()
+    first, _, rest = text.partition("\n")
+    if rest.strip() and first.rstrip().endswith(":") and len(first.split()) <= 8:
+        text = rest
+    return re.sub(r"\s+", " ", text).strip().strip('"\u201c\u201d').strip()
+
+
+def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_similarity: float) -> str:
+    """Why one rewrite cannot be an option ("" when it can)."""
+    if not rewrite:
+        return "empty rewrite"
+    similarity = word_similarity(original, rewrite)
+    if similarity >= max_similarity:
+        return f"a near copy of the passage (similarity {similarity:.2f})"
+    for other in kept:
+        similarity = word_similarity(other, rewrite)
+        if similarity >= max_similarity:
+            return f"a near copy of another rewrite (similarity {similarity:.2f})"
+    return ""
 
 
 _LEAD_LETTER = re.compile(r"^[\s\W_]*([A-D])(?![A-Za-z])")
@@ -279,14 +329,34 @@ class DECOP(Method):
         None, Constraint(),
         "logit mode: per-letter offsets 'A:x,B:y,C:z,D:w' added to P(letter) (Appendix E); see decop.calibration_offsets",
     )
-    paraphrase_temperature: float = param(0.1, Real(0), "sampling temperature of the paraphraser (paper: 0.1)")
+    paraphrase_style: str = param(
+        "three_in_one", OneOf("three_in_one", "one_per_request"),
+        "three_in_one (the paper's prompt: three paraphrases in one answer) or one_per_request (one rewrite per "
+        "request, three requests; for paraphrasers that copy the passage when asked for three)",
+    )
+    paraphrase_temperature: float | None = param(
+        None, Optional(Real(0)),
+        "sampling temperature of the paraphraser; none = 0.1 for three_in_one (the paper) and 0.7 for "
+        "one_per_request (distinct rewrites from different seeds)",
+    )
     paraphrase_attempts: int = param(
         3, COUNT,
-        "how many times to ask for parseable paraphrases (new seed each time) before the row fails",
+        "how many times to ask for parseable paraphrases (new seed each time) before the row fails "
+        "(one_per_request: rounds of re-asking the rejected rewrites)",
     )
     paraphrase_max_tokens: int = param(
         0, NON_NEGATIVE_INT,
-        "generation budget for the three paraphrases; 0 = auto (about 4x the passage's estimated tokens + 64)",
+        "generation budget of a paraphrase request; 0 = auto (three_in_one: about 4x the passage's estimated "
+        "tokens + 64; one_per_request: 2x + 32)",
+    )
+    max_similarity: float = param(
+        0.9, Real(0, 1),
+        "one_per_request: a rewrite this similar (word sequence, 0-1) to the passage or to a kept rewrite is asked again",
+    )
+    score: str = param(
+        "accuracy", OneOf("accuracy", "probability"),
+        "accuracy (the paper: fraction of orderings answered correctly) or probability (logit mode: mean "
+        "probability of the verbatim option over the orderings; calibration offsets sum to 0, so they do not change it)",
     )
     short_tokens: int = param(
         128, COUNT,
@@ -306,6 +376,8 @@ class DECOP(Method):
         offsets = parse_calibration(self.calibration)
         if offsets is not None and self.mode != "logit":
             raise ConfigError("decop.calibration needs decop.mode=logit (it shifts letter probabilities)")
+        if self.score == "probability" and self.mode != "logit":
+            raise ConfigError("decop.score=probability needs decop.mode=logit (it reads letter probabilities)")
 
     def _paraphraser_model(self) -> str | None:
         return None if self.paraphraser.strip() == "target" else self.paraphraser.strip()
@@ -315,14 +387,61 @@ class DECOP(Method):
         return {model} if model else set()
 
     # -- prompts -------------------------------------------------------------------
+    def _temperature(self) -> float:
+        if self.paraphrase_temperature is not None:
+            return float(self.paraphrase_temperature)
+        return 0.1 if self.paraphrase_style == "three_in_one" else 0.7
+
     def paraphrase_request(self, text: str, attempt: int) -> GenerateRequest:
-        budget = self.paraphrase_max_tokens or 4 * estimate_tokens(text) + 64
+        """A request for paraphrases of ``text`` (three_in_one) or for one rewrite
+        (one_per_request); ``attempt`` picks the seed."""
+        if self.paraphrase_style == "three_in_one":
+            budget = self.paraphrase_max_tokens or 4 * estimate_tokens(text) + 64
+            prompt = paraphrase_prompt(text, self.short_tokens)
+        else:
+            budget = self.paraphrase_max_tokens or 2 * estimate_tokens(text) + 32
+            prompt = PARAPHRASE_PROMPT_ONE.format(ref_text=text)
         return GenerateRequest(
-            messages=(("user", paraphrase_prompt(text, self.short_tokens)),),
+            messages=(("user", prompt),),
             max_tokens=budget,
-            temperature=float(self.paraphrase_temperature),
+            temperature=self._temperature(),
             seed=self.seed + attempt,
             model=self._paraphraser_model(),
+        )
+
+    def _paraphrases_three_in_one(self, original: str):
+        errors = []
+        for attempt in range(self.paraphrase_attempts):
+            (generation,) = yield [self.paraphrase_request(original, attempt)]
+            try:
+                return parse_paraphrases(generation.text, original), len(errors) + 1
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise RowError(
+            f"paraphraser output could not be parsed in {self.paraphrase_attempts} attempts ({'; '.join(errors)})"
+        )
+
+    def _paraphrases_one_per_request(self, original: str):
+        kept: list[str] = []
+        errors: list[str] = []
+        next_seed = 0
+        asked = 0
+        for _ in range(self.paraphrase_attempts):
+            missing = 3 - len(kept)
+            requests = [self.paraphrase_request(original, next_seed + i) for i in range(missing)]
+            next_seed += missing
+            asked += missing
+            for generation in (yield requests):
+                rewrite = clean_rewrite(generation.text)
+                problem = rewrite_problem(original, rewrite, kept, self.max_similarity)
+                if problem:
+                    errors.append(problem)
+                elif len(kept) < 3:
+                    kept.append(rewrite)
+            if len(kept) == 3:
+                return tuple(kept), asked
+        raise RowError(
+            f"paraphraser wrote {len(kept)} usable rewrites of 3 in {asked} requests ({'; '.join(errors)})"
         )
 
     @staticmethod
@@ -363,21 +482,11 @@ class DECOP(Method):
             original = example.text.strip()
             if not original:
                 raise RowError("empty passage")
-            errors = []
-            paraphrases = None
-            for attempt in range(self.paraphrase_attempts):
-                (generation,) = yield [self.paraphrase_request(original, attempt)]
-                try:
-                    paraphrases = parse_paraphrases(generation.text, original)
-                    break
-                except ValueError as exc:
-                    errors.append(str(exc))
-            if paraphrases is None:
-                raise RowError(
-                    f"paraphraser output could not be parsed in {self.paraphrase_attempts} attempts ({'; '.join(errors)})"
-                )
+            writer = (self._paraphrases_three_in_one if self.paraphrase_style == "three_in_one"
+                      else self._paraphrases_one_per_request)
+            paraphrases, n_requests = yield from writer(original)
             details["paraphrases_from"] = self.paraphraser
-            details["paraphrase_attempts"] = len(errors) + 1
+            details["paraphrase_attempts"] = n_requests
         details["paraphrases"] = list(paraphrases)
         question = self.question(example)
         orderings = self.orderings(original, paraphrases)
@@ -410,12 +519,14 @@ class DECOP(Method):
         else:
             sums = {l: 0.0 for l in LETTERS}
             n_probs = 0
-            for response in responses:
+            p_correct = []
+            for response, right in zip(responses, correct):
                 probs = letter_probs(response)
                 if probs is None:
                     predicted.append(None)
                     continue
                 n_probs += 1
+                p_correct.append(probs[right])
                 for l in LETTERS:
                     sums[l] += probs[l]
                 adjusted = {l: probs[l] + (offsets[l] if offsets else 0.0) for l in LETTERS}
@@ -425,6 +536,8 @@ class DECOP(Method):
                 details["letter_probs"] = {l: sums[l] / n_probs for l in LETTERS}
             if offsets:
                 details["calibration"] = offsets
+            if p_correct:
+                details["p_correct"] = sum(p_correct) / len(p_correct)
         unanswered = sum(p is None for p in predicted)
         if unanswered == len(predicted):
             what = "no parseable letter in any answer" if self.mode == "blackbox" else "no log-prob for any of A-D in any answer"
@@ -437,4 +550,7 @@ class DECOP(Method):
             n_orderings=len(predicted),
             n_unanswered=unanswered,
         )
+        if self.score == "probability":
+            # orderings without letter log-probs are left out of the mean (n_unanswered says how many)
+            return Score(value=details["p_correct"], details=details)
         return Score(value=n_correct / len(predicted), details=details)

@@ -18,13 +18,16 @@ from copyprobe.methods.decop import (
     LETTERS,
     ORDERINGS,
     PARAPHRASE_PROMPT_LONG,
+    PARAPHRASE_PROMPT_ONE,
     PARAPHRASE_PROMPT_SHORT,
     calibration_offsets,
+    clean_rewrite,
     letter_probs,
     paraphrase_prompt,
     parse_calibration,
     parse_letter,
     parse_paraphrases,
+    word_similarity,
 )
 from copyprobe.registry import make_method, method_class
 from copyprobe.drive import Failure, drive
@@ -361,6 +364,9 @@ def test_parse_calibration(value, expected):
         ({"mode": "logit", "calibration": "0.1,0,0"}, "4 offsets"),
         ({"mode": "logit", "calibration": "A:1,B:2,C:x,D:0"}, "must be numbers"),
         ({"paraphrase_attempts": 0}, "integer >= 1"),
+        ({"score": "probability"}, "score=probability needs decop.mode=logit"),
+        ({"paraphrase_style": "five"}, "paraphrase_style must be"),
+        ({"max_similarity": 1.5}, "max_similarity"),
     ],
 )
 def test_bad_parameters(params, message):
@@ -389,3 +395,78 @@ def test_rotations_put_each_option_in_each_position_once():
         assert sorted(options[position] for options, _ in pairs) == sorted(["orig", "p1", "p2", "p3"])
     assert all(options["ABCD".index(answer)] == "orig" for options, answer in pairs)
     assert len(make_method("decop").orderings("orig", ("p1", "p2", "p3"))) == 24
+
+
+# -- one rewrite per request ------------------------------------------------------------------
+
+def rewriter(answers):
+    """A paraphraser that gives the next of ``answers`` to each rewrite request (the
+    passage itself for "COPY") and always finds the verbatim option."""
+    queue = list(answers)
+    asked = []
+
+    def fn(request):
+        content = request.messages[-1][1]
+        if content.startswith("Rewrite this entire text"):
+            asked.append((request.seed, request.temperature, request.max_tokens))
+            answer = queue.pop(0)
+            return ORIGINAL if answer == "COPY" else answer
+        options = options_in(request.messages)
+        return next(l for l, o in options.items() if o == ORIGINAL)
+
+    return fn, asked
+
+
+REWRITES = [
+    "Each evening the aged keeper of the beacon went up the steps to kindle its light for passing vessels.",
+    "Night after night, the elderly man who kept the lighthouse ascended to light the lamp so ships could see.",
+    "Every night the old guardian of the tower made the climb and lit the lamp to guide the boats.",
+]
+
+
+def test_one_per_request_asks_three_and_reasks_copies_with_new_seeds():
+    good = REWRITES
+    fn, asked = rewriter(["COPY", good[0], "Rewritten text:\n" + good[0], "  \"" + good[1] + "\" ", good[2]])
+    method = DECOP(paraphrase_style="one_per_request", seed=5)
+    score = run_one(method, Example(id="p", text=ORIGINAL), FakeBackend(generate_fn=fn))
+    assert score.value == 1.0
+    # round 1: three requests (seeds 5, 6, 7): a copy of the passage, a rewrite, the same rewrite under a
+    # label line; round 2: the two rejected ones again (seeds 8, 9)
+    assert [seed for seed, _, _ in asked] == [5, 6, 7, 8, 9]
+    assert score.details["paraphrases"] == good
+    assert score.details["paraphrase_attempts"] == 5
+    # the default temperature of this style, and a budget of 2x the estimated tokens + 32
+    assert {t for _, t, _ in asked} == {0.7}
+    assert {m for _, _, m in asked} == {2 * math.ceil(len(ORIGINAL.split()) * 1.3) + 32}
+    request = method.paraphrase_request(ORIGINAL, 0)
+    assert request.messages == (("user", PARAPHRASE_PROMPT_ONE.format(ref_text=ORIGINAL)),)
+
+
+def test_one_per_request_fails_the_row_with_reasons_after_its_rounds():
+    fn, asked = rewriter(["COPY"] * 6)
+    result = run_one(DECOP(paraphrase_style="one_per_request", paraphrase_attempts=2),
+                     Example(id="p", text=ORIGINAL), FakeBackend(generate_fn=fn))
+    assert isinstance(result, Failure)
+    assert "0 usable rewrites of 3 in 6 requests" in result.reason and "near copy of the passage" in result.reason
+    assert len(asked) == 6
+
+
+def test_clean_rewrite_and_word_similarity():
+    assert clean_rewrite("Here is the rewrite:\nThe keeper climbed.\n") == "The keeper climbed."
+    # a first line that is the text itself (no colon) is kept
+    assert clean_rewrite("The keeper\nclimbed.") == "The keeper climbed."
+    assert word_similarity("The keeper climbed", "the KEEPER climbed!") == 1.0
+    # difflib's ratio over words: 2 * matches / total words
+    assert word_similarity("a b c d", "a b x y") == pytest.approx(2 * 2 / 8)
+
+
+def test_probability_score_is_the_mean_probability_of_the_verbatim_option():
+    bias = {"A": 1.0, "B": 0.0, "C": 0.0, "D": 0.0}
+    backend = LetterBiasBackend(bias, boost=0.5, originals={ORIGINAL})
+    method = DECOP(mode="logit", score="probability", orderings_asked="rotations")
+    score = run_one(method, Example(id="p", text=ORIGINAL), backend)
+    expected = sum(probs_for(bias, 0.5, LETTERS[r.index(0)])[LETTERS[r.index(0)]] for r in
+                   [tuple((i + k) % 4 for i in range(4)) for k in range(4)]) / 4
+    assert score.value == pytest.approx(expected)
+    # accuracy on the same answers is 0.25 (A always wins); the probability still sees the boost
+    assert score.details["n_correct"] == 1 and score.value > 0.25
