@@ -289,21 +289,25 @@ def retally(results: dict[str, Any], alpha: float | None = None) -> None:
 
 
 def summary(results: dict[str, Any], guard: str, source: str) -> dict[str, Any]:
-    """What copyprobe/evaluation/exposure.py reads: per method (its default parameters),
-    per trained model and exposure, the member letters its audits found and the false claims."""
+    """What copyprobe/evaluation/exposure.py reads: per method and parameter set (those that
+    differ from the method's defaults, ``params``), per trained model and exposure, the
+    member letters its audits found and the false claims."""
+    from copyprobe.audit import non_default_params
+
     methods: dict[str, list[dict]] = {}
     for r in results["rows"]:
-        if r["exposures"] == 0 or r["params"]:  # the base-model control; non-default variants
+        if r["exposures"] == 0 or r["auc"] is None:  # the base-model control; a run with no score
             continue
         a = r["audits"][guard]
         methods.setdefault(r["method"], []).append({
+            "params": non_default_params(r["method"], r["params"]),
             "model": r["base_model"], "training": r["training"], "epochs": r["epochs"],
             "member_repeats": r["member_repeats"], "exposures": r["exposures"], "dilution": r["dilution"],
             "found": a["members_found"], "of": a["n_members"],
             "false_claims": a["false_claims"], "of_nonmembers": a["n_nonmembers"],
             "auc": round(r["auc"], 3) if r["auc"] is not None else None})
     for rows in methods.values():
-        rows.sort(key=lambda x: (x["model"], x["dilution"], x["exposures"]))
+        rows.sort(key=lambda x: (json.dumps(x["params"], sort_keys=True), x["model"], x["dilution"], x["exposures"]))
     first = results["rows"][0] if results["rows"] else {}
     return {"source": source,
             "audit": {"clean_documents": N_CLEAN, "test": first.get("test", TEST), "guard_test": guard,

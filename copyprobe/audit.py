@@ -223,6 +223,18 @@ class AuditCollection(ScoringCollection):
         return build_methods([method], {method: dict(params)} if params else None)
 
 
+def non_default_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The parameters of a run's method that differ from the method's defaults (a method
+    this version does not know: all of them)."""
+    from copyprobe.registry import method_class
+
+    try:
+        defaults = method_class(method).param_defaults()
+    except ConfigError:  # a run recorded by a version with other methods
+        defaults = {}
+    return {k: v for k, v in (params or {}).items() if k not in defaults or str(defaults[k]) != str(v)}
+
+
 def derive_verdicts(run: record.Run) -> Derived:
     """detect's metrics, and verdicts.json: one verdict per suspect document."""
     from copyprobe.evaluation.verdicts import audit_verdicts
@@ -232,10 +244,13 @@ def derive_verdicts(run: record.Run) -> Derived:
     if "method" not in settings or "alpha" not in settings:
         raise DataError(f"{run.dir / 'run.json'} has no audit method and alpha to recompute verdicts from")
     texts = {str(e.get("id")): e.get("text", "") for e in run.examples or []}
-    derived.files["verdicts.json"] = audit_verdicts(run.scores or [], settings["method"], run.record.train_ids,
+    method = settings["method"]
+    derived.files["verdicts.json"] = audit_verdicts(run.scores or [], method, run.record.train_ids,
                                                     float(settings["alpha"]), texts,
                                                     test=str(settings.get("test", "rank")),
-                                                    guard_test=str(settings.get("guard_test", "rank")))
+                                                    guard_test=str(settings.get("guard_test", "rank")),
+                                                    method_params=non_default_params(
+                                                        method, (run.record.methods or {}).get(method)))
     return derived
 
 

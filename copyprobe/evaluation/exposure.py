@@ -69,13 +69,29 @@ def _picked(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return picked
 
 
-def rules_out(method: str, table: Mapping[str, Any] | None = None) -> str | None:
+def _same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Parameter sets compared as the command line gives them (0.5 and "0.5" are one value)."""
+    return {k: str(v) for k, v in (a or {}).items()} == {k: str(v) for k, v in (b or {}).items()}
+
+
+def rules_out(method: str, table: Mapping[str, Any] | None = None,
+              params: Mapping[str, Any] | None = None) -> str | None:
     """One clause for a ``no evidence`` reason: per planted model, at which exposures the
     benchmark's audits with ``method`` found documents (the weakest where they found at
     least half, the weakest where they found any) and the strongest weaker one where they
-    found none; None when the method was not benchmarked."""
+    found none; None when the method was not benchmarked.
+
+    ``params``: the parameters the audit ran the method with that differ from its
+    defaults. Rows benchmarked with the same parameters are used; without any, the rows of
+    the method's defaults, said to be so; None when neither was benchmarked."""
     table = load_table() if table is None else table
-    rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
+    all_rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
+    rows = [r for r in all_rows if _same(r.get("params"), params)]
+    qualifier = ""
+    if not rows and params:
+        rows = [r for r in all_rows if not r.get("params")]
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+        qualifier = f" (with its default parameters; this audit used {shown}, which was not benchmarked)"
     if not rows:
         return None
     by_model: dict[str, list[Mapping[str, Any]]] = {}
@@ -92,4 +108,6 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None) -> str | None
     audit = table.get("audit") or {}
     design = (f", each document against {audit['clean_documents']} clean ones at alpha {audit['alpha']}"
               if "clean_documents" in audit and "alpha" in audit else "")
-    return f"on planted models ({where}{design}) audits with {method} found " + "; ".join(parts)
+    used = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
+    name = f"{method} ({used})" if used and not qualifier else method
+    return f"on planted models ({where}{design}) audits with {name}{qualifier} found " + "; ".join(parts)

@@ -171,6 +171,7 @@ def verdicts(
     method: str = "score",
     order: Sequence[str] | None = None,
     guard_test: str = "rank",
+    method_params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Verdicts per suspect document (label 1) against the clean documents (label 0).
 
@@ -178,7 +179,9 @@ def verdicts(
     the document, the side and the text; ``order`` is the passages' order in their
     documents (default: the order of ``scores``). Document ids ``role:name`` are
     reported as ``name``. ``guard_test``: how the guard's standings get their p-values
-    (``rank`` or ``t``, see :func:`copyprobe.evaluation.guard.rank_standing`)."""
+    (``rank`` or ``t``, see :func:`copyprobe.evaluation.guard.rank_standing`).
+    ``method_params``: the method's parameters that differ from its defaults (what a ``no
+    evidence`` reason says was benchmarked is looked up with them)."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
     ids = list(order) if order is not None else list(scores)
@@ -237,7 +240,7 @@ def verdicts(
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
         verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method,
-                                  _z(doc_score.get(s), clean_scores))
+                                  _z(doc_score.get(s), clean_scores), method_params)
         row["verdict"], row["reason"] = verdict, reason
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -285,15 +288,15 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
             f"significant with at least {more} clean documents like these")
 
 
-def _rules_out(method: str) -> str:
+def _rules_out(method: str, params: Mapping[str, Any] | None = None) -> str:
     """'; on planted models audits with loss found ...' (evaluation/exposure.py), or ''."""
     from copyprobe.evaluation.exposure import rules_out
 
-    clause = rules_out(method)
+    clause = rules_out(method, params=params)
     return f"; {clause}" if clause else ""
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tuple[str, str]:
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None) -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -314,7 +317,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tup
         if p <= alpha:
             return NO_EVIDENCE, (f"{name} ranks {standing}: below alpha = {alpha} alone, but not after adjusting "
                                  f"for the other suspect documents tested; this does not show the model never saw "
-                                 f"it{_rules_out(method)}")
+                                 f"it{_rules_out(method, method_params)}")
         if row["rank"] == 1:
             where = (f"{name} ranks {standing}, above all {k} clean documents, but with {k} clean documents that is "
                      f"not significant at alpha = {alpha}")
@@ -325,7 +328,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None) -> tup
                      f"alpha = {alpha}")
         decisive = _decisive(test, z, k, alpha)
         return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
-                             f"saw it{_rules_out(method)}")
+                             f"saw it{_rules_out(method, method_params)}")
     style, length = st.get("style"), st.get("length")
     if style is None or length is None:
         return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
@@ -429,7 +432,8 @@ def summary_sentence(report: Mapping[str, Any]) -> str:
 
 
 def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[str, Any], alpha: float,
-                   texts: Mapping[str, str], *, test: str = "rank", guard_test: str = "rank") -> dict[str, Any]:
+                   texts: Mapping[str, str], *, test: str = "rank", guard_test: str = "rank",
+                   method_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Verdicts from scores rows (as scores.jsonl holds them) and the passages' texts
     (examples.jsonl): rows a learning method was fitted on are no evidence and are left out."""
     trained = {i for ids in train_ids.values() for i in ids}
@@ -442,4 +446,4 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
     docs = {r["id"]: r.get("doc_id") for r in rows}
     labels = {r["id"]: r.get("label") for r in rows}
     return verdicts(scores, docs, labels, alpha, texts, test=test, method=method,
-                    order=[r["id"] for r in rows], guard_test=guard_test)
+                    order=[r["id"] for r in rows], guard_test=guard_test, method_params=method_params)

@@ -52,3 +52,47 @@ def test_each_model_gets_its_own_exposures_and_the_audit_design_is_named():
 def test_no_clause_for_a_method_the_benchmark_did_not_run():
     assert rules_out("zlib", TABLE) is None
     assert rules_out("reference", {}) is None
+
+
+def test_a_variant_gets_its_own_rows_and_an_unbenchmarked_one_the_defaults_said_so():
+    rouge = [{"model": "Qwen-0.5B", "training": "lora", "exposures": 3, "dilution": 0, "found": 9, "of": 12,
+              "params": {"similarity": "rouge_l"}}]
+    plain = [{"model": "Qwen-0.5B", "training": "lora", "exposures": 3, "dilution": 0, "found": 3, "of": 12,
+              "params": {}}]
+    table = {**TABLE, "methods": {"prefix_probe": plain + rouge}}
+    clause = rules_out("prefix_probe", table, params={"similarity": "rouge_l"})
+    assert "audits with prefix_probe (similarity=rouge_l) found on Qwen-0.5B, 9 of 12" in clause
+    assert "3 of 12" not in clause
+    default = rules_out("prefix_probe", table)
+    assert "audits with prefix_probe found on Qwen-0.5B, 3 of 12" in default and "9 of 12" not in default
+    other = rules_out("prefix_probe", table, params={"similarity": "lcs"})
+    assert "with its default parameters; this audit used similarity=lcs, which was not benchmarked" in other
+    assert "3 of 12" in other
+    # a variant whose method has no default rows says nothing rather than something else
+    assert rules_out("prefix_probe", {**TABLE, "methods": {"prefix_probe": rouge}}, params={"n": 2}) is None
+
+
+def test_an_audit_reason_reads_the_rows_of_the_parameters_it_ran_with():
+    import random
+
+    from copyprobe.audit import non_default_params
+    from copyprobe.evaluation.verdicts import audit_verdicts
+
+    assert non_default_params("prefix_probe", {"similarity": "rouge_l", "prefix_tokens": 32}) == {"similarity": "rouge_l"}
+    assert non_default_params("no_such_method", {"x": 1}) == {"x": 1}
+    rng = random.Random(0)
+    words = "the a lamp keeper night ship stair light sea rock wind boat".split()
+    rows, texts = [], {}
+    for d, doc in enumerate(["suspect"] + [f"clean{k}" for k in range(6)]):
+        for i in range(3):
+            pid = f"{doc}-{i}"
+            # the suspect sits in the middle of the clean documents: no evidence
+            value = 0.5 + 0.01 * rng.random() if doc == "suspect" else 0.1 * d + 0.01 * rng.random()
+            rows.append({"id": pid, "doc_id": doc, "label": int(doc == "suspect"), "prefix_probe": value})
+            texts[pid] = " ".join(rng.choice(words) for _ in range(40))
+    params = {"similarity": "rouge_l"}
+    report = audit_verdicts(rows, "prefix_probe", {}, 0.01, texts, test="t", guard_test="t", method_params=params)
+    (doc,) = report["documents"]
+    assert doc["verdict"] == "no evidence"
+    assert rules_out("prefix_probe", params=params) in doc["reason"]
+    assert "prefix_probe (similarity=rouge_l)" in doc["reason"]
