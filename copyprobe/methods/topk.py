@@ -53,17 +53,17 @@ log-probs at all (a server that stopped before generating) are left out and coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from copyprobe.backends.base import GenerateRequest, Generation
 from copyprobe.data.example import Example
-from copyprobe.errors import RowError
+from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX_LOGITS, Method, Score
 from copyprobe.methods.likelihood import lowest_k_mean
-from copyprobe.params import COUNT, FRACTION, OneOf, param
+from copyprobe.params import COUNT, FRACTION, ModelSpec, OneOf, param
 from copyprobe.registry import register
 from copyprobe.text import split_words
 
@@ -118,6 +118,11 @@ class TopkLoss(Method):
                 for p in positions]
 
     def score(self, example: Example, responses: Sequence[Generation]) -> Score:
+        value, details = self.statistic_of(example, responses)
+        return Score(value, details)
+
+    def statistic_of(self, example: Example, responses: Sequence[Generation]) -> tuple[float, dict]:
+        """The passage's statistic from one model's answers to :meth:`requests`, and its details."""
         positions = word_starts(example.text, self.max_words)
         values, found, spaces, unanswered = [], 0, 0, 0
         for position, response in zip(positions, responses):
@@ -145,4 +150,44 @@ class TopkLoss(Method):
         }
         if all(isinstance(n, int) for n in reported):  # what the backend counted, where it says
             details["prompt_tokens"] = int(sum(reported))
-        return Score(value, details)
+        return value, details
+
+
+@register
+class TopkReference(TopkLoss):
+    """``topk_loss`` of the target minus ``topk_loss`` of a local reference model, asked
+    the same way (same word starts, same k, same floor): the reference calibration of
+    Carlini et al. (2021) through a generation-only API. Text that is easy for any model
+    (formulaic, encyclopedic, repetitive) is easy for both and cancels; what the target
+    alone finds easy remains. Computing the reference's score by the same top-k procedure,
+    not from its full log-probs, gives both sides the same truncation at the k-th
+    candidate. Cost: the target's requests (see ``topk_loss``) plus as many to the
+    reference model, which runs where the user has it (in process, sharing prefixes)."""
+
+    name = "topk_reference"
+    summary = ("topk_loss of the target minus topk_loss of a local reference model asked the same way "
+               "(reference calibration through top-k log-probs of generations)")
+
+    model: str = param(
+        "auto", ModelSpec(auto=True),
+        "reference model spec (a model you run, with top-k log-probs); 'auto' = gemma-3-270m, or smollm2 for gemma "
+        "targets",
+    )
+
+    def models(self) -> set[str]:
+        return {self.model}
+
+    def requests(self, example: Example) -> list[GenerateRequest]:
+        if self.model == "auto":
+            raise ConfigError("topk_reference.model 'auto' must be resolved against the target model first")
+        target = super().requests(example)
+        return target + [replace(r, model=self.model) for r in target]
+
+    def score(self, example: Example, responses: Sequence[Generation]) -> Score:
+        half = len(responses) // 2
+        target, target_details = self.statistic_of(example, responses[:half])
+        reference, reference_details = self.statistic_of(example, responses[half:])
+        return Score(target - reference, {"target": target, "reference": reference,
+                                          "target_coverage": target_details["coverage"],
+                                          "reference_coverage": reference_details["coverage"],
+                                          "requests": len(responses)})

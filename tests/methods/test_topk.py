@@ -371,3 +371,34 @@ def test_over_an_openai_compatible_server(fake_openai, monkeypatch):
     assert len(bodies) == 4 + 3 - 1  # one request per word start, "Call" shared by both passages
     assert all(b["max_tokens"] == 1 and b["temperature"] == 0 and b["logprobs"] == 3 for b in bodies)
     assert not any(b["prompt"][-1].isspace() for b in bodies)
+
+
+# -- topk_reference ------------------------------------------------------------------------
+
+def test_topk_reference_is_the_targets_topk_loss_minus_the_references_asked_the_same_way(tmp_path):
+    from copyprobe.session import Session
+
+    target = FakeBackend(spec="smollm2-135m-instruct", member_texts=TEXTS[:1])
+    reference = FakeBackend(spec="gemma-3-270m", member_texts=TEXTS[1:2])
+    session = Session(target, cache=False, loader=lambda spec: reference)
+    examples = [Example(id=str(i), text=t) for i, t in enumerate(TEXTS)]
+    result = copyprobe.detect(session, examples, ["topk_reference"], params={"topk_reference": {"k": 4}},
+                              n_bootstrap=0, blind_baseline=False)
+    # 'auto' resolved against the target, as reference's model is
+    assert result.run["methods"]["topk_reference"]["model"] == "gemma-3-270m"
+    # each model was asked once per word start of every passage
+    per_model = sum(len(t.split()) - 1 for t in TEXTS)
+    assert target.calls["generate"] == reference.calls["generate"] == per_model
+    plain = make_method("topk_loss", k=4)
+    for text, value in zip(TEXTS, result.scores["topk_reference"]):
+        _, on_target = run_by_hand(plain, text, lambda r: target.answer([r])[0])
+        _, on_reference = run_by_hand(plain, text, lambda r: reference.answer([r])[0])
+        assert value == pytest.approx(on_target.value - on_reference.value)
+    # the text the reference found easy and the target did not (TEXTS[1]) scores below the target's member
+    assert result.scores["topk_reference"][0] > result.scores["topk_reference"][1]
+
+
+def test_topk_reference_check_method_and_unresolved_auto():
+    check_method(make_method("topk_reference", model="other").__class__, params={"model": "other", "max_words": 10})
+    with pytest.raises(ConfigError, match="must be resolved"):
+        make_method("topk_reference").requests(Example(id="x", text="two words"))
