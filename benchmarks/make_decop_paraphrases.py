@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from copyprobe.backends.base import GenerateRequest  # noqa: E402
 from copyprobe.methods.decop import (  # noqa: E402
-    LETTERS, PARAPHRASE_PROMPT_ONE, estimate_tokens, paraphrase_prompt, parse_paraphrases, word_similarity,
+    LETTERS, PARAPHRASE_PROMPT_ONE, content_recall, estimate_tokens, paraphrase_prompt, parse_paraphrases,
+    word_similarity,
 )
 
 WORD = re.compile(r"[a-z0-9']+")
@@ -55,12 +56,6 @@ def words(text: str) -> list[str]:
 
 
 seq_similarity = word_similarity  # the similarity DE-COP's one_per_request check uses
-
-
-def content_recall(original: str, paraphrase: str) -> float:
-    """Share of the original's distinct content words (4+ letters) found in the paraphrase."""
-    orig = {w for w in words(original) if len(w) >= 4}
-    return len(orig & set(words(paraphrase))) / max(1, len(orig))
 
 
 def check(original: str, output: str, max_similarity: float, min_recall: float,

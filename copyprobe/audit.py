@@ -41,10 +41,23 @@ DEFAULT_GENERATION_METHOD = "prefix_probe"
 # prefix probing's ROUGE-L found 9 of 12 letters Qwen2.5-0.5B was tuned on for 3 epochs
 # where the paper's token-sort similarity found 3 (benchmarks/results/audit_exposure.md)
 AUTO_PARAMS: dict[str, dict[str, Any]] = {"prefix_probe": {"similarity": "rouge_l"}}
-# bundled models shown unable to write DE-COP's three paraphrases (benchmarks/results/blackbox.md;
-# Qwen2.5-Coder-1.5B: none of 8 passages parsed in 3 attempts, benchmarks/results/audit_exposure.md)
-UNABLE_PARAPHRASERS = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
-                       "qwen2.5-coder-1.5b-instruct")
+# bundled models shown unable to write DE-COP's paraphrases, per paraphrase_style
+# (benchmarks/results/blackbox.md and audit_exposure.md): asked for three at once, Qwen2.5-Coder-1.5B
+# copied the passage (none of 8 passages parsed in 3 attempts); asked one rewrite a request it
+# wrote 30 usable of 30, Qwen2.5-Coder-0.5B 1 of 15 and SmolLM2 5 of 15 (copies, 2x padding, talk
+# about the task); Gemma-3-270M is a base model that follows no instruction
+UNABLE_PARAPHRASERS = {
+    "three_in_one": ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
+                     "qwen2.5-coder-1.5b-instruct"),
+    "one_per_request": ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct"),
+}
+# method parameters an audit refuses, and why: each made false claims in the exposure benchmark's
+# controls (models never trained on the documents)
+INVALID_FOR_AUDIT = {
+    ("decop", "score", "probability"): (
+        "decop.score=probability claimed 4 of 5 never-seen letters on the un-tuned Qwen2.5-Coder-1.5B at "
+        "alpha 0.01 (benchmarks/results/audit_exposure.md): audits use DE-COP's accuracy (the default)"),
+}
 
 
 # audit's settings, declared once (keywords, checks, command-line options, run.json's audit section)
@@ -181,15 +194,21 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
             note = (f"method auto -> {method}: the model only generates text and the data holds no paraphrases "
                     f"for DE-COP (docs/audit.md, 'What no evidence rules out': this finds far fewer trained "
                     f"documents than a log-probability method)")
+    for (name, key, value), why in INVALID_FOR_AUDIT.items():
+        if method == name and str((params or {}).get(key, "")).strip() == value:
+            raise ConfigError(why)
     if method == "decop" and not has_paraphrases():
         paraphraser = str((params or {}).get("paraphraser", "target")).strip()
+        style = str((params or {}).get("paraphrase_style", "three_in_one")).strip()
         who = target_spec if paraphraser == "target" else paraphraser
-        if any(name in who.lower() for name in UNABLE_PARAPHRASERS):
+        if any(name in who.lower() for name in UNABLE_PARAPHRASERS.get(style, ())):
+            able = ("; with decop.paraphrase_style=one_per_request, qwen2.5-coder-1.5b-instruct can"
+                    if style == "three_in_one" else "")
             raise ConfigError(
                 f"DE-COP needs three paraphrases of every passage and {who} cannot write them "
-                f"(benchmarks/results/blackbox.md): supply paraphrases in the data (Example_A..Example_D + Answer, "
-                f"docs/audit.md), set the parameter decop.paraphraser to a model that can, or use a log-probability "
-                f"method (method auto)")
+                f"({style.replace('_', ' ')}, benchmarks/results/audit_exposure.md){able}: supply paraphrases in "
+                f"the data (Example_A..Example_D + Answer, docs/audit.md), set the parameter decop.paraphraser to a "
+                f"model that can, or use a log-probability method (method auto)")
     return method, note
 
 

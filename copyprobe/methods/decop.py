@@ -16,8 +16,10 @@ Per passage:
    instead for one rewrite per request (B.2's instruction, three requests with different
    seeds), for models that copy the passage three times when asked for three at once
    (Qwen2.5-Coder-1.5B-Instruct did on every passage of the planted letters); a rewrite
-   that is empty or a near copy (word-sequence similarity >= ``max_similarity``) of the
-   passage or of a kept rewrite is asked again with a new seed, ``paraphrase_attempts``
+   that is empty, a near copy (word-sequence similarity >= ``max_similarity``) of the
+   passage or of a kept rewrite, outside 0.6-1.6x the passage's length, or keeping fewer
+   than ``min_content_recall`` of its content words (SmolLM2 wrote about the task, or
+   lists of names, instead) is asked again with a new seed, ``paraphrase_attempts``
    rounds in all.
 2. The multiple-choice prompt of Appendix C.2 (system + user message; title and author
    from ``meta`` when present, "from your training data" otherwise) for all 24
@@ -185,8 +187,23 @@ def clean_rewrite(output: str) -> str:
     return re.sub(r"\s+", " ", text).strip().strip('"\u201c\u201d').strip()
 
 
-def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_similarity: float) -> str:
-    """Why one rewrite cannot be an option ("" when it can)."""
+# a rewrite's length in words, as a share of the passage's: outside these it dropped or padded
+REWRITE_LENGTH = (0.6, 1.6)
+
+
+def content_recall(original: str, rewrite: str) -> float:
+    """Share of the passage's distinct content words (4+ letters) that the rewrite keeps: a
+    proxy for "the same meaning" that needs no model."""
+    words = {w for w in _WORD.findall(original.lower()) if len(w) >= 4}
+    return len(words & set(_WORD.findall(rewrite.lower()))) / max(1, len(words))
+
+
+def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_similarity: float,
+                    min_recall: float = 0.0) -> str:
+    """Why one rewrite cannot be an option ("" when it can): empty, a near copy of the
+    passage or of a kept rewrite, too short or too long, or (``min_recall``) keeping too
+    few of the passage's content words (a model that talks about the task, or writes
+    something else, instead of rewriting)."""
     if not rewrite:
         return "empty rewrite"
     similarity = word_similarity(original, rewrite)
@@ -196,6 +213,12 @@ def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_simila
         similarity = word_similarity(other, rewrite)
         if similarity >= max_similarity:
             return f"a near copy of another rewrite (similarity {similarity:.2f})"
+    ratio = len(_WORD.findall(rewrite.lower())) / max(1, len(_WORD.findall(original.lower())))
+    if not REWRITE_LENGTH[0] <= ratio <= REWRITE_LENGTH[1]:
+        return f"{ratio:.2f}x the passage's length"
+    recall = content_recall(original, rewrite)
+    if recall < min_recall:
+        return f"keeps {recall:.2f} of the passage's content words"
     return ""
 
 
@@ -353,6 +376,11 @@ class DECOP(Method):
         0.9, Real(0, 1),
         "one_per_request: a rewrite this similar (word sequence, 0-1) to the passage or to a kept rewrite is asked again",
     )
+    min_content_recall: float = param(
+        0.3, Real(0, 1),
+        "one_per_request: a rewrite keeping less than this share of the passage's content words (4+ letters) is "
+        "asked again, as is one outside 0.6-1.6x the passage's length in words",
+    )
     score: str = param(
         "accuracy", OneOf("accuracy", "probability"),
         "accuracy (the paper: fraction of orderings answered correctly) or probability (logit mode: mean "
@@ -433,7 +461,7 @@ class DECOP(Method):
             asked += missing
             for generation in (yield requests):
                 rewrite = clean_rewrite(generation.text)
-                problem = rewrite_problem(original, rewrite, kept, self.max_similarity)
+                problem = rewrite_problem(original, rewrite, kept, self.max_similarity, self.min_content_recall)
                 if problem:
                     errors.append(problem)
                 elif len(kept) < 3:

@@ -9,6 +9,7 @@ import pytest
 
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.cli.main import main
+from copyprobe.errors import ConfigError
 
 
 def write_jsonl(path, rows):
@@ -231,3 +232,24 @@ def test_audit_default_test_is_t(tmp_path, monkeypatch, capsys):
     report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
     assert report["test"]["name"] == "t" and "normal" in report["test"]["assumptions"]
     assert report["documents"][0]["p"] is not None
+
+
+def test_decop_paraphrasers_are_judged_per_style_and_probability_scores_are_refused():
+    from copyprobe.audit import choose_method
+    from copyprobe.data.example import Example
+
+    examples = [Example(id="s0", text="one two three four", doc_id="book")]
+    generate_only = {"generate"}
+    qwen15 = "llamacpp:qwen2.5-coder-1.5b-instruct"
+    with pytest.raises(ConfigError, match="with decop.paraphrase_style=one_per_request, qwen2.5-coder-1.5b"):
+        choose_method("decop", generate_only, qwen15, examples, {})
+    # one rewrite a request: the 1.5B model can; the 0.5B model cannot, and is not told to try it
+    assert choose_method("decop", generate_only, qwen15, examples, {"paraphrase_style": "one_per_request"}) == \
+        ("decop", None)
+    with pytest.raises(ConfigError, match="cannot write them \\(one per request") as info:
+        choose_method("decop", generate_only, "qwen2.5-coder-0.5b-instruct", examples,
+                      {"paraphrase_style": "one_per_request"})
+    assert "with decop.paraphrase_style" not in str(info.value)
+    with pytest.raises(ConfigError, match="claimed 4 of 5 never-seen letters"):
+        choose_method("decop", generate_only, qwen15, examples,
+                      {"paraphrase_style": "one_per_request", "score": "probability", "mode": "logit"})

@@ -418,9 +418,9 @@ def rewriter(answers):
 
 
 REWRITES = [
-    "Each evening the aged keeper of the beacon went up the steps to kindle its light for passing vessels.",
-    "Night after night, the elderly man who kept the lighthouse ascended to light the lamp so ships could see.",
-    "Every night the old guardian of the tower made the climb and lit the lamp to guide the boats.",
+    "Each night the aged lighthouse keeper went up the stairs to kindle the lamp for the passing ships.",
+    "Night after night, the elderly keeper of the lighthouse ascended the stairs to light a lamp so ships could see.",
+    "Every night the old keeper made the climb up the lighthouse stairs and lit its lamp to guide the ships.",
 ]
 
 
@@ -449,6 +449,21 @@ def test_one_per_request_fails_the_row_with_reasons_after_its_rounds():
     assert isinstance(result, Failure)
     assert "0 usable rewrites of 3 in 6 requests" in result.reason and "near copy of the passage" in result.reason
     assert len(asked) == 6
+
+
+def test_one_per_request_reasks_rewrites_of_the_wrong_length_or_meaning():
+    from copyprobe.methods.decop import content_recall, rewrite_problem
+
+    padded = REWRITES[0] + " " + REWRITES[1]
+    talk = "Sure, I can rewrite this text using different words for you while keeping its meaning intact, friend."
+    assert rewrite_problem(ORIGINAL, padded, [], 0.9, 0.3).endswith("x the passage's length")
+    assert content_recall(ORIGINAL, talk) < 0.3
+    assert rewrite_problem(ORIGINAL, talk, [], 0.9, 0.3).startswith("keeps 0.")
+    assert rewrite_problem(ORIGINAL, talk, [], 0.9, 0.0) == ""  # min_recall 0: only copies and lengths
+    fn, asked = rewriter([padded, talk, REWRITES[0], REWRITES[1], REWRITES[2]])
+    score = run_one(DECOP(paraphrase_style="one_per_request"), Example(id="p", text=ORIGINAL),
+                    FakeBackend(generate_fn=fn))
+    assert score.details["paraphrases"] == [REWRITES[0], REWRITES[1], REWRITES[2]] and len(asked) == 5
 
 
 def test_clean_rewrite_and_word_similarity():
