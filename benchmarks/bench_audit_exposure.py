@@ -259,10 +259,19 @@ def data_key(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def row_key(r: dict) -> tuple:
+    """What makes a row: plant, epoch, method, params and the passages it scored (a subset's
+    settings; rows saved before subsets were recorded count as all passages)."""
+    subset = {k: v for k, v in (r.get("subset") or {}).items() if v is not None}
+    return (r["plant"], r["epochs"], r["method"], json.dumps(r["params"], sort_keys=True),
+            json.dumps(subset, sort_keys=True))
+
+
 def merge(path: Path, new: list[dict], texts: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """New rows replace old rows of the same plant, epoch, method and params; each plant's
-    passages are kept once, under the sha256 of its data.jsonl (``texts``: key -> id -> text)."""
-    key = lambda r: (r["plant"], r["epochs"], r["method"], json.dumps(r["params"], sort_keys=True))  # noqa: E731
+    """New rows replace old rows of the same plant, epoch, method, params and subset of
+    passages; each plant's passages are kept once, under the sha256 of its data.jsonl
+    (``texts``: key -> id -> text)."""
+    key = row_key
     saved = json.loads(path.read_text()) if path.exists() else {}
     old = saved.get("rows", [])
     fresh = {key(r) for r in new}
@@ -306,8 +315,15 @@ def summary(results: dict[str, Any], guard: str, source: str) -> dict[str, Any]:
             "found": a["members_found"], "of": a["n_members"],
             "false_claims": a["false_claims"], "of_nonmembers": a["n_nonmembers"],
             "auc": round(r["auc"], 3) if r["auc"] is not None else None})
-    for rows in methods.values():
-        rows.sort(key=lambda x: (json.dumps(x["params"], sort_keys=True), x["model"], x["dilution"], x["exposures"]))
+    for name, rows in methods.items():
+        # the same exposure scored on several subsets of passages: the one that audited the most members
+        best: dict[tuple, dict] = {}
+        for x in rows:
+            k = (json.dumps(x["params"], sort_keys=True), x["model"], x["training"], x["dilution"], x["exposures"])
+            if k not in best or x["of"] > best[k]["of"]:
+                best[k] = x
+        methods[name] = sorted(best.values(), key=lambda x: (json.dumps(x["params"], sort_keys=True), x["model"],
+                                                             x["dilution"], x["exposures"]))
     first = results["rows"][0] if results["rows"] else {}
     return {"source": source,
             "audit": {"clean_documents": N_CLEAN, "test": first.get("test", TEST), "guard_test": guard,
@@ -317,6 +333,19 @@ def summary(results: dict[str, Any], guard: str, source: str) -> dict[str, Any]:
 
 def _pct(lo: float | None, hi: float | None) -> str:
     return "" if lo is None or hi is None else f"[{lo:.2f}, {hi:.2f}]"
+
+
+def subset_note(subset: dict) -> str:
+    """' [the committed paraphrases]', ' [1 passage a letter]' ...: which passages a row scored."""
+    notes = []
+    if subset.get("paraphrases"):
+        notes.append("the committed paraphrases")
+    if subset.get("passages_from"):
+        notes.append("the committed set's passages, model-written paraphrases")
+    if subset.get("passages_per_letter"):
+        n = subset["passages_per_letter"]
+        notes.append(f"{n} passage{'s' if n != 1 else ''} a letter")
+    return f" [{'; '.join(notes)}]" if notes else ""
 
 
 def render(rows: list[dict], guard: str) -> str:
@@ -330,7 +359,7 @@ def render(rows: list[dict], guard: str) -> str:
     for r in order:
         a = r["audits"][guard]
         params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
-        method = r["method"] + (f" ({params})" if params else "")
+        method = r["method"] + (f" ({params})" if params else "") + subset_note(r.get("subset") or {})
         coll = a["collection"]
         null = a["null_collection"]
         p_value = "" if coll["p"] is None else f" (p = {coll['p']:.2g})"
