@@ -452,13 +452,10 @@ class DECOP(Method):
     def _paraphrases_one_per_request(self, original: str):
         kept: list[str] = []
         errors: list[str] = []
-        next_seed = 0
-        asked = 0
+        asked = 0  # requests so far: the next one's seed offset
         for _ in range(self.paraphrase_attempts):
-            missing = 3 - len(kept)
-            requests = [self.paraphrase_request(original, next_seed + i) for i in range(missing)]
-            next_seed += missing
-            asked += missing
+            requests = [self.paraphrase_request(original, asked + i) for i in range(3 - len(kept))]
+            asked += len(requests)
             for generation in (yield requests):
                 rewrite = clean_rewrite(generation.text)
                 problem = rewrite_problem(original, rewrite, kept, self.max_similarity, self.min_content_recall)
