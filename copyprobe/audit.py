@@ -44,8 +44,8 @@ AUTO_PARAMS: dict[str, dict[str, Any]] = {"prefix_probe": {"similarity": "rouge_
 # bundled models shown unable to write DE-COP's paraphrases, per paraphrase_style
 # (benchmarks/results/blackbox.md and audit_exposure.md): asked for three at once, Qwen2.5-Coder-1.5B
 # copied the passage (none of 8 passages parsed in 3 attempts); asked one rewrite a request it
-# wrote 30 usable of 30, Qwen2.5-Coder-0.5B 1 of 15 and SmolLM2 5 of 15 (copies, 2x padding, talk
-# about the task); Gemma-3-270M is a base model that follows no instruction
+# wrote 72 usable of 89 (every one of 24 passages got its 3), Qwen2.5-Coder-0.5B 1 of 15 and
+# SmolLM2 5 of 15 (copies, 2x padding, talk about the task); Gemma-3-270M is a base model
 UNABLE_PARAPHRASERS = {
     "three_in_one": ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
                      "qwen2.5-coder-1.5b-instruct"),
