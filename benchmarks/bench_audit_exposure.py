@@ -51,7 +51,8 @@ N_CLEAN = 6
 TEST = "t"
 GUARDS = ("rank", "t")
 # what each method needs of the model, for the table (others: --access)
-ACCESS = {"topk_loss": "top-k log-probs", "prefix_probe": "generation", "samia": "generation",
+ACCESS = {"topk_loss": "top-k log-probs", "topk_reference": "top-k log-probs + a local model",
+          "prefix_probe": "generation", "samia": "generation",
           "decop": "generation", "name_cloze": "generation"}
 
 
