@@ -242,16 +242,31 @@ class AuditCollection(ScoringCollection):
         return build_methods([method], {method: dict(params)} if params else None)
 
 
-def non_default_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+def non_default_params(method: str, params: Mapping[str, Any] | None,
+                       target_spec: str | None = None) -> dict[str, Any]:
     """The parameters of a run's method that differ from the method's defaults (a method
-    this version does not know: all of them)."""
+    this version does not know: all of them). A model left at ``auto`` is recorded as the
+    model it resolved to (reference.model: gemma-3-270m for a SmolLM2 target), which is
+    still the default: left out when it is what ``auto`` gives ``target_spec`` (or, with no
+    target given, always)."""
+    from copyprobe.backends.specs import default_reference
+    from copyprobe.params import ModelSpec, Optional
     from copyprobe.registry import method_class
 
     try:
-        defaults = method_class(method).param_defaults()
+        cls = method_class(method)
     except ConfigError:  # a run recorded by a version with other methods
-        defaults = {}
-    return {k: v for k, v in (params or {}).items() if k not in defaults or str(defaults[k]) != str(v)}
+        return dict(params or {})
+    defaults = cls.param_defaults()
+    resolved = set()
+    for name, constraint in cls.param_constraints().items():
+        inner = constraint.inner if isinstance(constraint, Optional) else constraint
+        if isinstance(inner, ModelSpec) and inner.auto and defaults.get(name) == "auto":
+            resolved.add(name)
+    auto_model = default_reference(target_spec) if target_spec else None
+    return {k: v for k, v in (params or {}).items()
+            if not (k in resolved and (auto_model is None or str(v) == auto_model))
+            and (k not in defaults or str(defaults[k]) != str(v))}
 
 
 def derive_verdicts(run: record.Run) -> Derived:
@@ -269,7 +284,8 @@ def derive_verdicts(run: record.Run) -> Derived:
                                                     test=str(settings.get("test", "rank")),
                                                     guard_test=str(settings.get("guard_test", "rank")),
                                                     method_params=non_default_params(
-                                                        method, (run.record.methods or {}).get(method)))
+                                                        method, (run.record.methods or {}).get(method),
+                                                        target_spec=(run.record.model or {}).get("spec")))
     return derived
 
 

@@ -253,3 +253,25 @@ def test_decop_paraphrasers_are_judged_per_style_and_probability_scores_are_refu
     with pytest.raises(ConfigError, match="claimed 4 of 5 never-seen letters"):
         choose_method("decop", generate_only, qwen15, examples,
                       {"paraphrase_style": "one_per_request", "score": "probability", "mode": "logit"})
+
+
+def test_default_audit_reason_reads_the_default_rows_though_the_reference_model_is_recorded_resolved(
+        tmp_path, monkeypatch, capsys):
+    import random
+
+    from copyprobe.evaluation.exposure import rules_out
+
+    rng = random.Random(5)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+                                       for k in range(8) for p in range(2)])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    code = main(["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
+                 "--clean", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "run"), "--no-cache",
+                 "--no-progress", "--bootstrap", "0"])
+    assert code == 0, capsys.readouterr().err
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["audit"]["method"] == "reference" and run["methods"]["reference"] == {"model": "gemma-3-270m"}
+    (doc,) = json.loads((tmp_path / "run" / "verdicts.json").read_text())["documents"]
+    assert doc["verdict"] == "no evidence"  # the fake scores every text alike: the suspect does not stand out
+    assert rules_out("reference") in doc["reason"] and "with its default parameters" not in doc["reason"]

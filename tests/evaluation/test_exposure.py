@@ -80,6 +80,15 @@ def test_an_audit_reason_reads_the_rows_of_the_parameters_it_ran_with():
 
     assert non_default_params("prefix_probe", {"similarity": "rouge_l", "prefix_tokens": 32}) == {"similarity": "rouge_l"}
     assert non_default_params("no_such_method", {"x": 1}) == {"x": 1}
+    # a reference model left at auto is recorded resolved: still the default setting
+    assert non_default_params("reference", {"model": "gemma-3-270m"}) == {}
+    assert non_default_params("topk_reference", {"model": "gemma-3-270m", "k": 5}) == {"k": 5}
+    assert non_default_params("reference", {"model": "gemma-3-270m"}, target_spec="smollm2-135m-instruct") == {}
+    # another reference model than auto's is a variant the benchmark did not run
+    assert non_default_params("reference", {"model": "qwen2.5-coder-0.5b-instruct"},
+                              target_spec="smollm2-135m-instruct") == {"model": "qwen2.5-coder-0.5b-instruct"}
+    assert "with its default parameters" not in rules_out("reference", params=non_default_params(
+        "reference", {"model": "gemma-3-270m"}))
     rng = random.Random(0)
     words = "the a lamp keeper night ship stair light sea rock wind boat".split()
     rows, texts = [], {}
