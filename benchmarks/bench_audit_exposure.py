@@ -233,12 +233,16 @@ def columns(methods: list[str], params: dict[str, dict]) -> list[tuple[str, dict
         if method == "decop" and mine.get("mode") == "logit":
             # accuracy and the verbatim option's mean probability come from the same answers
             other = "probability" if mine.get("score", "accuracy") == "accuracy" else "accuracy"
-            key = "p_correct" if other == "probability" else None
-            out.append((method, {**mine, "score": other},
-                        lambda r, k=key: None if r.get("decop") is None else
-                        (r["details"]["decop"]["p_correct"] if k else
-                         r["details"]["decop"]["n_correct"] / r["details"]["decop"]["n_orderings"])))
+            out.append((method, {**mine, "score": other}, lambda r, o=other: decop_value(r, o)))
     return out
+
+
+def decop_value(row: dict, score: str) -> float | None:
+    """A DE-COP row's value under the other ``score`` (probability or accuracy), from its details."""
+    if row.get("decop") is None:
+        return None
+    details = row["details"]["decop"]
+    return details["p_correct"] if score == "probability" else details["n_correct"] / details["n_orderings"]
 
 
 def passage_auc(rows: list[dict], method: str) -> dict[str, Any]:

@@ -44,15 +44,8 @@ sys.path.insert(0, str(ROOT))
 from copyprobe.backends.base import GenerateRequest  # noqa: E402
 from copyprobe.methods.decop import (  # noqa: E402
     LETTERS, PARAPHRASE_PROMPT_ONE, content_recall, estimate_tokens, paraphrase_prompt, parse_paraphrases,
-    word_similarity,
+    word_similarity, words,
 )
-
-WORD = re.compile(r"[a-z0-9']+")
-
-
-def words(text: str) -> list[str]:
-    return WORD.findall(text.lower())
-
 
 seq_similarity = word_similarity  # the similarity DE-COP's one_per_request check uses
 

@@ -250,7 +250,6 @@ def non_default_params(method: str, params: Mapping[str, Any] | None,
     still the default: left out when it is what ``auto`` gives ``target_spec`` (or, with no
     target given, always)."""
     from copyprobe.backends.specs import default_reference
-    from copyprobe.params import ModelSpec, Optional
     from copyprobe.registry import method_class
 
     try:
@@ -258,11 +257,7 @@ def non_default_params(method: str, params: Mapping[str, Any] | None,
     except ConfigError:  # a run recorded by a version with other methods
         return dict(params or {})
     defaults = cls.param_defaults()
-    resolved = set()
-    for name, constraint in cls.param_constraints().items():
-        inner = constraint.inner if isinstance(constraint, Optional) else constraint
-        if isinstance(inner, ModelSpec) and inner.auto and defaults.get(name) == "auto":
-            resolved.add(name)
+    resolved = {name for name in cls.auto_model_params() if defaults.get(name) == AUTO}
     auto_model = default_reference(target_spec) if target_spec else None
     return {k: v for k, v in (params or {}).items()
             if not (k in resolved and (auto_model is None or str(v) == auto_model))

@@ -87,11 +87,11 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None,
     table = load_table() if table is None else table
     all_rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
     rows = [r for r in all_rows if _same(r.get("params"), params)]
+    used = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
     qualifier = ""
     if not rows and params:
         rows = [r for r in all_rows if not r.get("params")]
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
-        qualifier = f" (with its default parameters; this audit used {shown}, which was not benchmarked)"
+        qualifier = f" (with its default parameters; this audit used {used}, which was not benchmarked)"
     if not rows:
         return None
     by_model: dict[str, list[Mapping[str, Any]]] = {}
@@ -108,6 +108,5 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None,
     audit = table.get("audit") or {}
     design = (f", each document against {audit['clean_documents']} clean ones at alpha {audit['alpha']}"
               if "clean_documents" in audit and "alpha" in audit else "")
-    used = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
     name = f"{method} ({used})" if used and not qualifier else method
     return f"on planted models ({where}{design}) audits with {name}{qualifier} found " + "; ".join(parts)

@@ -173,6 +173,18 @@ class Method:
         for name, constraint in self.param_constraints().items():
             constraint.validate(getattr(self, name), f"{self.name}.{name}")
 
+    @classmethod
+    def auto_model_params(cls) -> list[str]:
+        """The model-spec parameters that accept ``auto`` (resolved against the target by
+        :meth:`resolve`)."""
+        names = []
+        for name, constraint in cls.param_constraints().items():
+            if isinstance(constraint, Optional):
+                constraint = constraint.inner
+            if isinstance(constraint, ModelSpec) and constraint.auto:
+                names.append(name)
+        return names
+
     def resolve(self, target_spec: str) -> "Method":
         """A copy whose model-dependent parameters are settled for this target model:
         every model-spec parameter left at ``auto`` becomes the default reference model
@@ -180,10 +192,8 @@ class Method:
         from copyprobe.backends.specs import default_reference
 
         resolved = self.clone()
-        for name, constraint in self.param_constraints().items():
-            if isinstance(constraint, Optional):
-                constraint = constraint.inner
-            if isinstance(constraint, ModelSpec) and constraint.auto and getattr(resolved, name) == AUTO:
+        for name in self.auto_model_params():
+            if getattr(resolved, name) == AUTO:
                 setattr(resolved, name, default_reference(target_spec))
         return resolved
 

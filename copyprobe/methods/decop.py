@@ -172,9 +172,14 @@ def parse_paraphrases(output: str, original: str | None = None) -> tuple[str, st
 _WORD = re.compile(r"[a-z0-9']+")
 
 
+def words(text: str) -> list[str]:
+    """The lower-cased words of a text (letters, digits, apostrophes), as the rewrite checks count them."""
+    return _WORD.findall(text.lower())
+
+
 def word_similarity(a: str, b: str) -> float:
     """Word-sequence similarity of two texts in [0, 1] (difflib's ratio over lower-cased words)."""
-    return difflib.SequenceMatcher(None, _WORD.findall(a.lower()), _WORD.findall(b.lower()), autojunk=False).ratio()
+    return difflib.SequenceMatcher(None, words(a), words(b), autojunk=False).ratio()
 
 
 def clean_rewrite(output: str) -> str:
@@ -194,8 +199,8 @@ REWRITE_LENGTH = (0.6, 1.6)
 def content_recall(original: str, rewrite: str) -> float:
     """Share of the passage's distinct content words (4+ letters) that the rewrite keeps: a
     proxy for "the same meaning" that needs no model."""
-    words = {w for w in _WORD.findall(original.lower()) if len(w) >= 4}
-    return len(words & set(_WORD.findall(rewrite.lower()))) / max(1, len(words))
+    content = {w for w in words(original) if len(w) >= 4}
+    return len(content & set(words(rewrite))) / max(1, len(content))
 
 
 def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_similarity: float,
@@ -213,7 +218,7 @@ def rewrite_problem(original: str, rewrite: str, kept: Sequence[str], max_simila
         similarity = word_similarity(other, rewrite)
         if similarity >= max_similarity:
             return f"a near copy of another rewrite (similarity {similarity:.2f})"
-    ratio = len(_WORD.findall(rewrite.lower())) / max(1, len(_WORD.findall(original.lower())))
+    ratio = len(words(rewrite)) / max(1, len(words(original)))
     if not REWRITE_LENGTH[0] <= ratio <= REWRITE_LENGTH[1]:
         return f"{ratio:.2f}x the passage's length"
     recall = content_recall(original, rewrite)
