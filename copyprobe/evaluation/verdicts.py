@@ -85,6 +85,12 @@ def rank_p(x: float, clean: Sequence[float]) -> float:
 
 
 def t_p(x: float, clean: Sequence[float]) -> float:
+    """The prediction t test's p; when the clean documents' scores have no spread at all
+    (DE-COP's 0.25 on every clean document from a model that answers by position, one
+    passage each) the normal model has nothing to scale by, and the rank test's p is given
+    (at least 1/(k+1)) instead of 0 for any score above them."""
+    if float(np.std(clean, ddof=1)) == 0:
+        return rank_p(x, clean)
     return prediction_t_p(x, clean)
 
 

@@ -321,3 +321,17 @@ def test_t_guard_ignores_passage_lengths_within_ten_percent():
             assert row["verdict"] == CANNOT_TELL and "passage length" in row["reason"]
         rank_row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss", guard_test="rank")
         assert rank_row["documents"][0]["verdict"] == CANNOT_TELL  # rank 1 of 7 by length: withheld
+
+
+def test_clean_documents_with_no_spread_get_the_rank_p_not_zero():
+    """DE-COP on a model that answers by position scores every clean passage 0.25: the t
+    test has no scale, and a suspect at 0.5 got p = 0 (a claim) before; now the rank p."""
+    assert t_p(0.5, [0.25] * 6) == pytest.approx(1 / 7)
+    assert t_p(0.25, [0.25] * 6) == pytest.approx(1.0)
+    rng = random.Random(5)
+    docs = {f"c{i}": (0, random_doc(rng, 1), [0.25]) for i in range(6)}
+    docs["s"] = (1, random_doc(rng, 1), [0.5])
+    scores, doc_of, labels, texts = build(docs)
+    row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="decop")["documents"][0]
+    assert row["p"] == pytest.approx(1 / 7) and row["verdict"] == NO_EVIDENCE
+    assert "above all 6 clean documents" in row["reason"]
