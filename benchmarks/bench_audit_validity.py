@@ -48,9 +48,20 @@ def _docs(style: str, numbers) -> list[str]:
     return [f"{style}-{n:02d}" for n in numbers]
 
 
-def scenarios() -> list[dict[str, Any]]:
+def scenarios(names: list[str] | None = None) -> list[dict[str, Any]]:
     """(name, audits): each audit is (suspect documents, clean documents); none of the
-    suspects was trained on by anyone."""
+    suspects was trained on by anyone. ``names``: only these scenarios (a slow method)."""
+    every = _all_scenarios()
+    if names is None:
+        return every
+    known = [sc["name"] for sc in every]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown scenario {unknown[0]!r}; choose from: {', '.join(known)}")
+    return [sc for sc in every if sc["name"] in names]
+
+
+def _all_scenarios() -> list[dict[str, Any]]:
     six = range(1, 7)
     out = []
 
@@ -222,9 +233,10 @@ def score_columns(rows: list[dict], methods: list[str]) -> list[dict]:
     return out
 
 
-def battery_table(rows: list[dict], texts: dict[str, str], columns: list[str], guards=GUARDS) -> list[dict]:
+def battery_table(rows: list[dict], texts: dict[str, str], columns: list[str], guards=GUARDS,
+                  names: list[str] | None = None) -> list[dict]:
     table = []
-    for sc in scenarios():
+    for sc in scenarios(names):
         for method in columns:
             for test in TESTS:
                 for alpha in ALPHAS:
@@ -235,17 +247,38 @@ def battery_table(rows: list[dict], texts: dict[str, str], columns: list[str], g
     return table
 
 
+def battery_examples(passage_words: int, names: list[str] | None = None,
+                     per_document: int | None = None) -> list:
+    """The battery's passages: only the documents the named scenarios audit (all: None),
+    and of each document only ``per_document`` evenly spaced passages (the ones an audit
+    reading that many would read; all: None)."""
+    from copyprobe.evaluation.verdicts import evenly_spaced
+
+    examples = load_battery(passage_words)
+    if names is not None:
+        needed = {d for sc in scenarios(names) for suspects, clean in sc["audits"] for d in suspects + clean}
+        examples = [e for e in examples if e.doc_id in needed]
+    if per_document:
+        by_doc: dict[str, list] = {}
+        for e in examples:
+            by_doc.setdefault(e.doc_id, []).append(e)
+        keep = {ps[j].id for ps in by_doc.values() for j in evenly_spaced(len(ps), per_document)}
+        examples = [e for e in examples if e.id in keep]
+    return examples
+
+
 def run_battery(args) -> dict[str, Any]:
     import copyprobe
 
-    examples = load_battery(args.passage_words)
+    chosen = scenarios(args.scenarios)
+    examples = battery_examples(args.passage_words, args.scenarios, args.passages_per_document)
     methods = list(args.scores)
     started = time.perf_counter()
     with copyprobe.Session(args.model, batch_size=args.batch_size, cache=args.cache or True) as session:
         result = copyprobe.detect(session, examples, methods, blind_baseline=False, n_bootstrap=0,
                                   params=_params(args))
         score_s = time.perf_counter() - started
-        di = {sc["name"]: di_counts(session, examples, sc["audits"]) for sc in scenarios()} if args.di else {}
+        di = {sc["name"]: di_counts(session, examples, sc["audits"]) for sc in chosen} if args.di else {}
     rows = score_columns(result.rows, methods)
     columns = [c for c in rows[0] if c not in ("id", "doc_id")] if rows else methods
     texts = {e.id: e.text for e in examples}
@@ -254,13 +287,14 @@ def run_battery(args) -> dict[str, Any]:
         for (test, alpha), counts in per.items():
             table.append({"scenario": name, "method": "feature_agg", "test": test, "alpha": alpha, "guard": "rank",
                           **counts})
-    table += battery_table(rows, texts, columns)
+    table += battery_table(rows, texts, columns, names=args.scenarios)
     failures = sum(1 for r in rows for m in methods if r.get(m) is None)
     return {"model": args.model, "passage_words": args.passage_words, "n_documents": len({e.doc_id for e in examples}),
+            "scenario_names": args.scenarios, "passages_per_document": args.passages_per_document,
             "n_passages": len(examples), "methods": methods, "params": _params(args), "columns": columns,
             "neighbours": args.neighbours, "score_s": round(score_s, 1),
             "failed_scores": failures, "scenarios": [{k: v for k, v in sc.items() if k != "audits"} |
-                                                     {"n_audits": len(sc["audits"])} for sc in scenarios()],
+                                                     {"n_audits": len(sc["audits"])} for sc in chosen],
             "table": table, "scores": rows, "command": ["python", *sys.argv]}
 
 
@@ -336,8 +370,13 @@ def render(battery: dict[str, Any] | None, power: dict[str, Any] | None) -> str:
     """Markdown tables of the results (what benchmarks/results/audit_validity.md shows)."""
     lines: list[str] = []
     if battery:
+        part = ""
+        if battery.get("scenario_names"):
+            part += f", {len(battery['scenario_names'])} of the scenarios"
+        if battery.get("passages_per_document"):
+            part += f", {battery['passages_per_document']} evenly spaced passage(s) a document"
         lines += [f"### Null battery: {battery['n_documents']} documents, {battery['n_passages']} passages, "
-                  f"{battery['model']}, passages of at most {battery['passage_words']} words", "",
+                  f"{battery['model']}, passages of at most {battery['passage_words']} words{part}", "",
                   "False claims (`evidence` on a document nobody trained on) over all scenarios; in brackets the "
                   "claims the test alone would make without the guard; then `cannot tell` verdicts and false "
                   "collection-level claims.", "",
@@ -388,6 +427,12 @@ def main(argv=None) -> int:
         p.add_argument("--param", action="append", default=[], help="METHOD.NAME=VALUE")
         p.add_argument("--cache", help="response cache file (default: the user cache)")
         p.add_argument("--out", required=True)
+        if name == "battery":
+            p.add_argument("--scenarios", type=lambda s: [x.strip() for x in s.split(";") if x.strip()],
+                           help="only these scenarios, separated by ';' (their names hold commas); a slow "
+                                "method; default: all")
+            p.add_argument("--passages-per-document", type=int,
+                           help="score only N evenly spaced passages of each document (default: all)")
         if name == "power":
             p.add_argument("--plant", required=True, help="a plant directory (copyprobe plant --split-by document)")
             p.add_argument("--only", help="one of the plant's models, e.g. '1 epoch' or '3 epochs'")
@@ -403,7 +448,8 @@ def main(argv=None) -> int:
         battery = json.loads(path.read_text())
         texts = {e.id: e.text for e in load_battery(battery["passage_words"])}
         kept = [r for r in battery["table"] if r["method"] == "feature_agg"]
-        battery["table"] = kept + battery_table(battery["scores"], texts, battery["columns"])
+        battery["table"] = kept + battery_table(battery["scores"], texts, battery["columns"],
+                                                names=battery.get("scenario_names"))
         path.write_text(json.dumps(battery, indent=1) + "\n")
         print(json.dumps(summarise(battery), indent=1))
         return 0

@@ -1,0 +1,32 @@
+"""The null battery's subset options: a slow method (DE-COP) is run on some scenarios and
+a few passages a document, and the subset must be exactly what those audits read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_audit_validity as bench  # noqa: E402
+
+from copyprobe.evaluation.verdicts import evenly_spaced  # noqa: E402
+
+
+def test_named_scenarios_keep_their_documents_and_evenly_spaced_passages():
+    names = ["archaic vs modern", "many vs many, one style"]
+    full = bench.load_battery(64)
+    sub = bench.battery_examples(64, names, 1)
+    audited = {d for sc in bench.scenarios(names) for s, c in sc["audits"] for d in s + c}
+    assert {e.doc_id for e in sub} == audited  # every audited document, nothing else
+    assert len(sub) == len(audited)  # one passage each
+    for doc in ("modern-03", "archaic-02"):
+        passages = [e.id for e in full if e.doc_id == doc]
+        assert [e.id for e in sub if e.doc_id == doc] == [passages[evenly_spaced(len(passages), 1)[0]]]
+    assert len(bench.battery_examples(64)) == len(full)  # no option: the whole battery
+
+
+def test_an_unknown_scenario_is_named_with_the_choices():
+    with pytest.raises(SystemExit, match="unknown scenario 'verse vs legal'.*archaic vs modern"):
+        bench.scenarios(["verse vs legal"])
