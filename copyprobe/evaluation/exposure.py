@@ -71,7 +71,17 @@ def _picked(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def _same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Parameter sets compared as the command line gives them (0.5 and "0.5" are one value)."""
-    return {k: str(v) for k, v in (a or {}).items()} == {k: str(v) for k, v in (b or {}).items()}
+    return _differ(a, b) == 0
+
+
+def _differ(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> int:
+    """How many parameters two non-default parameter sets set differently (absent = default)."""
+    a, b = a or {}, b or {}
+    return sum(str(a.get(k)) != str(b.get(k)) for k in set(a) | set(b))
+
+
+def _text(params: Mapping[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
 
 
 def rules_out(method: str, table: Mapping[str, Any] | None = None,
@@ -83,17 +93,21 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None,
 
     ``params``: the parameters the audit ran the method with that differ from its
     defaults. Rows benchmarked with the same parameters are used; without any, the rows of
-    the method's defaults, said to be so; None when neither was benchmarked."""
+    the benchmarked setting closest to them (fewest parameters set differently, the
+    defaults first among equals), said to be so."""
     table = load_table() if table is None else table
     all_rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
-    rows = [r for r in all_rows if _same(r.get("params"), params)]
-    used = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
-    qualifier = ""
-    if not rows and params:
-        rows = [r for r in all_rows if not r.get("params")]
-        qualifier = f" (with its default parameters; this audit used {used}, which was not benchmarked)"
-    if not rows:
+    if not all_rows:
         return None
+    rows = [r for r in all_rows if _same(r.get("params"), params)]
+    used = _text(params)
+    qualifier = ""
+    if not rows:
+        settings = {_text(r.get("params")): r.get("params") or {} for r in all_rows}
+        closest = min(settings, key=lambda t: (_differ(settings[t], params), t != ""))
+        rows = [r for r in all_rows if _text(r.get("params")) == closest]
+        qualifier = (f" (with {closest or 'its default parameters'}; this audit used "
+                     f"{used or 'the defaults'}, which {'was' if used else 'were'} not benchmarked)")
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_model.setdefault(str(r["model"]), []).append(r)

@@ -68,8 +68,20 @@ def test_a_variant_gets_its_own_rows_and_an_unbenchmarked_one_the_defaults_said_
     other = rules_out("prefix_probe", table, params={"similarity": "lcs"})
     assert "with its default parameters; this audit used similarity=lcs, which was not benchmarked" in other
     assert "3 of 12" in other
-    # a variant whose method has no default rows says nothing rather than something else
-    assert rules_out("prefix_probe", {**TABLE, "methods": {"prefix_probe": rouge}}, params={"n": 2}) is None
+    # a setting never benchmarked reads the closest one that was, and says which
+    only_rouge = {**TABLE, "methods": {"prefix_probe": rouge}}
+    assert ("audits with prefix_probe (with similarity=rouge_l; this audit used n=2, which was not benchmarked) "
+            "found on Qwen-0.5B, 9 of 12") in rules_out("prefix_probe", only_rouge, params={"n": 2})
+    assert ("(with similarity=rouge_l; this audit used the defaults, which were not benchmarked)"
+            in rules_out("prefix_probe", only_rouge))
+    lcs = [{**rouge[0], "found": 1, "params": {"similarity": "lcs", "n": 2}}]
+    both = {**TABLE, "methods": {"prefix_probe": plain + rouge + lcs}}
+    # one parameter away from rouge_l, two from lcs+n=2 and from the defaults: rouge_l's rows
+    near = rules_out("prefix_probe", both, params={"similarity": "rouge_l", "n": 3})
+    assert "(with similarity=rouge_l; this audit used n=3, similarity=rouge_l, which was not benchmarked)" in near
+    assert "9 of 12" in near and "1 of 12" not in near and "3 of 12" not in near
+    # equally far from the defaults and from a variant: the defaults
+    assert "(with its default parameters;" in rules_out("prefix_probe", both, params={"similarity": "token_sort"})
 
 
 def test_an_audit_reason_reads_the_rows_of_the_parameters_it_ran_with():
