@@ -442,7 +442,18 @@ def main(argv=None) -> int:
     again = sub.add_parser("retally", help="recompute a battery's verdict counts from its saved passage scores "
                            "(no model), e.g. after a change to the verdict rule")
     again.add_argument("--battery", required=True)
+    summ = sub.add_parser("summary", help="the null battery's false claims per method at the audit's defaults, for "
+                          "copyprobe/evaluation/validity.json (what an evidence verdict quotes)")
+    summ.add_argument("--battery", action="append", required=True, help="a battery JSON (repeat for several)")
+    summ.add_argument("--source", default="benchmarks/results/audit_validity.md")
+    summ.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    if args.part == "summary":
+        table = validity_summary([json.loads(Path(b).read_text()) for b in args.battery], args.source)
+        Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+        print(f"{args.out}: " + ", ".join(f"{m} ({sum(r['false_claims'] for r in rows)} false claims)"
+                                          for m, rows in table["methods"].items()))
+        return 0
     if args.part == "retally":
         path = Path(args.battery)
         battery = json.loads(path.read_text())
@@ -461,6 +472,49 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summarise(result), indent=1))
     return 0
+
+
+def column_params(battery: dict[str, Any], column: str) -> tuple[str, dict[str, Any]]:
+    """A battery column's method and the parameters it was scored with that differ from the
+    method's defaults: ``prefix_probe[lcs]`` is prefix_probe with similarity=lcs (the same
+    generations read with another similarity)."""
+    from copyprobe.audit import non_default_params
+
+    method, _, similarity = column.partition("[")
+    params = dict((battery.get("params") or {}).get(method) or {})
+    if similarity:
+        params["similarity"] = similarity.rstrip("]")
+    return method, non_default_params(method, params, target_spec=battery.get("model"))
+
+
+def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    """What copyprobe/evaluation/validity.py reads: per method and parameter set, the null
+    battery's false claims at the audit's defaults (t test, alpha 0.01, t guard), document
+    and collection verdicts, and how much of the battery was run."""
+    from copyprobe.audit import SETTINGS
+
+    test, alpha, guard = (SETTINGS.default(name) for name in ("test", "alpha", "guard_test"))
+    methods: dict[str, list[dict]] = {}
+    for battery in batteries:
+        totals = summarise(battery)
+        columns = battery.get("columns") or sorted({r["method"] for r in battery["table"]})  # older files
+        for column in columns:
+            t = totals.get(f"{column} {test} alpha={alpha} guard={guard}")
+            if t is None:
+                continue
+            method, params = column_params(battery, column)
+            if any(r["params"] == params and r["model"] == battery["model"] for r in methods.get(method, [])):
+                continue  # the same score in an earlier battery file
+            methods.setdefault(method, []).append({
+                "params": params, "model": battery["model"], "documents": t["documents"],
+                "false_claims": t["false_claims"], "cannot_tell": t["cannot_tell"],
+                "collections": sum(r["collections"] for r in battery["table"] if r["method"] == column
+                                   and r["test"] == test and r["alpha"] == alpha and r.get("guard") == guard),
+                "collection_claims": t["collection_claims"],
+                "scenarios": len(battery["scenarios"]),
+                "passages_per_document": battery.get("passages_per_document")})
+    return {"source": source, "audit": {"test": test, "alpha": alpha, "guard_test": guard},
+            "methods": dict(sorted(methods.items()))}
 
 
 def summarise(result: dict[str, Any]) -> Any:

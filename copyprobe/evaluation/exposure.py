@@ -69,7 +69,7 @@ def _picked(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return picked
 
 
-def _same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+def same_params(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Parameter sets compared as the command line gives them (0.5 and "0.5" are one value)."""
     return _differ(a, b) == 0
 
@@ -80,7 +80,7 @@ def _differ(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> int:
     return sum(str(a.get(k)) != str(b.get(k)) for k in set(a) | set(b))
 
 
-def _text(params: Mapping[str, Any] | None) -> str:
+def params_text(params: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
 
 
@@ -99,13 +99,13 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None,
     all_rows: Sequence[Mapping[str, Any]] = (table.get("methods") or {}).get(method) or []
     if not all_rows:
         return None
-    rows = [r for r in all_rows if _same(r.get("params"), params)]
-    used = _text(params)
+    rows = [r for r in all_rows if same_params(r.get("params"), params)]
+    used = params_text(params)
     qualifier = ""
     if not rows:
-        settings = {_text(r.get("params")): r.get("params") or {} for r in all_rows}
+        settings = {params_text(r.get("params")): r.get("params") or {} for r in all_rows}
         closest = min(settings, key=lambda t: (_differ(settings[t], params), t != ""))
-        rows = [r for r in all_rows if _text(r.get("params")) == closest]
+        rows = [r for r in all_rows if params_text(r.get("params")) == closest]
         qualifier = (f" (with {closest or 'its default parameters'}; this audit used "
                      f"{used or 'the defaults'}, which {'was' if used else 'were'} not benchmarked)")
     by_model: dict[str, list[Mapping[str, Any]]] = {}

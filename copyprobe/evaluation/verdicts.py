@@ -246,7 +246,7 @@ def verdicts(
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
         verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method,
-                                  _z(doc_score.get(s), clean_scores), method_params)
+                                  _z(doc_score.get(s), clean_scores), method_params, guard_test)
         row["verdict"], row["reason"] = verdict, reason
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -270,7 +270,8 @@ def verdicts(
         "documents": rows,
     }
     if len(tested) >= 2 and k >= 2:
-        report["collection"] = _collection(tested, clean, doc_score, alpha, standings)
+        report["collection"] = _collection(tested, clean, doc_score, alpha, standings,
+                                           _validity(method, method_params, test, alpha, guard_test, collection=True))
     report["summary"] = summary_sentence(report)
     return report
 
@@ -302,7 +303,16 @@ def _rules_out(method: str, params: Mapping[str, Any] | None = None) -> str:
     return f"; {clause}" if clause else ""
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None) -> tuple[str, str]:
+def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False) -> str:
+    """'; on 108 documents no model has seen ... claimed training on 0' (evaluation/validity.py), or ''."""
+    from copyprobe.evaluation.validity import false_claims
+
+    clause = false_claims(method, params, collection=collection, test=test, alpha=alpha, guard_test=guard_test)
+    return f"; {clause}" if clause else ""
+
+
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None,
+            guard_test="rank") -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -352,10 +362,11 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
                  else "its passages are within 10% of the clean documents' length")
     return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {_ordinal(style.rank)} of "
                       f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and {by_length}: the model's "
-                      f"score sets it apart more than the text alone does")
+                      f"score sets it apart more than the text alone does"
+                      f"{_validity(method, method_params, test, alpha, guard_test)}")
 
 
-def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
+def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "") -> dict[str, Any]:
     """The group test over the suspect documents that pass their own guard. A suspect that
     differs from the clean documents in style or length by the text alone could carry the
     group result on its style, so it is left out of the group (a choice made without the
@@ -404,7 +415,7 @@ def _collection(suspects, clean, doc_score, alpha, standings) -> dict[str, Any]:
         reason = (f"{which} {score} above the clean ones as a group (one-sided Mann-Whitney over documents, "
                   f"p = {_fmt_p(p)}), while the text alone does not set them apart (style p = "
                   f"{_fmt_p(text['style'])}, passage length p = {_fmt_p(text['length'])}); this says the model was "
-                  f"trained on some of them, not which{left_out}")
+                  f"trained on some of them, not which{left_out}{validity}")
     return {**out, "p": p, "min_p": min_possible, "style_p": _num(text["style"]), "length_p": _num(text["length"]),
             "verdict": verdict, "reason": reason}
 

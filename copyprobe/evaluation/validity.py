@@ -1,0 +1,62 @@
+"""How often a method claims training on documents no model has seen, in numbers.
+
+An ``evidence`` verdict is as good as the test's false-claim rate. ``benchmarks/
+bench_audit_validity.py`` audits 326 documents written for copyprobe after every bundled
+model was trained (its null battery: 108 suspect documents in 15 scenarios, none trained
+on by anyone) with each method; its summary ships with the package (``validity.json``,
+written by ``bench_audit_validity.py summary``) so that every ``evidence`` verdict can say
+how many false claims audits with the same method and settings made there, or that they
+were never tested.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from copyprobe.evaluation.exposure import load_table, params_text, same_params
+
+TABLE = Path(__file__).with_name("validity.json")
+
+
+def null_record(method: str, params: Mapping[str, Any] | None = None,
+                table: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
+    """The null battery's row for ``method`` with exactly these non-default ``params``
+    (None: never run with them)."""
+    table = load_table(str(TABLE)) if table is None else table
+    rows = (table.get("methods") or {}).get(method) or []
+    return next((r for r in rows if same_params(r.get("params"), params)), None)
+
+
+def applies(table: Mapping[str, Any], test: str, alpha: float, guard_test: str) -> bool:
+    """The battery's counts hold for an audit with its test, alpha and guard only."""
+    audit = table.get("audit") or {}
+    return (audit.get("test"), audit.get("alpha"), audit.get("guard_test")) == (test, alpha, guard_test)
+
+
+def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collection: bool = False,
+                 test: str = "t", alpha: float = 0.01, guard_test: str = "t",
+                 table: Mapping[str, Any] | None = None) -> str | None:
+    """One clause for an ``evidence`` reason: the false claims audits with ``method`` (and
+    these non-default ``params``) made on the null battery, of documents or (``collection``)
+    of collections; that they were never run there; None when the audit's test, alpha or
+    guard differ from the battery's (its counts say nothing about those)."""
+    table = load_table(str(TABLE)) if table is None else table
+    if not table or not applies(table, test, alpha, guard_test):
+        return None
+    where = table.get("source", "benchmarks/results/audit_validity.md")
+    used = params_text(params)
+    name = f"{method} ({used})" if used else method
+    row = null_record(method, params, table)
+    if row is None:
+        return (f"how often {name} claims training on documents no model has seen is not known: the null "
+                f"battery ({where}) did not run it with these settings")
+    if collection:
+        n, of, what = row["collection_claims"], row["collections"], "collections"
+    else:
+        n, of, what = row["false_claims"], row["documents"], "documents"
+    part = "" if not row.get("passages_per_document") else (
+        f", {row['passages_per_document']} passage{'s' if row['passages_per_document'] != 1 else ''} a document")
+    promised = f", where alpha = {alpha} allows about {alpha * of:.1g}" if n > 0 else ""
+    return (f"on {of} {what} no model has seen ({where}, {row['model']}{part}) audits with {name} claimed "
+            f"training on {n}{promised}")

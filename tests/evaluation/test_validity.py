@@ -1,0 +1,78 @@
+"""What an 'evidence' verdict says about its own false-claim rate: the null battery's
+count for the method and settings used, that it was never run there, or nothing when
+the audit's test, alpha or guard are not the battery's."""
+
+from __future__ import annotations
+
+import random
+
+from copyprobe.evaluation.validity import false_claims, null_record
+from copyprobe.evaluation.verdicts import verdicts
+from copyprobe.evaluation.vocabulary import EVIDENCE
+
+ROW = {"model": "smollm2", "documents": 108, "false_claims": 2, "cannot_tell": 30, "collections": 2,
+       "collection_claims": 0, "scenarios": 15, "passages_per_document": None}
+TABLE = {"source": "audit_validity.md", "audit": {"test": "t", "alpha": 0.01, "guard_test": "t"},
+         "methods": {"samia": [{**ROW, "params": {"n_samples": 4}}],
+                     "reference": [{**ROW, "params": {}, "false_claims": 0}],
+                     "decop": [{**ROW, "params": {}, "false_claims": 0, "documents": 58, "passages_per_document": 1}]}}
+
+
+def test_the_count_for_the_method_and_its_settings():
+    assert null_record("samia", {"n_samples": "4"}, TABLE)["false_claims"] == 2  # "4" from the command line is 4
+    assert null_record("samia", {}, TABLE) is None
+    two = false_claims("samia", {"n_samples": 4}, table=TABLE)
+    assert two == ("on 108 documents no model has seen (audit_validity.md, smollm2) audits with samia (n_samples=4) "
+                   "claimed training on 2, where alpha = 0.01 allows about 1")
+    none = false_claims("reference", table=TABLE)
+    assert none.endswith("audits with reference claimed training on 0") and "allows" not in none
+    assert "1 passage a document" in false_claims("decop", table=TABLE)
+    assert false_claims("samia", {"n_samples": 4}, collection=True, table=TABLE).startswith("on 2 collections")
+
+
+def test_untested_settings_say_so_and_other_test_settings_say_nothing():
+    untested = false_claims("samia", table=TABLE)
+    assert "how often samia claims training on documents no model has seen is not known" in untested
+    assert false_claims("min_k", table=TABLE).startswith("how often min_k claims")
+    assert false_claims("reference", alpha=0.05, table=TABLE) is None
+    assert false_claims("reference", test="rank", table=TABLE) is None
+    assert false_claims("reference", guard_test="rank", table=TABLE) is None
+    assert false_claims("reference", table={}) is None
+
+
+def test_an_evidence_verdict_quotes_the_shipped_battery_count():
+    """A suspect far above 6 clean documents, at the audit's defaults: the reason ends with
+    the shipped null battery's count for the method (read here from the table itself)."""
+    rng = random.Random(0)
+    words = "the a lamp keeper night ship stair light sea rock wind boat".split()
+    passages = [" ".join(rng.choice(words) for _ in range(40)) for _ in range(3)]  # one style for all
+    scores, docs, labels, texts = {}, {}, {}, {}
+    for d, (label, base) in enumerate([(1, 5.0)] + [(0, 0.1 * k) for k in range(6)]):
+        for j in range(3):
+            i = f"{d}:{j}"
+            scores[i], docs[i], labels[i], texts[i] = base + 0.01 * j, f"doc{d}", label, passages[j]
+    report = verdicts(scores, docs, labels, 0.01, texts, test="t", method="reference", guard_test="t")
+    row = report["documents"][0]
+    assert row["verdict"] == EVIDENCE, row["reason"]
+    shipped = null_record("reference")
+    assert shipped is not None
+    assert row["reason"].endswith(f"audits with reference claimed training on {shipped['false_claims']}")
+    at_05 = verdicts(scores, docs, labels, 0.05, texts, test="t", method="reference", guard_test="t")
+    assert "no model has seen" not in at_05["documents"][0]["reason"]
+
+
+def test_a_collection_claim_quotes_the_battery_collection_count():
+    rng = random.Random(1)
+    words = "the a lamp keeper night ship stair light sea rock wind boat".split()
+    passages = [" ".join(rng.choice(words) for _ in range(40)) for _ in range(3)]
+    scores, docs, labels, texts = {}, {}, {}, {}
+    for d, (label, base) in enumerate([(1, 5.0), (1, 5.5), (1, 6.0)] + [(0, 0.1 * k) for k in range(8)]):
+        for j in range(3):
+            i = f"{d}:{j}"
+            scores[i], docs[i], labels[i], texts[i] = base + 0.01 * j, f"doc{d}", label, passages[j]
+    collection = verdicts(scores, docs, labels, 0.01, texts, test="t", method="topk_reference",
+                          guard_test="t")["collection"]
+    shipped = null_record("topk_reference")
+    assert collection["verdict"] == EVIDENCE, collection["reason"]
+    assert collection["reason"].endswith(f"claimed training on {shipped['collection_claims']}, where alpha = 0.01 "
+                                         f"allows about {0.01 * shipped['collections']:.1g}")
