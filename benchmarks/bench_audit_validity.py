@@ -249,15 +249,15 @@ def battery_table(rows: list[dict], texts: dict[str, str], columns: list[str], g
 
 def battery_examples(passage_words: int, names: list[str] | None = None,
                      per_document: int | None = None) -> list:
-    """The battery's passages: only the documents the named scenarios audit (all: None),
+    """The battery's passages: only the documents the named scenarios audit (None: every
+    scenario; runs before 2026-11-27 also scored 126 short versions and 14 encyclopedic
+    articles no scenario reads),
     and of each document only ``per_document`` evenly spaced passages (the ones an audit
     reading that many would read; all: None)."""
     from copyprobe.evaluation.verdicts import evenly_spaced
 
-    examples = load_battery(passage_words)
-    if names is not None:
-        needed = {d for sc in scenarios(names) for suspects, clean in sc["audits"] for d in suspects + clean}
-        examples = [e for e in examples if e.doc_id in needed]
+    needed = {d for sc in scenarios(names) for suspects, clean in sc["audits"] for d in suspects + clean}
+    examples = [e for e in load_battery(passage_words) if e.doc_id in needed]
     if per_document:
         by_doc: dict[str, list] = {}
         for e in examples:
@@ -371,7 +371,7 @@ def render(battery: dict[str, Any] | None, power: dict[str, Any] | None) -> str:
     lines: list[str] = []
     if battery:
         part = ""
-        if battery.get("scenario_names"):
+        if battery.get("scenario_names") and len(battery["scenario_names"]) < len(scenarios()):
             part += f", {len(battery['scenario_names'])} of the scenarios"
         if battery.get("passages_per_document"):
             part += f", {battery['passages_per_document']} evenly spaced passage(s) a document"

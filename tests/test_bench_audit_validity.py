@@ -24,7 +24,9 @@ def test_named_scenarios_keep_their_documents_and_evenly_spaced_passages():
     for doc in ("modern-03", "archaic-02"):
         passages = [e.id for e in full if e.doc_id == doc]
         assert [e.id for e in sub if e.doc_id == doc] == [passages[evenly_spaced(len(passages), 1)[0]]]
-    assert len(bench.battery_examples(64)) == len(full)  # no option: the whole battery
+    every = {d for sc in bench.scenarios() for s, c in sc["audits"] for d in s + c}
+    whole = bench.battery_examples(64)  # no option: every passage of every audited document
+    assert {e.doc_id for e in whole} == every and len(whole) == sum(e.doc_id in every for e in full)
 
 
 def test_an_unknown_scenario_is_named_with_the_choices():
