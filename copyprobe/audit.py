@@ -237,7 +237,12 @@ class AuditCollection(ScoringCollection):
         else:
             _, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples, params)
         self.method = method
-        self.notes = [note] if note else []
+        from copyprobe.evaluation.validity import caution
+
+        warning = caution(method, non_default_params(method, params, session.target_spec),
+                          test=self.settings["test"], alpha=self.settings["alpha"],
+                          guard_test=self.settings["guard_test"])
+        self.notes = [n for n in (note, warning) if n]
         self.section = ("audit", {**self.settings, "method": method})
         return build_methods([method], {method: dict(params)} if params else None)
 

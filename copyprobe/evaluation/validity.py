@@ -60,3 +60,27 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
     promised = f", where alpha = {alpha} allows about {alpha * of:.1g}" if n > 0 else ""
     return (f"on {of} {what} no model has seen ({where}, {row['model']}{part}) audits with {name} claimed "
             f"training on {n}{promised}")
+
+
+def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
+            guard_test: str = "t", table: Mapping[str, Any] | None = None) -> str | None:
+    """A note for the start of an audit whose method (with these settings) made false
+    claims on the null battery, or was never run there; None when it made none, or when
+    the audit's test, alpha or guard are not the battery's."""
+    table = load_table(str(TABLE)) if table is None else table
+    if not table or not applies(table, test, alpha, guard_test):
+        return None
+    where = table.get("source", "benchmarks/results/audit_validity.md")
+    used = params_text(params)
+    name = f"{method} ({used})" if used else method
+    row = null_record(method, params, table)
+    if row is None:
+        return (f"{name} was never run on the null battery ({where}): how often it claims training on documents no "
+                f"model has seen is not known; method auto picks a method that was")
+    claims = [f"{n} of {of} {what}" for n, of, what in ((row["false_claims"], row["documents"], "documents"),
+                                                        (row["collection_claims"], row["collections"], "collections"))
+              if n > 0]
+    if not claims:
+        return None
+    return (f"{name} claimed training on {' and '.join(claims)} no model has seen on the null battery ({where}), "
+            f"at the alpha of this audit ({alpha}): read its evidence as weaker than alpha says")

@@ -275,3 +275,31 @@ def test_default_audit_reason_reads_the_default_rows_though_the_reference_model_
     (doc,) = json.loads((tmp_path / "run" / "verdicts.json").read_text())["documents"]
     assert doc["verdict"] == "no evidence"  # the fake scores every text alike: the suspect does not stand out
     assert rules_out("reference") in doc["reason"] and "with its default parameters" not in doc["reason"]
+
+
+def test_an_audit_notes_before_work_what_the_null_battery_says_of_its_method(tmp_path, monkeypatch, capsys):
+    """topk_loss made false claims on the null battery (the shipped table) and min_k was
+    never run there: each audit's notes say so; reference made none and gets no note."""
+    import random
+
+    from copyprobe.evaluation.validity import null_record
+
+    rng = random.Random(3)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng, 60), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng, 60), "doc_id": f"c{k}"} for k in range(4)])
+    backend = FakeBackend(spec="fake-notes", capabilities={"token_logprobs", "generate", "top_logprobs"})
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: backend)
+    notes = {}
+    for method in ("topk_loss", "min_k", "zlib"):
+        code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean",
+                     str(tmp_path / "c.jsonl"), "--out", str(tmp_path / method), "--no-cache", "--no-progress",
+                     "--bootstrap", "0", "--method", method])
+        assert code == 0, capsys.readouterr().err
+        notes[method] = json.loads((tmp_path / method / "run.json").read_text())["notes"]
+        printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+        assert printed == [f"note: {n}" for n in notes[method]]
+    shipped = null_record("topk_loss")
+    assert any(n.startswith(f"topk_loss claimed training on {shipped['false_claims']} of {shipped['documents']} "
+                            "documents no model has seen") for n in notes["topk_loss"])
+    assert any(n.startswith("min_k was never run on the null battery") for n in notes["min_k"])
+    assert null_record("zlib")["false_claims"] == 0 and not any("null battery" in n for n in notes["zlib"])

@@ -76,3 +76,18 @@ def test_a_collection_claim_quotes_the_battery_collection_count():
     assert collection["verdict"] == EVIDENCE, collection["reason"]
     assert collection["reason"].endswith(f"claimed training on {shipped['collection_claims']}, where alpha = 0.01 "
                                          f"allows about {0.01 * shipped['collections']:.1g}")
+
+
+def test_a_caution_before_work_for_a_method_that_failed_or_never_ran():
+    from copyprobe.evaluation.validity import caution
+
+    assert caution("reference", table=TABLE) is None  # 0 false claims
+    failed = caution("samia", {"n_samples": 4}, table=TABLE)
+    assert failed.startswith("samia (n_samples=4) claimed training on 2 of 108 documents no model has seen")
+    never = caution("min_k", table=TABLE)
+    assert never.startswith("min_k was never run on the null battery") and "not known" in never
+    collection = caution("reference", table={**TABLE, "methods": {"reference": [{**ROW, "params": {},
+                                                                               "false_claims": 0,
+                                                                               "collection_claims": 1}]}})
+    assert "claimed training on 1 of 2 collections" in collection and "documents" not in collection.split(" no ")[0]
+    assert caution("samia", {"n_samples": 4}, alpha=0.05, table=TABLE) is None

@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
             api_options=api_options(args), **setting_values(args, SETTINGS),
         )
     _print(result.verdicts)
+    for note in result.detect.notes:  # which method auto chose, what the null battery says of it
+        print(f"note: {note}")
     if args.report:
         from copyprobe.reports.html import write_report
 
