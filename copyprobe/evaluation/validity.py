@@ -11,6 +11,7 @@ were never tested.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,23 +35,39 @@ def applies(table: Mapping[str, Any], test: str, alpha: float, guard_test: str) 
     return (audit.get("test"), audit.get("alpha"), audit.get("guard_test")) == (test, alpha, guard_test)
 
 
+@dataclass(frozen=True)
+class _Lookup:
+    name: str  # the method with its non-default parameters, as a verdict names it
+    where: str  # the results file the battery's counts come from
+    row: Mapping[str, Any] | None  # the battery's row; None: never run with these settings
+
+
+def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: float, guard_test: str,
+            table: Mapping[str, Any] | None) -> _Lookup | None:
+    """What the battery says of ``method`` with ``params``; None when the audit's test,
+    alpha or guard differ from the battery's (its counts say nothing about those)."""
+    table = load_table(str(TABLE)) if table is None else table
+    if not table or not applies(table, test, alpha, guard_test):
+        return None
+    used = params_text(params)
+    return _Lookup(f"{method} ({used})" if used else method,
+                   table.get("source", "benchmarks/results/audit_validity.md"), null_record(method, params, table))
+
+
 def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collection: bool = False,
                  test: str = "t", alpha: float = 0.01, guard_test: str = "t",
                  table: Mapping[str, Any] | None = None) -> str | None:
     """One clause for an ``evidence`` reason: the false claims audits with ``method`` (and
     these non-default ``params``) made on the null battery, of documents or (``collection``)
     of collections; that they were never run there; None when the audit's test, alpha or
-    guard differ from the battery's (its counts say nothing about those)."""
-    table = load_table(str(TABLE)) if table is None else table
-    if not table or not applies(table, test, alpha, guard_test):
+    guard differ from the battery's."""
+    found = _lookup(method, params, test, alpha, guard_test, table)
+    if found is None:
         return None
-    where = table.get("source", "benchmarks/results/audit_validity.md")
-    used = params_text(params)
-    name = f"{method} ({used})" if used else method
-    row = null_record(method, params, table)
+    row = found.row
     if row is None:
-        return (f"how often {name} claims training on documents no model has seen is not known: the null "
-                f"battery ({where}) did not run it with these settings")
+        return (f"how often {found.name} claims training on documents no model has seen is not known: the null "
+                f"battery ({found.where}) did not run it with these settings")
     if collection:
         n, of, what = row["collection_claims"], row["collections"], "collections"
     else:
@@ -58,29 +75,26 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
     part = "" if not row.get("passages_per_document") else (
         f", {row['passages_per_document']} passage{'s' if row['passages_per_document'] != 1 else ''} a document")
     promised = f", where alpha = {alpha} allows about {alpha * of:.1g}" if n > 0 else ""
-    return (f"on {of} {what} no model has seen ({where}, {row['model']}{part}) audits with {name} claimed "
-            f"training on {n}{promised}")
+    return (f"on {of} {what} no model has seen ({found.where}, {row['model']}{part}) audits with {found.name} "
+            f"claimed training on {n}{promised}")
 
 
 def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
             guard_test: str = "t", table: Mapping[str, Any] | None = None) -> str | None:
-    """A note for the start of an audit whose method (with these settings) made false
-    claims on the null battery, or was never run there; None when it made none, or when
-    the audit's test, alpha or guard are not the battery's."""
-    table = load_table(str(TABLE)) if table is None else table
-    if not table or not applies(table, test, alpha, guard_test):
+    """A note for an audit whose method (with these settings) made false claims on the
+    null battery, or was never run there; None when it made none, or when the audit's
+    test, alpha or guard are not the battery's."""
+    found = _lookup(method, params, test, alpha, guard_test, table)
+    if found is None:
         return None
-    where = table.get("source", "benchmarks/results/audit_validity.md")
-    used = params_text(params)
-    name = f"{method} ({used})" if used else method
-    row = null_record(method, params, table)
+    row = found.row
     if row is None:
-        return (f"{name} was never run on the null battery ({where}): how often it claims training on documents no "
-                f"model has seen is not known; method auto picks a method that was")
+        return (f"{found.name} was never run on the null battery ({found.where}): how often it claims training on "
+                f"documents no model has seen is not known; method auto picks a method that was")
     claims = [f"{n} of {of} {what}" for n, of, what in ((row["false_claims"], row["documents"], "documents"),
                                                         (row["collection_claims"], row["collections"], "collections"))
               if n > 0]
     if not claims:
         return None
-    return (f"{name} claimed training on {' and '.join(claims)} no model has seen on the null battery ({where}), "
-            f"at the alpha of this audit ({alpha}): read its evidence as weaker than alpha says")
+    return (f"{found.name} claimed training on {' and '.join(claims)} no model has seen on the null battery "
+            f"({found.where}), at the alpha of this audit ({alpha}): read its evidence as weaker than alpha says")
