@@ -67,7 +67,7 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
     row = found.row
     if row is None:
         return (f"how often {found.name} claims training on documents no model has seen is not known: the null "
-                f"battery ({found.where}) did not run it with these settings")
+                f"battery ({found.where}) has no count for it with these settings")
     if collection:
         n, of, what = row["collection_claims"], row["collections"], "collections"
     else:
@@ -82,15 +82,15 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
 def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
             guard_test: str = "t", table: Mapping[str, Any] | None = None) -> str | None:
     """A note for an audit whose method (with these settings) made false claims on the
-    null battery, or was never run there; None when it made none, or when the audit's
+    null battery, or has no count there; None when it made none, or when the audit's
     test, alpha or guard are not the battery's."""
     found = _lookup(method, params, test, alpha, guard_test, table)
     if found is None:
         return None
     row = found.row
     if row is None:
-        return (f"{found.name} was never run on the null battery ({found.where}): how often it claims training on "
-                f"documents no model has seen is not known; method auto picks a method that was")
+        return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
+                f"claims training on documents no model has seen is not known; method auto picks a method that has one")
     claims = [f"{n} of {of} {what}" for n, of, what in ((row["false_claims"], row["documents"], "documents"),
                                                         (row["collection_claims"], row["collections"], "collections"))
               if n > 0]

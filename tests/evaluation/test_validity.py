@@ -1,5 +1,5 @@
 """What an 'evidence' verdict says about its own false-claim rate: the null battery's
-count for the method and settings used, that it was never run there, or nothing when
+count for the method and settings used, that it has none, or nothing when
 the audit's test, alpha or guard are not the battery's."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_a_caution_before_work_for_a_method_that_failed_or_never_ran():
     failed = caution("samia", {"n_samples": 4}, table=TABLE)
     assert failed.startswith("samia (n_samples=4) claimed training on 2 of 108 documents no model has seen")
     never = caution("min_k", table=TABLE)
-    assert never.startswith("min_k was never run on the null battery") and "not known" in never
+    assert never.startswith("min_k has no count on the null battery") and "not known" in never
     collection = caution("reference", table={**TABLE, "methods": {"reference": [{**ROW, "params": {},
                                                                                "false_claims": 0,
                                                                                "collection_claims": 1}]}})
