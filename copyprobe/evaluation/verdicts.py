@@ -41,6 +41,7 @@ scores, with the same guard on the group)?
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -85,13 +86,20 @@ def rank_p(x: float, clean: Sequence[float]) -> float:
 
 
 def t_p(x: float, clean: Sequence[float]) -> float:
-    """The prediction t test's p; when the clean documents' scores have no spread at all
-    (DE-COP's 0.25 on every clean document from a model that answers by position, one
-    passage each) the normal model has nothing to scale by, and the rank test's p is given
-    (at least 1/(k+1)) instead of 0 for any score above them."""
-    if float(np.std(clean, ddof=1)) == 0:
-        return rank_p(x, clean)
-    return prediction_t_p(x, clean)
+    """The prediction t test's p; the rank test's when :func:`tied` says the clean scores
+    are not continuous."""
+    return rank_p(x, clean) if tied(clean) else prediction_t_p(x, clean)
+
+
+def tied(clean: Sequence[float]) -> int:
+    """How many clean documents share their score with another. Normal scores never tie; a
+    score with few possible values does (DE-COP's share of right answers: 0.25 on every
+    passage of a model that answers by position, 0 or 0.5 on a few), and its clean
+    documents' sd then says nothing of how far a new document can fall: on the null
+    battery the t test claimed a never-seen article at DE-COP 0.5 against clean documents
+    at 0.25 and 0. The exact rank test is used instead."""
+    counts = Counter(float(c) for c in clean)
+    return sum(n for n in counts.values() if n > 1)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -215,13 +223,16 @@ def verdicts(
     doc_passages = {d: [texts.get(i, "") for i, _ in chosen[d]] for d in scored}
     clean_scores = [doc_score[d] for d in clean]
     k = len(clean)
-    needed = clean_needed(test, alpha)
+    ties = tied(clean_scores) if test == "t" else 0
+    p_test = "rank" if ties else test  # what the p-values come from
+    needed = clean_needed(p_test, alpha)
 
     tested = [s for s in suspects if values[s]]
     raw_p = {}
     for s in tested:
-        if k >= 1 and (test == "rank" or k >= MIN_CLEAN_T):
-            raw_p[s] = rank_p(doc_score[s], clean_scores) if test == "rank" else t_p(doc_score[s], clean_scores)
+        if k >= 1 and (p_test == "rank" or k >= MIN_CLEAN_T):
+            raw_p[s] = (rank_p(doc_score[s], clean_scores) if p_test == "rank"
+                        else prediction_t_p(doc_score[s], clean_scores))
     adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
@@ -245,8 +256,8 @@ def verdicts(
         st = standings.get(s, {})
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
-        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, test, needed, method,
-                                  _z(doc_score.get(s), clean_scores), method_params, guard_test)
+        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, p_test, needed, method,
+                                  _z(doc_score.get(s), clean_scores), method_params, guard_test, ties)
         row["verdict"], row["reason"] = verdict, reason
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -255,8 +266,9 @@ def verdicts(
         "format": FORMAT,
         "method": method,
         "alpha": alpha,
-        "test": {"name": test, "assumptions": ASSUMPTIONS[test], "n_clean_documents": k,
-                 "min_p": min_p(test, k), "clean_needed": needed, "passages_per_document": m_passages,
+        "test": {"name": test, "assumptions": ASSUMPTIONS[p_test], "n_clean_documents": k,
+                 "min_p": min_p(p_test, k), "clean_needed": needed, "passages_per_document": m_passages,
+                 **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(raw_p) > 1 else None},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": RULE,
@@ -312,7 +324,7 @@ def _validity(method: str, params, test: str, alpha: float, guard_test: str, col
 
 
 def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None,
-            guard_test="rank") -> tuple[str, str]:
+            guard_test="rank", ties=0) -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -321,7 +333,10 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
         return CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw"
     if math.isnan(p) or min_p(test, k) > alpha:
         if test == "rank":
-            return CANNOT_TELL, (f"with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
+            why = (f"{ties} of the {k} clean documents share their score with another (a score with few possible "
+                   f"values), so the t test's normal model does not hold and the exact rank test is used: "
+                   if ties else "")
+            return CANNOT_TELL, (f"{why}with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
                                  f"one document can give is 1/{k + 1} = {1 / (k + 1):.3g}, above alpha = {alpha}: "
                                  f"give at least {needed} documents you are sure the model never saw, in the same "
                                  f"genre and style as {name}")

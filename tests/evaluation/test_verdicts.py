@@ -323,15 +323,29 @@ def test_t_guard_ignores_passage_lengths_within_ten_percent():
         assert rank_row["documents"][0]["verdict"] == CANNOT_TELL  # rank 1 of 7 by length: withheld
 
 
-def test_clean_documents_with_no_spread_get_the_rank_p_not_zero():
-    """DE-COP on a model that answers by position scores every clean passage 0.25: the t
-    test has no scale, and a suspect at 0.5 got p = 0 (a claim) before; now the rank p."""
+def test_tied_clean_scores_get_the_rank_test_not_the_t_test():
+    """DE-COP on a model that answers by position scores every clean passage 0.25 (or 0 on
+    a few): the t test either has no scale (p = 0 for anything above) or a tiny one (on the
+    null battery it claimed a never-seen article at 0.5 against clean 0.25s and 0s); tied
+    clean scores get the exact rank test, and with 6 clean documents that cannot claim."""
     assert t_p(0.5, [0.25] * 6) == pytest.approx(1 / 7)
     assert t_p(0.25, [0.25] * 6) == pytest.approx(1.0)
+    clean = [0.25] * 20 + [0.0] * 4
+    assert prediction_t_p_of(0.5, clean) < 0.01  # what the t test said: a claim
+    assert t_p(0.5, clean) == pytest.approx(1 / 25)
     rng = random.Random(5)
-    docs = {f"c{i}": (0, random_doc(rng, 1), [0.25]) for i in range(6)}
+    docs = {f"c{i}": (0, random_doc(rng, 1), [0.25 if i else 0.0]) for i in range(6)}
     docs["s"] = (1, random_doc(rng, 1), [0.5])
     scores, doc_of, labels, texts = build(docs)
-    row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="decop")["documents"][0]
-    assert row["p"] == pytest.approx(1 / 7) and row["verdict"] == NO_EVIDENCE
-    assert "above all 6 clean documents" in row["reason"]
+    report = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="decop")
+    row = report["documents"][0]
+    assert row["p"] == pytest.approx(1 / 7) and row["verdict"] == CANNOT_TELL
+    assert "5 of the 6 clean documents share their score" in row["reason"] and "exact rank test" in row["reason"]
+    assert report["test"]["p_from"] == "rank" and report["test"]["tied_clean_documents"] == 5
+    assert report["test"]["name"] == "t" and report["test"]["min_p"] == pytest.approx(1 / 7)
+
+
+def prediction_t_p_of(x, clean):
+    from copyprobe.evaluation.stats import prediction_t_p
+
+    return prediction_t_p(x, clean)
