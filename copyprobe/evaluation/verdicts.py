@@ -20,7 +20,9 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
    - ``t`` (the audit's default): the one-sided prediction t-test, (x - mean) /
      (sd * sqrt(1 + 1/k)) with k - 1 degrees of freedom. Also assumes the clean documents'
      scores are normal; reaches small p-values with few clean documents only by that
-     assumption, which benchmarks/bench_audit_validity.py puts to the test.
+     assumption, which benchmarks/bench_audit_validity.py puts to the test. Clean scores
+     that tie are not normal (a score with few possible values, :func:`tied`): their
+     p-values come from the rank test.
 
    With several suspect documents, the p-values are Holm-adjusted, so the chance of any
    false "evidence" among them stays at most alpha.
@@ -227,6 +229,9 @@ def verdicts(
     p_test = "rank" if ties else test  # what the p-values come from
     needed = clean_needed(p_test, alpha)
 
+    # the battery's counts are for the test asked (t, with tied clean scores sent to rank)
+    validity = _validity(method, method_params, test, alpha, guard_test)
+
     tested = [s for s in suspects if values[s]]
     raw_p = {}
     for s in tested:
@@ -257,7 +262,7 @@ def verdicts(
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
         verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, p_test, needed, method,
-                                  _z(doc_score.get(s), clean_scores), method_params, guard_test, ties)
+                                  _z(doc_score.get(s), clean_scores), method_params, ties, validity)
         row["verdict"], row["reason"] = verdict, reason
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -324,7 +329,7 @@ def _validity(method: str, params, test: str, alpha: float, guard_test: str, col
 
 
 def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None,
-            guard_test="rank", ties=0) -> tuple[str, str]:
+            ties=0, validity="") -> tuple[str, str]:
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -377,8 +382,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
                  else "its passages are within 10% of the clean documents' length")
     return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {_ordinal(style.rank)} of "
                       f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and {by_length}: the model's "
-                      f"score sets it apart more than the text alone does"
-                      f"{_validity(method, method_params, test, alpha, guard_test)}")
+                      f"score sets it apart more than the text alone does{validity}")
 
 
 def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "") -> dict[str, Any]:

@@ -303,3 +303,17 @@ def test_an_audit_notes_before_work_what_the_null_battery_says_of_its_method(tmp
                             "documents no model has seen") for n in notes["topk_loss"])
     assert any(n.startswith("min_k has no count on the null battery") for n in notes["min_k"])
     assert null_record("zlib")["false_claims"] == 0 and not any("null battery" in n for n in notes["zlib"])
+
+
+def test_the_printed_verdicts_say_when_tied_clean_scores_sent_the_t_test_to_ranks(capsys):
+    from copyprobe.cli.commands.audit import _print
+    from copyprobe.evaluation.verdicts import verdicts
+
+    scores = {"s:0": 0.5, **{f"c{i}:0": 0.25 if i else 0.0 for i in range(6)}}
+    docs = {i: i.split(":")[0] for i in scores}
+    labels = {i: int(i.startswith("s")) for i in scores}
+    texts = {i: f"passage {i} about the lamp and the sea and the ship" for i in scores}
+    _print(verdicts(scores, docs, labels, 0.01, texts, test="t", method="decop"))
+    out = capsys.readouterr().out
+    assert "p-values from the rank test: 5 clean documents share their score" in out
+    assert "smallest attainable p 0.143" in out

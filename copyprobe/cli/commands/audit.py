@@ -101,6 +101,9 @@ def _print(report: dict[str, Any]) -> None:
           f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}), "
           f"{test['passages_per_document']} passages per document; smallest attainable p "
           f"{_fmt(test['min_p']) if test['min_p'] else 'none (parametric test)'}")
+    if test.get("p_from") == "rank":
+        print(f"p-values from the rank test: {test['tied_clean_documents']} clean documents share their score with "
+              f"another (a score with few possible values), which a normal model cannot give")
     print(f"assumes: {test['assumptions']}")
     header = f"{'document':<28} {'score':>8} {'rank':>7} {'p':>9} {'style':>7} {'length':>7}  verdict"
     print(header)
