@@ -42,6 +42,12 @@ class _Lookup:
     row: Mapping[str, Any] | None  # the battery's row; None: never run with these settings
 
 
+def _claims(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """The battery's false claims and audits, of documents and of collections."""
+    return {"documents": (row["false_claims"], row["documents"]),
+            "collections": (row["collection_claims"], row["collections"])}
+
+
 def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: float, guard_test: str,
             table: Mapping[str, Any] | None) -> _Lookup | None:
     """What the battery says of ``method`` with ``params``; None when the audit's test,
@@ -68,10 +74,8 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
     if row is None:
         return (f"how often {found.name} claims training on documents no model has seen is not known: the null "
                 f"battery ({found.where}) has no count for it with these settings")
-    if collection:
-        n, of, what = row["collection_claims"], row["collections"], "collections"
-    else:
-        n, of, what = row["false_claims"], row["documents"], "documents"
+    what = "collections" if collection else "documents"
+    n, of = _claims(row)[what]
     part = "" if not row.get("passages_per_document") else (
         f", {row['passages_per_document']} passage{'s' if row['passages_per_document'] != 1 else ''} a document")
     promised = f", where alpha = {alpha} allows about {alpha * of:.1g}" if n > 0 else ""
@@ -91,9 +95,7 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     if row is None:
         return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
                 f"claims training on documents no model has seen is not known; method auto picks a method that has one")
-    claims = [f"{n} of {of} {what}" for n, of, what in ((row["false_claims"], row["documents"], "documents"),
-                                                        (row["collection_claims"], row["collections"], "collections"))
-              if n > 0]
+    claims = [f"{n} of {of} {what}" for what, (n, of) in _claims(row).items() if n > 0]
     if not claims:
         return None
     return (f"{found.name} claimed training on {' and '.join(claims)} no model has seen on the null battery "
