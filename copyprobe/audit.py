@@ -77,12 +77,15 @@ SETTINGS = Settings(
             "how the style and length guard judges a suspect: t (by how far it stands out among the clean "
             "documents; passages within 10% of their length never count as a length difference) or rank (the "
             "earlier guard: also withholds any document farther than every clean one)"),
+    Setting("published", None, Optional(Text(empty=False)),
+            "when the suspect text was first published (YYYY, YYYY-MM or YYYY-MM-DD): a reference model whose "
+            "training data ends before it cannot have seen it (the verdict says which models could have)"),
     replace(LIMIT_SETTING, help="only the first N passages of each side (a quick try-out)"),
     SEED_SETTING,
     n_bootstrap_setting(200),
 )
 # the settings in run.json's audit section
-RECORDED = ("method", "alpha", "test", "limit", "passages_per_document", "guard_test")
+RECORDED = ("method", "alpha", "test", "limit", "passages_per_document", "guard_test", "published")
 
 
 @dataclass
@@ -271,6 +274,7 @@ def non_default_params(method: str, params: Mapping[str, Any] | None,
 
 def derive_verdicts(run: record.Run) -> Derived:
     """detect's metrics, and verdicts.json: one verdict per suspect document."""
+    from copyprobe.backends.cutoffs import could_have_seen
     from copyprobe.evaluation.verdicts import audit_verdicts
 
     derived = derive_metrics(run)
@@ -279,13 +283,20 @@ def derive_verdicts(run: record.Run) -> Derived:
         raise DataError(f"{run.dir / 'run.json'} has no audit method and alpha to recompute verdicts from")
     texts = {str(e.get("id")): e.get("text", "") for e in run.examples or []}
     method = settings["method"]
-    derived.files["verdicts.json"] = audit_verdicts(run.scores or [], method, run.record.train_ids,
-                                                    float(settings["alpha"]), texts,
-                                                    test=str(settings.get("test", "rank")),
-                                                    guard_test=str(settings.get("guard_test", "rank")),
-                                                    method_params=non_default_params(
-                                                        method, (run.record.methods or {}).get(method),
-                                                        target_spec=(run.record.model or {}).get("spec")))
+    target_spec = (run.record.model or {}).get("spec")
+    params = (run.record.methods or {}).get(method) or {}
+    published = settings.get("published")
+    reference = params.get("model") if isinstance(params.get("model"), str) else None
+    seen, basis = could_have_seen(reference, published)
+    target_seen, target_basis = could_have_seen(target_spec, published)
+    report = audit_verdicts(run.scores or [], method, run.record.train_ids, float(settings["alpha"]), texts,
+                            test=str(settings.get("test", "rank")), guard_test=str(settings.get("guard_test", "rank")),
+                            method_params=non_default_params(method, params, target_spec=target_spec),
+                            witness_context={"model": reference, "could_have_seen": seen, "basis": basis},
+                            context={"published": published, "target": {"model": target_spec,
+                                                                        "could_have_seen": target_seen,
+                                                                        "basis": target_basis}})
+    derived.files["verdicts.json"] = report
     return derived
 
 
@@ -309,6 +320,7 @@ def audit(
     seed: int = SETTINGS.default("seed"),
     passages_per_document: int | None = SETTINGS.default("passages_per_document"),
     guard_test: str = SETTINGS.default("guard_test"),
+    published: str | None = SETTINGS.default("published"),
     blind_baseline: bool = True,
     **run_options: Any,
 ) -> AuditResult:
@@ -322,13 +334,19 @@ def audit(
     ``limit``: only the first ``limit`` passages of each side (a quick try-out).
     ``passages_per_document``: the most passages of a document the test reads (evenly spaced;
     the shortest document sets the number for all); only those are scored.
-    ``guard_test``: how the style/length guard ranks a suspect (``t`` or ``rank``)."""
+    ``guard_test``: how the style/length guard ranks a suspect (``t`` or ``rank``).
+    ``published``: when the suspect text was first published (YYYY[-MM[-DD]]): the verdict
+    says whether the target and the reference model could have seen it, and a reference
+    that cannot have is trusted without asking it as a witness."""
     import time
 
     started = time.perf_counter()
     values = SETTINGS.check({"method": method, "alpha": alpha, "test": test, "limit": limit, "seed": seed,
                              "n_bootstrap": n_bootstrap, "passages_per_document": passages_per_document,
-                             "guard_test": guard_test})
+                             "guard_test": guard_test, "published": published})
+    from copyprobe.backends.cutoffs import check_published
+
+    values["published"] = check_published(published)
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")

@@ -124,3 +124,48 @@ def rules_out(method: str, table: Mapping[str, Any] | None = None,
               if "clean_documents" in audit and "alpha" in audit else "")
     name = f"{method} ({used})" if used and not qualifier else method
     return f"on planted models ({where}{design}) audits with {name}{qualifier} found " + "; ".join(parts)
+
+
+REAL_TABLE = Path(__file__).with_name("real_exposure.json")
+
+
+def real_rules_out(method: str, table: Mapping[str, Any] | None = None,
+                   params: Mapping[str, Any] | None = None) -> str | None:
+    """One clause: per bundled model as it ships, how many texts its pretraining surely
+    holds (the King James Bible, licence texts, standard-library code) audits with
+    ``method`` found against never-published texts of the same kind
+    (``benchmarks/bench_audit_real.py summary``); None when the method was not run there."""
+    table = load_table(str(REAL_TABLE)) if table is None else table
+    rows = [r for r in ((table.get("methods") or {}).get(method) or []) if same_params(r.get("params"), params)]
+    if not rows:
+        return None
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault(str(r["model"]), []).append(r)
+    parts = [f"on {model}, " + ", ".join(f"{r['found']} of {r['of']} {r['kind']}" for r in mine)
+             for model, mine in sorted(by_model.items())]
+    where = table.get("source", "benchmarks/results/audit_real.md")
+    used = params_text(params)
+    name = f"{method} ({used})" if used else method
+    return (f"on texts the bundled models surely trained on, as they ship ({where}, each document against "
+            f"never-published texts of its kind) audits with {name} found " + "; ".join(parts))
+
+
+def no_evidence_clause(method: str, params: Mapping[str, Any] | None = None,
+                       witness: Mapping[str, Any] | None = None) -> str | None:
+    """What a ``no evidence`` verdict of an audit rules out, once per audit: the
+    real-exposure rows, and the planted rows only where they hold. Planted documents were
+    never seen by the reference model, so for a reference-calibrated score (``witness`` is
+    its section of verdicts.json) the planted rows are quoted only when the reference
+    cannot have seen the text or the witness recognised no suspect; otherwise the planted
+    promise would claim more than this audit kept."""
+    real = real_rules_out(method, params=params)
+    planted_holds = witness is None or witness.get("could_have_seen") is False or (
+        bool(witness.get("run")) and not witness.get("recognised"))
+    planted = rules_out(method, params=params) if planted_holds else None
+    if witness is not None and not planted_holds:
+        why = ("the reference model recognises " + ", ".join(witness["recognised"])
+               if witness.get("recognised") else "whether the reference model knows the suspects was not asked")
+        planted = (f"the planted rows (documents the reference model never saw) do not apply here: {why}")
+    parts = [p for p in (real, planted) if p]
+    return "; ".join(parts) if parts else None

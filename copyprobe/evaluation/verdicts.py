@@ -21,7 +21,7 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
      (sd * sqrt(1 + 1/k)) with k - 1 degrees of freedom. Also assumes the clean documents'
      scores are normal; reaches small p-values with few clean documents only by that
      assumption, which benchmarks/bench_audit_validity.py puts to the test. Clean scores
-     that tie are not normal (a score with few possible values, :func:`tied`): their
+     that take few possible values are not normal (:func:`few_values`): their
      p-values come from the rank test.
 
    With several suspect documents, the p-values are Holm-adjusted, so the chance of any
@@ -51,6 +51,8 @@ import numpy as np
 from copyprobe.evaluation.stats import prediction_t_p
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
+from copyprobe.evaluation.witness import Witness, clause as witness_clause, judge, judge_group
+from copyprobe.evaluation.witness import summary as witness_summary
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
 MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
@@ -88,21 +90,34 @@ def rank_p(x: float, clean: Sequence[float]) -> float:
 
 
 def t_p(x: float, clean: Sequence[float]) -> float:
-    """The prediction t test's p; the rank test's when :func:`tied` says the clean scores
-    are not continuous."""
-    return rank_p(x, clean) if tied(clean) else prediction_t_p(x, clean)
+    """The prediction t test's p; the rank test's when :func:`few_values` says the clean
+    scores are not continuous."""
+    return rank_p(x, clean) if few_values(clean) else prediction_t_p(x, clean)
+
+
+def test_p(x: float, clean: Sequence[float], test: str = "t") -> float:
+    """The document test's p: the rank test's, or the t test's (the rank test's for clean
+    scores with :func:`few_values`)."""
+    return rank_p(x, clean) if test == "rank" else t_p(x, clean)
 
 
 def tied(clean: Sequence[float]) -> int:
-    """How many clean documents share their score with another. Normal scores never tie; a
-    score with few possible values does (DE-COP's share of right answers: 0.25 on every
-    passage of a model that answers by position, 0 or 0.5 on a few), and its clean
-    documents' sd then says nothing of how far a new document can fall: on the null
-    battery the t test claimed a never-seen article at DE-COP 0.5 against clean documents
-    at 0.25 and 0. The exact rank test is used instead."""
+    """How many clean documents share their score with another."""
     counts = Counter(float(c) for c in clean)
     return sum(n for n in counts.values() if n > 1)
 
+
+def few_values(clean: Sequence[float]) -> bool:
+    """Do the clean scores take few possible values: at most half as many distinct values as
+    there are clean documents? Normal scores never tie; a score with few possible values
+    does (DE-COP's share of right answers: 0.25 on every passage of a model that answers by
+    position, 0 or 0.5 on a few), and its clean documents' sd then says nothing of how far a
+    new document can fall: on the null battery the t test claimed a never-seen article at
+    DE-COP 0.5 against clean documents at 0.25 and 0. The exact rank test is used instead.
+    One coincidental tie among continuous-looking scores (two of 18 prefix-probing scores at
+    0.1875 on the real-exposure rows) is not such a score: it keeps the t test."""
+    distinct = len({float(c) for c in clean})
+    return len(clean) >= 2 and distinct <= len(clean) / 2
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (NaN stays NaN)."""
@@ -188,6 +203,8 @@ def verdicts(
     order: Sequence[str] | None = None,
     guard_test: str = "rank",
     method_params: Mapping[str, Any] | None = None,
+    witness: Witness | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Verdicts per suspect document (label 1) against the clean documents (label 0).
 
@@ -197,7 +214,11 @@ def verdicts(
     reported as ``name``. ``guard_test``: how the guard's standings get their p-values
     (``rank`` or ``t``, see :func:`copyprobe.evaluation.guard.rank_standing`).
     ``method_params``: the method's parameters that differ from its defaults (what a ``no
-    evidence`` reason says was benchmarked is looked up with them)."""
+    evidence`` reason says was benchmarked is looked up with them). ``witness``: the two
+    halves of a reference-calibrated score (:mod:`copyprobe.evaluation.witness`): a suspect
+    the reference model itself recognises is tested on the target's own score.
+    ``context``: what the audit knows of the text and the target (``published``, ``target``:
+    its model, whether it could have seen the text, why), said once in ``shared``."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
     ids = list(order) if order is not None else list(scores)
@@ -225,7 +246,7 @@ def verdicts(
     doc_passages = {d: [texts.get(i, "") for i, _ in chosen[d]] for d in scored}
     clean_scores = [doc_score[d] for d in clean]
     k = len(clean)
-    ties = tied(clean_scores) if test == "t" else 0
+    ties = tied(clean_scores) if test == "t" and few_values(clean_scores) else 0
     p_test = "rank" if ties else test  # what the p-values come from
     needed = clean_needed(p_test, alpha)
 
@@ -233,11 +254,19 @@ def verdicts(
     validity = _validity(method, method_params, test, alpha, guard_test)
 
     tested = [s for s in suspects if values[s]]
+    # the witness: per suspect, the score it is tested on (the target's own when the
+    # reference model recognises it) and that score's clean documents
+    own = witness.doc_scores(chosen, "own") if witness else {}
+    target_own = witness.doc_scores(chosen, "target") if witness else {}
+    judgements = {s: judge(witness, own, s, clean, lambda x, c: test_p(x, c, test)) for s in tested} if witness else {}
+    switched = {s for s, j in judgements.items()
+                if j.switched and s in target_own and all(c in target_own for c in clean)}
+    score_of = {s: (target_own if s in switched else doc_score) for s in tested}
+    test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean]) else "t") for s in tested}
     raw_p = {}
     for s in tested:
-        if k >= 1 and (p_test == "rank" or k >= MIN_CLEAN_T):
-            raw_p[s] = (rank_p(doc_score[s], clean_scores) if p_test == "rank"
-                        else prediction_t_p(doc_score[s], clean_scores))
+        if k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
+            raw_p[s] = test_p(score_of[s][s], [score_of[s][c] for c in clean], test_of[s])
     adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
@@ -255,15 +284,30 @@ def verdicts(
         p = raw_p.get(s, math.nan)
         row["p"] = _num(p)
         row["p_adjusted"] = _num(adjusted.get(s, math.nan))
-        if s in doc_score and clean_scores:
-            row["rank"] = 1 + sum(c >= doc_score[s] for c in clean_scores)  # ties count against it
+        mine = score_of.get(s, doc_score)
+        my_clean = [mine[c] for c in clean]
+        if s in switched:
+            row["score"] = _num(mine[s])
+            row["tested_on"] = witness.raw_method
+        if s in mine and clean_scores:
+            row["rank"] = 1 + sum(c >= mine[s] for c in my_clean)  # ties count against it
             row["of"] = k + 1
+        if s in judgements:
+            row["witness"] = judgements[s].as_json(witness)
         st = standings.get(s, {})
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
-        verdict, reason = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, p_test, needed, method,
-                                  _z(doc_score.get(s), clean_scores), method_params, ties, validity)
+        my_test = test_of.get(s, p_test)
+        my_ties = ties if s not in switched else (tied(my_clean) if my_test != test else 0)
+        verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
+                                       clean_needed(my_test, alpha), witness.raw_method if s in switched else method,
+                                       _z(mine.get(s), my_clean), my_ties)
+        if s in judgements:
+            reason = witness_clause(witness, name, judgements[s], _fmt_p) + reason
         row["verdict"], row["reason"] = verdict, reason
+        row["note"] = why if s not in switched else f"on {witness.raw_method}: the reference model knows it" + (
+            f"; {why}" if why else "")
+        row["line"] = _line(row)
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
 
@@ -286,9 +330,31 @@ def verdicts(
         },
         "documents": rows,
     }
+    group = None
     if len(tested) >= 2 and k >= 2:
-        report["collection"] = _collection(tested, clean, doc_score, alpha, standings,
-                                           _validity(method, method_params, test, alpha, guard_test, collection=True))
+        group = judge_group(witness, own, tested, clean) if witness else None
+        by_own = group is not None and group.switched and all(d in target_own for d in tested + clean)
+        report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
+                                           _validity(method, method_params, test, alpha, guard_test,
+                                                     collection=True))
+        if by_own:
+            report["collection"]["tested_on"] = witness.raw_method
+            report["collection"]["reason"] = (
+                f"the reference model ({witness.model}) recognises the suspects as a group (p = {_fmt_p(group.p)}), "
+                f"so they are compared on the target's own likelihood ({witness.raw_method}): "
+                + report["collection"]["reason"])
+    said = witness_summary(witness, method, judgements, group, _name)
+    if said is not None:
+        report["witness"] = said
+    if switched:
+        report["baseline"]["raw"] = {"method": witness.raw_method,
+                                     "documents": [{"doc_id": _name(d), "score": target_own[d]} for d in clean]}
+    report["no_evidence_rules_out"] = _rules_out(method, method_params, said)
+    report["evidence_null_battery"] = validity[2:] if validity else None
+    if context:
+        report["published"] = context.get("published")
+        report["target"] = context.get("target")
+    report["shared"] = shared_words(report)
     report["summary"] = summary_sentence(report)
     return report
 
@@ -312,12 +378,12 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
             f"significant with at least {more} clean documents like these")
 
 
-def _rules_out(method: str, params: Mapping[str, Any] | None = None) -> str:
-    """'; on planted models audits with loss found ...' (evaluation/exposure.py), or ''."""
-    from copyprobe.evaluation.exposure import rules_out
+def _rules_out(method: str, params: Mapping[str, Any] | None, witness: Mapping[str, Any] | None) -> str | None:
+    """What a ``no evidence`` verdict of this audit rules out, said once per audit
+    (evaluation/exposure.py): real-exposure rows, and planted rows only where they hold."""
+    from copyprobe.evaluation.exposure import no_evidence_clause
 
-    clause = rules_out(method, params=params)
-    return f"; {clause}" if clause else ""
+    return no_evidence_clause(method, params, witness)
 
 
 def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False) -> str:
@@ -328,14 +394,15 @@ def _validity(method: str, params, test: str, alpha: float, guard_test: str, col
     return f"; {clause}" if clause else ""
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method_params=None,
-            ties=0, validity="") -> tuple[str, str]:
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0) -> tuple[str, str, str | None]:
+    """(verdict, reason, a few words on why for the one-line form: None when the standing says it)."""
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
-                             f"see errors in scores.jsonl)")
+                             f"see errors in scores.jsonl)"), "no passage scored"
     if k == 0:
-        return CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw"
+        return (CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw",
+                "no clean document scored")
     if math.isnan(p) or min_p(test, k) > alpha:
         if test == "rank":
             why = (f"{ties} of the {k} clean documents share their score with another (a score with few possible "
@@ -344,16 +411,17 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
             return CANNOT_TELL, (f"{why}with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
                                  f"one document can give is 1/{k + 1} = {1 / (k + 1):.3g}, above alpha = {alpha}: "
                                  f"give at least {needed} documents you are sure the model never saw, in the same "
-                                 f"genre and style as {name}")
+                                 f"genre and style as {name}"), f"too few clean documents for the rank test ({k} < {needed})"
         return CANNOT_TELL, (f"the t test needs at least {MIN_CLEAN_T} clean documents, got {k}: give documents "
-                             f"you are sure the model never saw, in the same genre and style as {name}")
+                             f"you are sure the model never saw, in the same genre and style as {name}"), \
+            f"too few clean documents for the t test ({k} < {MIN_CLEAN_T})"
     standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
     standing += f", Holm-adjusted {_fmt_p(p_adj)})" if p_adj != p else ")"
     if p_adj > alpha:
         if p <= alpha:
             return NO_EVIDENCE, (f"{name} ranks {standing}: below alpha = {alpha} alone, but not after adjusting "
                                  f"for the other suspect documents tested; this does not show the model never saw "
-                                 f"it{_rules_out(method, method_params)}")
+                                 f"it"), "not after Holm's adjustment"
         if row["rank"] == 1:
             where = (f"{name} ranks {standing}, above all {k} clean documents, but with {k} clean documents that is "
                      f"not significant at alpha = {alpha}")
@@ -364,11 +432,11 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
                      f"alpha = {alpha}")
         decisive = _decisive(test, z, k, alpha)
         return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
-                             f"saw it{_rules_out(method, method_params)}")
+                             f"saw it"), None
     style, length = st.get("style"), st.get("length")
     if style is None or length is None:
         return CANNOT_TELL, (f"{standing}, but the style guard needs at least 2 clean documents to compare "
-                             f"with each other")
+                             f"with each other"), "too few clean documents for the style guard"
     tripped = [(what, x) for what, x in (("style", style), ("passage length", length)) if _guard_trips(x, p)]
     if tripped:
         what, x = tripped[0]
@@ -377,12 +445,68 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, method
                              f"{len(x.clean_values)} clean documents are from each other ({_ordinal(x.rank)} of "
                              f"{len(x.clean_values) + 1}, p = {_fmt_p(x.p_value)}), so the difference can be "
                              f"explained by {what if what != 'style' else 'style or topic'}, not only by training; "
-                             f"give clean documents in the same genre and style")
+                             f"give clean documents in the same genre and style"), \
+            f"withheld: its {what} alone sets it apart"
     by_length = (f"by passage length {_ordinal(length.rank)} (p = {_fmt_p(length.p_value)})" if length.material
                  else "its passages are within 10% of the clean documents' length")
     return EVIDENCE, (f"{name} ranks {standing}, while by style alone it ranks {_ordinal(style.rank)} of "
                       f"{len(style.clean_values) + 1} (p = {_fmt_p(style.p_value)}) and {by_length}: the model's "
-                      f"score sets it apart more than the text alone does{validity}")
+                      f"score sets it apart more than the text alone does"), None
+
+
+def _line(row: Mapping[str, Any]) -> str:
+    """One short line of a document's verdict (the full reason stays in ``reason``)."""
+    parts = []
+    if row.get("rank"):
+        parts.append(f"{_ordinal(row['rank'])} of {row['of']}")
+    if row.get("p_adjusted") is not None:
+        parts.append(f"p = {_fmt_p(row['p_adjusted'])}")
+    if row.get("note"):
+        parts.append(row["note"])
+    return f"{row['doc_id']}: {row['verdict']}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def shared_words(report: Mapping[str, Any]) -> list[dict[str, str]]:
+    """What an audit says once, not once per document: what the reference model knows,
+    which models could have seen a text of the given date, the null battery's count behind
+    every ``evidence`` and what ``no evidence`` rules out. verdicts.json keeps them
+    (``shared``); the terminal and the report print them as they are."""
+    out = []
+    rows = report.get("documents") or []
+    said = report.get("witness")
+    if said:
+        model = f"the reference model ({said['model']})" if said.get("model") else "the reference model"
+        n = sum(1 for r in rows if r.get("witness"))
+        if said.get("could_have_seen") is False:
+            text = f"{model} cannot have seen the suspect text ({said['basis']}): the calibrated score is trusted"
+        elif not said.get("run"):
+            text = said.get("why", f"{model} was not asked whether it knows the suspects")
+        elif said.get("recognised"):
+            text = (f"{model} itself recognises {len(said['recognised'])} of {n} suspect document{'s' if n != 1 else ''} by its own "
+                    f"likelihood against the clean ones (p <= {said['level']:g}: {', '.join(said['recognised'])}); "
+                    f"a calibrated score cannot show the target's exposure to a text the reference also knows, so "
+                    f"{'those were' if len(said['switched']) != 1 else 'it was'} tested on the target's own "
+                    f"likelihood ({said['raw']})")
+        else:
+            which = "the suspect document" if n == 1 else f"the {n} suspect documents"
+            text = (f"{model} does not recognise {which if n == 1 else 'any of ' + which} by its own likelihood (p > "
+                    f"{said['level']:g}): the calibrated score ({said['calibrated']}) is used")
+        if said.get("basis") and said.get("could_have_seen") is not False:
+            text += f"; {said['basis']}"
+        out.append({"title": "reference model", "text": text})
+    target = report.get("target") or {}
+    if report.get("published") and target.get("could_have_seen") is not None:
+        can = "could have" if target["could_have_seen"] else "cannot have"
+        out.append({"title": "target model",
+                    "text": f"{target.get('model') or 'the target'} {can} been trained on a text first published "
+                            f"{report['published']} ({target.get('basis')})"
+                            + ("" if target["could_have_seen"] else ": only later training (fine-tuning) could "
+                               "have shown it the text")})
+    if report.get("evidence_null_battery") and any(r["verdict"] == EVIDENCE for r in rows):
+        out.append({"title": "evidence", "text": report["evidence_null_battery"]})
+    if report.get("no_evidence_rules_out") and any(r["verdict"] == NO_EVIDENCE for r in rows):
+        out.append({"title": "what no evidence rules out", "text": report["no_evidence_rules_out"]})
+    return out
 
 
 def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "") -> dict[str, Any]:
@@ -469,10 +593,19 @@ def summary_sentence(report: Mapping[str, Any]) -> str:
 
 def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[str, Any], alpha: float,
                    texts: Mapping[str, str], *, test: str = "rank", guard_test: str = "rank",
-                   method_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   method_params: Mapping[str, Any] | None = None,
+                   witness_context: Mapping[str, Any] | None = None, use_witness: bool = True,
+                   context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Verdicts from scores rows (as scores.jsonl holds them) and the passages' texts
-    (examples.jsonl): rows a learning method was fitted on are no evidence and are left out."""
+    (examples.jsonl): rows a learning method was fitted on are no evidence and are left out.
+    A reference-calibrated method's rows carry both halves of the score in their details:
+    the reference model is asked as a witness (:mod:`copyprobe.evaluation.witness`;
+    ``witness_context``: its model, whether it could have seen the text and why;
+    ``use_witness=False``: the calibrated score alone, as before the witness)."""
+    from copyprobe.evaluation.witness import from_rows
+
     trained = {i for ids in train_ids.values() for i in ids}
+    witness = from_rows([r for r in rows if r["id"] not in trained], method, witness_context) if use_witness else None
     scores: dict[str, float | None] = {}
     for row in rows:
         if row["id"] in trained:
@@ -482,4 +615,5 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
     docs = {r["id"]: r.get("doc_id") for r in rows}
     labels = {r["id"]: r.get("label") for r in rows}
     return verdicts(scores, docs, labels, alpha, texts, test=test, method=method,
-                    order=[r["id"] for r in rows], guard_test=guard_test, method_params=method_params)
+                    order=[r["id"] for r in rows], guard_test=guard_test, method_params=method_params,
+                    witness=witness, context=context)

@@ -8,7 +8,7 @@ from typing import Sequence
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError
-from copyprobe.methods.base import Method
+from copyprobe.methods.base import Method, Score
 from copyprobe.methods.likelihood import mean_loglik
 from copyprobe.params import ModelSpec, param
 from copyprobe.registry import register
@@ -35,5 +35,8 @@ class Reference(Method):
             TokenLogprobsRequest(example.text, stats=False, model=self.model),
         ]
 
-    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
-        return mean_loglik(responses[0]) - mean_loglik(responses[1])
+    def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> Score:
+        # both halves kept: the audit asks the reference model whether it knows the text itself
+        # (copyprobe.evaluation.witness)
+        target, reference = mean_loglik(responses[0]), mean_loglik(responses[1])
+        return Score(target - reference, {"target": target, "reference": reference})

@@ -272,9 +272,11 @@ def test_default_audit_reason_reads_the_default_rows_though_the_reference_model_
     assert code == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["audit"]["method"] == "reference" and run["methods"]["reference"] == {"model": "gemma-3-270m"}
-    (doc,) = json.loads((tmp_path / "run" / "verdicts.json").read_text())["documents"]
+    report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
+    (doc,) = report["documents"]
     assert doc["verdict"] == "no evidence"  # the fake scores every text alike: the suspect does not stand out
-    assert rules_out("reference") in doc["reason"] and "with its default parameters" not in doc["reason"]
+    clause = report["no_evidence_rules_out"]  # said once for the audit
+    assert rules_out("reference") in clause and "with its default parameters" not in clause
 
 
 def test_an_audit_notes_before_work_what_the_null_battery_says_of_its_method(tmp_path, monkeypatch, capsys):

@@ -115,5 +115,7 @@ def test_an_audit_reason_reads_the_rows_of_the_parameters_it_ran_with():
     report = audit_verdicts(rows, "prefix_probe", {}, 0.01, texts, test="t", guard_test="t", method_params=params)
     (doc,) = report["documents"]
     assert doc["verdict"] == "no evidence"
-    assert rules_out("prefix_probe", params=params) in doc["reason"]
-    assert "prefix_probe (similarity=rouge_l)" in doc["reason"]
+    # said once for the audit, not in each document's reason
+    assert rules_out("prefix_probe", params=params) in report["no_evidence_rules_out"]
+    assert "on planted models" not in doc["reason"]
+    assert "prefix_probe (similarity=rouge_l)" in report["no_evidence_rules_out"]

@@ -56,9 +56,12 @@ def test_an_evidence_verdict_quotes_the_shipped_battery_count():
     assert row["verdict"] == EVIDENCE, row["reason"]
     shipped = null_record("reference")
     assert shipped is not None
-    assert row["reason"].endswith(f"audits with reference claimed training on {shipped['false_claims']}")
+    # said once for the audit (every evidence verdict shares it), not in each reason
+    assert report["evidence_null_battery"].endswith(f"audits with reference claimed training on "
+                                                    f"{shipped['false_claims']}")
+    assert "no model has seen" not in row["reason"]
     at_05 = verdicts(scores, docs, labels, 0.05, texts, test="t", method="reference", guard_test="t")
-    assert "no model has seen" not in at_05["documents"][0]["reason"]
+    assert at_05["evidence_null_battery"] is None
 
 
 def test_a_collection_claim_quotes_the_battery_collection_count():

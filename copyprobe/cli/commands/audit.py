@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "them, or a JSONL/CSV of passages with a document column")
     parser.add_argument("--clean", required=True,
                         help="documents you are sure the model never saw, in the same genre and style (same forms)")
-    add_settings(parser, SETTINGS, ("method", "alpha", "test", "guard_test", "passages_per_document"))
+    add_settings(parser, SETTINGS, ("method", "alpha", "test", "guard_test", "passages_per_document", "published"))
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--doc-column", help="column holding the document id")
     add_passage_option(parser)
@@ -110,11 +110,14 @@ def _print(report: dict[str, Any]) -> None:
     print("-" * len(header))
     for row in report["documents"]:
         rank = f"{row['rank']}/{row['of']}" if row.get("rank") else "-"
+        note = f" ({row['note']})" if row.get("note") else ""  # runs before the note: none
         print(f"{row['doc_id'][:28]:<28} {_fmt(row['score']):>8} {rank:>7} {_fmt(row['p_adjusted']):>9} "
-              f"{_standing(row['style']):>7} {_standing(row['length']):>7}  {row['verdict']}")
-    if len(report["documents"]) > 1:
-        for row in report["documents"]:
+              f"{_standing(row['style']):>7} {_standing(row['length']):>7}  {row['verdict']}{note}")
+    if len(report["documents"]) > 1 and "shared" not in report:
+        for row in report["documents"]:  # a run before the shared words: its full sentences
             print(f"- {row['sentence']}")
+    for part in report.get("shared") or []:  # said once for the audit
+        print(f"{part['title']}: {part['text']}")
     collection = report.get("collection")
     if collection:
         tested = collection.get("n_tested", collection["n_suspect"])  # runs before 0.1: every suspect

@@ -1,0 +1,160 @@
+"""The reference model as a witness: a suspect the reference model itself recognises is
+tested on the target's own likelihood; a reference that cannot have seen the text is
+trusted unasked; 'no evidence' quotes the planted rows only where they hold; one
+coincidental tie keeps the t test."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scipy import stats
+
+from copyprobe.evaluation import witness as witness_mod
+from copyprobe.evaluation.verdicts import audit_verdicts, few_values, t_p
+from copyprobe.evaluation.vocabulary import EVIDENCE, NO_EVIDENCE
+
+WORDS = "the a lamp keeper night ship stair light sea rock wind boat".split()
+
+
+def rows_for(suspect_target: float, suspect_own: float, n_clean: int = 8, seed: int = 0):
+    """Scores rows of a reference audit: one suspect and ``n_clean`` clean documents of one
+    style, three passages each, with both halves of the calibrated score in the details."""
+    rng = random.Random(seed)
+    rows, texts = [], {}
+    for d, doc in enumerate(["suspect:book"] + [f"clean:c{k}" for k in range(n_clean)]):
+        for i in range(3):
+            pid = f"{doc}-{i}"
+            if d == 0:
+                t, r = suspect_target + 0.01 * i, suspect_own + 0.01 * i
+            else:
+                t, r = -3.5 + 0.05 * d + 0.01 * rng.random(), -3.4 + 0.04 * d + 0.01 * rng.random()
+            rows.append({"id": pid, "doc_id": doc, "label": int(d == 0), "reference": t - r, "loss": t,
+                         "details": {"reference": {"target": t, "reference": r}}})
+            texts[pid] = " ".join(rng.choice(WORDS) for _ in range(40))
+    return rows, texts
+
+
+def doc_means(rows, key):
+    out = {}
+    for r in rows:
+        out.setdefault(r["doc_id"], []).append(r["details"]["reference"][key])
+    return {d: sum(v) / len(v) for d, v in out.items()}
+
+
+def test_a_suspect_the_reference_knows_is_tested_on_the_target_s_own_likelihood():
+    """Both models know the text (the target a little less): the calibrated score ranks it
+    last, the target's own likelihood first. The witness p is the audit's t test on the
+    reference's own document means, computed here independently."""
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
+    report = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t",
+                            witness_context={"model": "gemma-3-270m", "could_have_seen": True, "basis": "b"})
+    row = report["documents"][0]
+    own = doc_means(rows, "reference")
+    clean_own = [v for d, v in own.items() if d.startswith("clean")]
+    assert row["witness"]["p"] == pytest.approx(t_p(own["suspect:book"], clean_own))
+    assert row["witness"]["recognises"] and row["tested_on"] == "loss"
+    target = doc_means(rows, "target")
+    clean_target = [v for d, v in target.items() if d.startswith("clean")]
+    assert row["score"] == pytest.approx(target["suspect:book"])
+    assert row["p"] == pytest.approx(t_p(target["suspect:book"], clean_target))
+    assert row["verdict"] == EVIDENCE and row["rank"] == 1
+    assert "itself recognises book" in row["reason"] and "on loss" in row["line"]
+    assert report["witness"]["switched"] == ["book"]
+    # without the witness the calibrated score ranks it last: the exposure turned upside down
+    plain = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t", use_witness=False)
+    assert plain["documents"][0]["verdict"] == NO_EVIDENCE and plain["documents"][0]["rank"] == 9
+
+
+def test_a_reference_that_does_not_know_the_suspect_keeps_the_calibrated_score():
+    # a planted document: the target knows it, the reference finds it as hard as the clean texts
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-3.2)
+    report = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t")
+    row = report["documents"][0]
+    assert not row["witness"]["recognises"] and row["witness"]["p"] > witness_mod.LEVEL
+    assert "tested_on" not in row and row["verdict"] == EVIDENCE
+    calibrated = {d: doc_means(rows, "target")[d] - doc_means(rows, "reference")[d] for d in doc_means(rows, "target")}
+    assert row["score"] == pytest.approx(calibrated["suspect:book"])
+    assert report["witness"]["recognised"] == []
+
+
+def test_a_reference_that_cannot_have_seen_the_text_is_trusted_unasked():
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
+    basis = "its training data ends 2024-08; the text was published 2025-06"
+    report = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t",
+                            witness_context={"model": "gemma-3-270m", "could_have_seen": False, "basis": basis})
+    row = report["documents"][0]
+    assert "tested_on" not in row and row["witness"]["could_have_seen"] is False
+    assert "cannot have seen book" in row["reason"]
+    assert report["shared"][0]["text"].startswith("the reference model (gemma-3-270m) cannot have seen")
+    # the planted rows hold: the reference never saw the text, as in the plants
+    assert report["no_evidence_rules_out"] is None or "do not apply" not in report["no_evidence_rules_out"]
+
+
+def test_no_evidence_never_quotes_the_planted_rows_when_the_reference_knows_a_suspect():
+    from copyprobe.evaluation.exposure import no_evidence_clause
+
+    rows, texts = rows_for(suspect_target=-3.3, suspect_own=-1.5)  # the reference knows it, the target not
+    report = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t")
+    assert report["documents"][0]["verdict"] == NO_EVIDENCE
+    clause = report["no_evidence_rules_out"]
+    assert "on planted models" not in clause and "do not apply here" in clause
+    assert [s["title"] for s in report["shared"]][-1] == "what no evidence rules out"
+    assert "on planted models" not in report["documents"][0]["reason"]
+    # a method with no reference: the planted rows are quoted as they are
+    assert "on planted models" in no_evidence_clause("loss")
+    nobody = {"run": True, "recognised": [], "could_have_seen": None}
+    assert "on planted models" in no_evidence_clause("reference", witness=nobody)
+
+
+def test_the_group_is_compared_on_the_target_s_own_likelihood_when_the_reference_knows_it():
+    rows_a, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
+    rows_b, texts_b = rows_for(suspect_target=-2.1, suspect_own=-1.6, seed=1)
+    second = [{**r, "id": "b" + r["id"], "doc_id": "suspect:book2"} for r in rows_b if r["doc_id"] == "suspect:book"]
+    texts.update({"b" + k: v for k, v in texts_b.items()})
+    report = audit_verdicts(rows_a + second, "reference", {}, 0.01, texts, test="t", guard_test="t")
+    collection = report["collection"]
+    assert collection["tested_on"] == "loss" and report["witness"]["group"]["switched"]
+    own = doc_means(rows_a + second, "target")
+    suspects = [own["suspect:book"], own["suspect:book2"]]
+    clean = [v for d, v in own.items() if d.startswith("clean")]
+    expected = stats.mannwhitneyu(suspects, clean, alternative="greater", method="exact").pvalue
+    assert collection["p"] == pytest.approx(expected)
+
+
+def test_halves_are_rebuilt_from_saved_columns():
+    rows = [{"id": "a", "loss": -2.0, "reference": 0.5}, {"id": "b", "loss": None, "reference": 0.1}]
+    filled = witness_mod.with_halves(rows, "reference")
+    assert filled[0]["details"]["reference"] == {"target": -2.0, "reference": -2.5}
+    assert "details" not in filled[1]
+    assert witness_mod.from_rows(filled, "reference").own == {"a": -2.5}
+    assert witness_mod.from_rows(filled, "loss") is None
+
+
+def test_one_coincidental_tie_keeps_the_t_test_and_few_values_go_to_the_rank_test():
+    rng = random.Random(3)
+    clean = [round(rng.uniform(0.1, 0.4), 4) for _ in range(16)] + [0.1875, 0.1875]
+    assert not few_values(clean)
+    assert t_p(0.9, clean) < 1 / 19  # the t test's p, below what the rank test can give
+    quarters = [0.25] * 20 + [0.0] * 3
+    assert few_values(quarters) and t_p(0.5, quarters) == pytest.approx(1 / 24)
+    assert few_values([0.25, 0.25]) and not few_values([0.25, 0.25, 0.3])
+
+
+def test_publication_dates_against_training_cutoffs():
+    from copyprobe.backends.cutoffs import check_published, could_have_seen, training_cutoff
+    from copyprobe.errors import ConfigError
+
+    assert training_cutoff("gemma-3-270m").month == "2024-08" and training_cutoff("gemma-3-270m").stated
+    assert training_cutoff("llamacpp:smollm2-135m-instruct").month == "2024-10"
+    assert could_have_seen("gemma-3-270m", "1611")[0] is True
+    assert could_have_seen("gemma-3-270m", "2024-08")[0] is True
+    assert could_have_seen("gemma-3-270m", "2024")[0] is True  # a year containing the cutoff: could have
+    seen, why = could_have_seen("gemma-3-270m", "2024-09-02")
+    assert seen is False and "2024-08" in why and "model card" in why
+    assert could_have_seen("hf:./my-model", "2025")[0] is None
+    assert could_have_seen("gemma-3-270m", None)[0] is None
+    for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32"):
+        with pytest.raises(ConfigError, match="--published"):
+            check_published(bad)
+    assert check_published(" 2025-06 ") == "2025-06"
