@@ -22,12 +22,10 @@ from copyprobe.reports.sections.blind_baseline import best_recorded_auc, blind_c
 from copyprobe.reports.sections.cost import cost_context
 from copyprobe.reports.sections.documents import documents_context
 from copyprobe.reports.sections.failures import failures_context
-from copyprobe.reports.sections.formatting import as_list, fmt, fmt_p, label_of, num, pct, side_words
+from copyprobe.reports.sections.formatting import as_list, fmt, fmt_p, label_of, pct, side_words
 from copyprobe.reports.sections.per_method import method_names, methods_context, summary_curves
 from copyprobe.reports.sections.run_settings import settings_context
-from copyprobe.reports.sections.verdict_words import verdict_class
-from copyprobe.reports.sections.verdicts_v1 import verdict_sentence, verdicts_context_v1
-from copyprobe.reports.sections.verdicts_v2 import standings_sentence, verdicts_context_v2
+from copyprobe.reports.sections.verdicts import standings_sentence, verdict_class, verdict_sentence, verdicts_context
 from copyprobe.reports.templating import environment
 
 # ---------------------------------------------------------------- reading the run
@@ -56,20 +54,6 @@ def _unique(items: Iterable[Any]) -> list[str]:
             seen.add(text)
             out.append(text)
     return out
-
-
-def _verdicts_context(loaded: dict, plots: Any) -> dict[str, Any] | None:
-    """The verdicts section in the layout of the verdicts.json at hand (format 2, or older)."""
-    verdicts = loaded["verdicts"]
-    if verdicts is None:
-        return None
-    method = str(verdicts.get("method") or "?")
-    alpha = num(verdicts.get("alpha"))
-    alpha = 0.01 if alpha is None else alpha
-    fmt_version = num(verdicts.get("format"))
-    if fmt_version is not None and fmt_version >= 2:
-        return verdicts_context_v2(verdicts, method, alpha, plots)
-    return verdicts_context_v1(loaded, verdicts, method, alpha, plots)
 
 
 def build_context(loaded: dict) -> dict[str, Any]:
@@ -110,7 +94,7 @@ def build_context(loaded: dict) -> dict[str, Any]:
         "cost": cost_context(run),
         "notes": notes,
         "settings": settings_context(run),
-        "verdicts": _verdicts_context(loaded, plots),
+        "verdicts": verdicts_context(loaded, plots),
     }
 
 

@@ -109,13 +109,14 @@ def distribution_plot(members: Sequence[float], nonmembers: Sequence[float],
 
 
 def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], title: str,
-                 rank: int | None = None) -> str:
+                 rank: int | None = None, score_name: str | None = None) -> str:
     """A suspect document's score among the clean documents' scores, one dot per clean
-    document: the comparison the audit's document-level test makes.
+    document: the comparison the audit's document-level test makes, on the score it was
+    tested on (``score_name``, written on the axis).
 
     ``rank`` (1 = highest score) is written in the legend when given.
     """
-    fig = _figure(7.2, 2.3)
+    fig = _figure(7.2, 2.5)
     ax = fig.add_subplot()
     clean = np.asarray([s for s in clean_scores if s is not None and math.isfinite(s)], float)
     if len(clean):
@@ -132,7 +133,8 @@ def verdict_plot(suspect_score: float | None, clean_scores: Sequence[float], tit
         ax.text(0.5, 0.5, "no document score", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(-0.6, 0.6)
     ax.set_yticks([])
-    ax.set_xlabel("document score (mean passage score; higher = more like trained-on text)", fontsize=8)
+    by = f" by {score_name}" if score_name else ""
+    ax.set_xlabel(f"document score{by}\n(mean passage score; higher = more like trained-on text)", fontsize=8)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.2, axis="x")
     if len(clean) or suspect_score is not None:

@@ -77,6 +77,21 @@ def section(html: str) -> str:
     return text[text.index("Audit verdicts"):text.index("Methods", text.index("Audit verdicts"))]
 
 
+def verdict_rows(page: Page) -> dict[str, dict[str, str]]:
+    """The per-document table: document -> {header: cell text}."""
+    table = page.tables["verdict-table"]
+    return {row[0]: dict(zip(table["head"][0], row)) for row in table["rows"]}
+
+
+def blocks(html: str) -> dict[str, str]:
+    """Each document's detail block (below the table): document -> the block's text."""
+    out = {}
+    for part in html.split('<div class="verdict-document">')[1:]:
+        text = Page(part.split('<h2 id="methods">', 1)[0]).text
+        out[text.split(" — ", 1)[0]] = text
+    return out
+
+
 @pytest.fixture(scope="module")
 def three_words(tmp_path_factory):
     """One suspect in the clean documents' style scoring above all of them (evidence), one in
@@ -97,19 +112,27 @@ def test_format2_summary_first_and_each_verdict_word(three_words):
     # the summary sentence comes first, before the test and the table
     assert text.startswith(f"Audit verdicts {report['summary']}")
     assert html.index('id="verdict-summary"') < html.index('id="verdict-test-table"') < html.index('id="verdict-table"')
-    rows = {r[0]: r for r in page.tables["verdict-table"]["rows"]}
+    rows = verdict_rows(page)
+    assert page.tables["verdict-table"]["head"][0] == [
+        "document", "verdict", "score", "model's rank", "p", "Holm p", "style rank", "length rank", "passages",
+        "in short"]  # no witness: no "tested on" column
     assert set(rows) == {d["doc_id"] for d in report["documents"]}
+    details = blocks(html)
     for doc in report["documents"]:
         row = rows[doc["doc_id"]]
-        assert row[1] == doc["verdict"]
+        assert row["verdict"] == doc["verdict"]
         assert f'<td class="{CSS[doc["verdict"]]}">{doc["verdict"]}</td>' in html
-        assert row[2] == f"{doc['score']:.3f}"
-        assert row[3] == f"{ordinal(doc['rank'])} of {doc['of']}" == f"{ordinal(doc['rank'])} of 20"
-        assert row[4] == p_text(doc["p"]) and row[5] == p_text(doc["p_adjusted"])
-        assert row[6] == f"{ordinal(doc['style']['rank'])} of 20"
-        assert row[7] == f"{ordinal(doc['length']['rank'])} of 20"
-        assert row[8] == "4 / 4 / 0"
-        assert row[9] == doc["reason"]  # the reason, whatever the verdict
+        assert row["score"] == f"{doc['score']:.3f}"
+        assert row["model's rank"] == f"{ordinal(doc['rank'])} of {doc['of']}" == f"{ordinal(doc['rank'])} of 20"
+        assert row["p"] == p_text(doc["p"]) and row["Holm p"] == p_text(doc["p_adjusted"])
+        assert row["style rank"] == f"{ordinal(doc['style']['rank'])} of 20"
+        assert row["length rank"] == f"{ordinal(doc['length']['rank'])} of 20"
+        assert row["passages"] == "4 / 4 / 0"
+        assert row["in short"] == (doc["note"] or "—")  # the few words of verdicts.json, not the full reason
+        # the short line and the full reason, as verdicts.json holds them, in the document's own block
+        block = details[doc["doc_id"]]
+        assert doc["line"] in block and doc["reason"] in block and doc["sentence"] in block
+        assert page.text.count(doc["reason"]) == 1  # once: inside the sentence, not again beside it
         # the model's standing and the text-only standings side by side, in words
         assert (f"the model's score ranks it {ordinal(doc['rank'])} of 20; its style alone "
                 f"{ordinal(doc['style']['rank'])} of 20; its passage length alone "
@@ -117,11 +140,12 @@ def test_format2_summary_first_and_each_verdict_word(three_words):
         assert doc["sentence"] in text
     assert page.classes.count("verdict-sentence") == 3
     # plain and kjv both rank 1st of 20: raw p = 1/20, Holm over three suspects = 3/20
-    assert rows["plain"][4] == "0.050" and rows["plain"][5] == "0.150"
+    assert rows["plain"]["p"] == "0.050" and rows["plain"]["Holm p"] == "0.150"
     assert "0.050 (Holm-adjusted 0.150)" in text
     # kjv is held back by its style, and the page says so
-    assert "its style alone already sets it apart" in rows["kjv"][9]
-    assert rows["kjv"][6] == "1st of 20" and rows["plain"][6] != "1st of 20"
+    assert rows["kjv"]["in short"] == "withheld: its style alone sets it apart"
+    assert "its style alone already sets it apart" in details["kjv"]
+    assert rows["kjv"]["style rank"] == "1st of 20" and rows["plain"]["style rank"] != "1st of 20"
 
 
 def test_format2_states_the_test_guard_and_collection(three_words):
@@ -198,11 +222,11 @@ def test_format2_too_few_clean_documents_says_what_to_give(tmp_path):
     text = section(html)
     (doc,) = report["documents"]
     assert doc["verdict"] == "cannot tell"
-    row = page.tables["verdict-table"]["rows"][0]
+    row = verdict_rows(page)["novel"]
     # the p-value, where recorded, cannot go below 1/(k+1) = 0.25
-    assert row[1] == "cannot tell" and row[4] == p_text(doc["p"]) and row[3] == "1st of 4"
+    assert row["verdict"] == "cannot tell" and row["p"] == p_text(doc["p"]) and row["model's rank"] == "1st of 4"
     assert doc["p"] is None or doc["p"] >= 0.25
-    assert "give at least 99 documents you are sure the model never saw" in row[9]
+    assert "give at least 99 documents you are sure the model never saw" in blocks(html)["novel"]
     assert text.startswith(f"Audit verdicts {report['summary']}")
     assert report["summary"].startswith("Cannot tell whether the model was trained on novel")
     test = {r[0]: r[1] for r in page.tables["verdict-test-table"]["rows"]}
@@ -212,17 +236,21 @@ def test_format2_too_few_clean_documents_says_what_to_give(tmp_path):
 
 
 def test_format2_plot_cap_shows_evidence_first(three_words, tmp_path, monkeypatch):
-    import copyprobe.reports.sections.verdict_words as report_html
+    import copyprobe.reports.sections.verdicts as reader
 
     run_dir, report, _, _ = three_words
-    monkeypatch.setattr(report_html, "MAX_VERDICT_PLOTS", 1)
+    monkeypatch.setattr(reader, "MAX_VERDICT_PLOTS", 1)
     html = render_report(run_dir)
     page = Page(html)
     assert len(page.tables["verdict-table"]["rows"]) == 3
     assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == 1
-    assert "2 more are in the table only" in page.text
-    headings = html.split('id="verdict-table"', 1)[1].split('<h3 id="verdict-')[1:]
-    assert len(headings) == 1 and headings[0].split(">", 1)[1].startswith("plain —")
+    assert "2 more have their words below, without a plot" in page.text
+    # every document keeps its words; the one plot goes to the document with evidence
+    parts = html.split('id="verdict-table"', 1)[1].split('<div class="verdict-document">')[1:]
+    assert len(parts) == 3 and parts[0].split('">', 1)[1].startswith("plain —")
+    assert 'class="verdict-plot"' in parts[0] and not any('class="verdict-plot"' in p for p in parts[1:])
+    for doc in report["documents"]:
+        assert doc["reason"] in page.text
 
 
 def test_sample_run_verdicts_are_the_audits(tmp_path):
@@ -239,10 +267,12 @@ def test_sample_run_verdicts_are_the_audits(tmp_path):
         assert value == pytest.approx(np.mean([r["loss"] for r in scores if r["doc_id"] == doc]))
     # 6 clean documents cannot reach alpha 0.01 with the rank test: every document says so
     assert {d["verdict"] for d in verdicts["documents"]} == {"cannot tell"}
-    page = Page(render_report(run_dir))
+    html = render_report(run_dir)
+    page = Page(html)
     rows = page.tables["verdict-table"]["rows"]
     assert [r[0] for r in rows] == [d["doc_id"] for d in verdicts["documents"]]
-    assert all("give at least 99 documents" in r[9] for r in rows)
+    details = blocks(html)
+    assert all("give at least 99 documents" in details[r[0]] for r in rows)
     assert "verdict-collection" in page.ids and verdicts["collection"]["reason"] in page.text
 
 
@@ -288,18 +318,20 @@ def test_format1_old_words_mapped_and_old_fields_shown(tmp_path, monkeypatch):
     page = Page(html)
     text = section(html)
     assert "verdicts-format-1" in page.ids and "copyprobe rescore" in text
-    rows = {r[0]: r for r in page.tables["verdict-table"]["rows"]}
+    rows = verdict_rows(page)
+    assert page.tables["verdict-table"]["head"][0] == [
+        "document", "verdict", "score", "baseline mean", "baseline sd", "Welch p", "Mann-Whitney p", "passages"]
     assert len(rows) == len(verdicts["documents"]) == 6
     base = verdicts["baseline"]
     for doc in verdicts["documents"]:
         row = rows[doc["doc_id"]]
         new = OLD_WORDS[doc["verdict"]]
         # today's word, the recorded one in brackets when it differs
-        assert row[1] == (new if new == doc["verdict"] else f"{new} ({doc['verdict']})")
+        assert row["verdict"] == (new if new == doc["verdict"] else f"{new} ({doc['verdict']})")
         assert f'<td class="{CSS[new]}">{new}' in html
-        assert row[3] == f"{doc['score']:.3f}"
-        assert row[4] == f"{base['mean']:.3f}" and row[5] == f"{base['sd']:.3f}"
-        assert row[6] == p_text(doc["welch_p"]) and row[7] == p_text(doc["mann_whitney_p"])
+        assert row["score"] == f"{doc['score']:.3f}" and row["passages"] == "4"
+        assert row["baseline mean"] == f"{base['mean']:.3f}" and row["baseline sd"] == f"{base['sd']:.3f}"
+        assert row["Welch p"] == p_text(doc["welch_p"]) and row["Mann-Whitney p"] == p_text(doc["mann_whitney_p"])
     counts = {w: sum(OLD_WORDS[d["verdict"]] == w for d in verdicts["documents"]) for w in CSS}
     assert text.startswith(f"Audit verdicts Of 6 suspect documents, {counts['evidence']} with evidence, "
                            f"{counts['no evidence']} without, {counts['cannot tell']} cannot tell")
@@ -310,13 +342,13 @@ def test_format1_old_words_mapped_and_old_fields_shown(tmp_path, monkeypatch):
     assert sorted(len(a[0]) for a in drawn) == [4] * 6
     assert all(len(a[1]) == 24 for a in drawn)
     # only today's words as verdicts
-    assert {r[1].split(" (")[0] for r in rows.values()} == {"evidence", "no evidence", "cannot tell"}
+    assert {r["verdict"].split(" (")[0] for r in rows.values()} == {"evidence", "no evidence", "cannot tell"}
 
 
 def test_format1_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
     """The report's own older layout: baseline_scores or baseline_ids, per document
     passage_scores, mean_score/baseline_mean/baseline_std, words suspect / no evidence."""
-    import copyprobe.reports.sections.verdict_words as report_html
+    import copyprobe.reports.sections.verdicts as reader
 
     run_dir = write_sample_run(tmp_path / "run", failures=False)
     rows = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
@@ -337,16 +369,16 @@ def test_format1_baseline_variants_and_plot_cap(tmp_path, monkeypatch):
     # no baseline scores at all: a normal curve from mean and sd; and only the first plots
     del verdicts["baseline_ids"]
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts))
-    monkeypatch.setattr(report_html, "MAX_VERDICT_PLOTS", 2)
+    monkeypatch.setattr(reader, "MAX_VERDICT_PLOTS", 2)
     html = render_report(run_dir)
     page = Page(html)
     assert len(page.tables["verdict-table"]["rows"]) == len(documents)
     assert len([i for i in page.images if i.get("class") == "verdict-plot"]) == 2
-    assert f"{len(documents) - 2} more are in the table only" in page.text
+    assert f"{len(documents) - 2} more have their words below, without a plot" in page.text
     # documents with evidence ("suspect" in this layout) get the plots first
     evidence = [d["doc_id"] for d in documents if d["verdict"] == "suspect"]
-    first_two = [h.split("—")[0].strip() for h in html.split('<h3 id="verdict-')[1:3]]
-    assert all(any(s in h for s in evidence) for h in first_two)
+    plotted = [b for b in html.split('<div class="verdict-document">')[1:] if 'class="verdict-plot"' in b]
+    assert len(plotted) == 2 and all(any(f">{s} —" in b for s in evidence) for b in plotted)
 
 
 def test_format1_sentences_say_what_evidence_does_not_show():
@@ -381,8 +413,10 @@ def test_format2_unscored_suspect_says_why(tmp_path):
     report = audit_verdicts(rows, "loss", {}, 0.2, texts)
     report["method"] = "loss"
     (run_dir / "verdicts.json").write_text(json.dumps(report))
-    page = Page(render_report(run_dir))
-    (row,) = page.tables["verdict-table"]["rows"]
-    assert row[:3] == ["lost", "cannot tell", "—"] and row[3] == "—" and row[8] == "0 / 4 / 4"
-    assert row[9].startswith("no passage of lost could be scored with loss (4 failed")
+    html = render_report(run_dir)
+    page = Page(html)
+    row = verdict_rows(page)["lost"]
+    assert row["verdict"] == "cannot tell" and row["score"] == "—" and row["model's rank"] == "—"
+    assert row["passages"] == "0 / 4 / 4" and row["in short"] == "no passage scored"
+    assert "no passage of lost could be scored with loss (4 failed" in blocks(html)["lost"]
     assert "No standing: the document has no score" in page.text

@@ -9,8 +9,7 @@ templates/report.html.j2 shows; none reads files or loads a model:
     failures         null scores and failed requests, counted by method and reason
     cost             timings, cache and requests of run.json
     blind_baseline   the model-free baseline and its warning
-    verdict_words    what both verdicts.json formats share: CSS class, counts, standings
-    verdicts_v1      verdicts.json before format 2 (passage-level tests)
-    verdicts_v2      verdicts.json format 2 (document scores against clean documents)
+    verdicts         the audit's verdicts: one reader for every verdicts.json (an older
+                     layout is normalised into today's at its edge), words as the file holds them
     run_settings     the settings table from run.json
 """
