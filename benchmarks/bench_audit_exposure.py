@@ -298,8 +298,24 @@ def retally(results: dict[str, Any], alpha: float | None = None) -> None:
         texts = stored[r["data"]]
         rows = [{"id": s["id"], "doc_id": s["doc_id"], "label": s["label"], r["method"]: s["value"]}
                 for s in r["scores"]]
+        rows = with_target_half(results["rows"], r, rows)
         r["alpha"] = alpha if alpha is not None else r.get("alpha", ALPHA)
         r["audits"] = {g: audit_cells(rows, r["method"], texts, r["alpha"], g) for g in GUARDS}
+
+
+def with_target_half(all_rows: list[dict], row: dict, passages: list[dict]) -> list[dict]:
+    """A calibrated score's passages with both halves (the target's own score from the same
+    model's row of it), so the audit asks the reference model as a witness, as
+    `copyprobe audit` does; other methods' passages as they are."""
+    from copyprobe.evaluation.witness import CALIBRATED, with_halves
+
+    raw = CALIBRATED.get(row["method"])
+    partner = next((o for o in all_rows if raw and o["method"] == raw and o["model"] == row["model"]
+                    and o.get("data") == row.get("data") and not o.get("params")), None)
+    if partner is None:
+        return passages
+    own = {s["id"]: s["value"] for s in partner["scores"]}
+    return with_halves([{**p, raw: own.get(p["id"])} for p in passages], row["method"])
 
 
 def summary(results: dict[str, Any], guard: str, source: str) -> dict[str, Any]:

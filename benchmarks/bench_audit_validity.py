@@ -168,7 +168,10 @@ def tally(counts: dict[str, int], report: dict[str, Any], alpha: float) -> None:
 
 def verdict_counts(rows, texts, method, audits, alpha, test, guard_test="rank"):
     from copyprobe.evaluation.verdicts import audit_verdicts
+    from copyprobe.evaluation.witness import CALIBRATED, with_halves
 
+    if method in CALIBRATED:  # the saved columns hold both halves: the audit asks the reference as a witness
+        rows = with_halves(rows, method)
     by_doc: dict[str, list[dict]] = {}
     for r in rows:
         by_doc.setdefault(r["doc_id"], []).append(r)
@@ -442,6 +445,9 @@ def main(argv=None) -> int:
     again = sub.add_parser("retally", help="recompute a battery's verdict counts from its saved passage scores "
                            "(no model), e.g. after a change to the verdict rule")
     again.add_argument("--battery", required=True)
+    again.add_argument("--columns-from", action="append",
+                       help="another battery file whose score columns the passages take too (the target's own score "
+                            "of a calibrated one, for the witness); repeatable")
     summ = sub.add_parser("summary", help="the null battery's false claims per method at the audit's defaults, for "
                           "copyprobe/evaluation/validity.json (what an evidence verdict quotes)")
     summ.add_argument("--battery", action="append", required=True, help="a battery JSON (repeat for several)")
@@ -457,6 +463,8 @@ def main(argv=None) -> int:
     if args.part == "retally":
         path = Path(args.battery)
         battery = json.loads(path.read_text())
+        for other in args.columns_from or []:  # e.g. topk_loss beside topk_reference: the witness's halves
+            add_columns(battery, json.loads(Path(other).read_text()))
         texts = {e.id: e.text for e in load_battery(battery["passage_words"])}
         kept = [r for r in battery["table"] if r["method"] == "feature_agg"]
         battery["table"] = kept + battery_table(battery["scores"], texts, battery["columns"],
@@ -472,6 +480,17 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summarise(result), indent=1))
     return 0
+
+
+def add_columns(battery: dict[str, Any], other: dict[str, Any]) -> None:
+    """The score columns of ``other`` that ``battery`` lacks, added to its passages by id
+    (kept out of its own columns: they are read, not tallied)."""
+    extra = [c for c in other.get("columns") or [] if c not in battery["columns"]]
+    by_id = {r["id"]: r for r in other["scores"]}
+    for row in battery["scores"]:
+        for c in extra:
+            if row["id"] in by_id and c not in row:
+                row[c] = by_id[row["id"]].get(c)
 
 
 def column_params(battery: dict[str, Any], column: str) -> tuple[str, dict[str, Any]]:

@@ -9,7 +9,9 @@ document per input (named after the file).
 The method defaults to ``auto``: with a model that gives token log-probabilities, the
 score chosen by ``benchmarks/bench_audit_validity.py`` (no false claim on its battery of
 texts no model has seen at the default alpha, the most power on planted documents: the
-reference-model difference); DE-COP for a model that only generates, and only with
+reference-model difference), with the reference model asked first whether it knows each
+suspect itself (:mod:`copyprobe.evaluation.witness`: a text both models trained on is
+tested on the target's own likelihood, ``benchmarks/bench_audit_real.py``); DE-COP for a model that only generates, and only with
 paraphrases supplied in the data or a paraphrasing model. The test defaults to ``t`` for
 the same reason: the exact rank test needs 99 clean documents for a claim at alpha 0.01.
 """
@@ -188,7 +190,8 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
         if TOKEN_LOGPROBS in capabilities:
             method = DEFAULT_LOGIT_METHOD
             note = (f"method auto -> {method}: the model gives token log-probabilities "
-                    f"(benchmarks/results/audit_validity.md)")
+                    f"(benchmarks/results/audit_validity.md); a suspect the reference model itself recognises is "
+                    f"tested on the target's own likelihood (benchmarks/results/audit_real.md)")
         elif has_paraphrases():
             method = "decop"
             note = "method auto -> decop: the model gives no token log-probabilities; paraphrases are in the data"

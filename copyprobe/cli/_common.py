@@ -156,15 +156,19 @@ def run_options(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
             "api_options": api_options(args)}
 
 
-def run_detect(args: argparse.Namespace, data: Any, methods: list[Any], **options: Any) -> int:
+def run_detect(args: argparse.Namespace, data: Any, methods: list[Any], explain: Any = None, **options: Any) -> int:
     """`demo`'s detect run: score with progress bars, then :func:`show_detect`. ``methods``:
-    names or built Method objects; ``options``: more keywords of :func:`copyprobe.detect`."""
+    names or built Method objects; ``explain(result)``: lines printed after the table;
+    ``options``: more keywords of :func:`copyprobe.detect`."""
     from copyprobe.detect import SETTINGS, detect
 
     with progress_bars(not args.no_progress) as progress:
         result = detect(args.model, data, methods, **run_options(args, progress),
                         **setting_values(args, SETTINGS), **options)
-    return show_detect(args, result, [m if isinstance(m, str) else m.name for m in methods])
+    code = show_detect(args, result, [m if isinstance(m, str) else m.name for m in methods])
+    for line in explain(result) if explain else []:
+        print(line)
+    return code
 
 
 def show_detect(args: argparse.Namespace, result: Any, names: list[str]) -> int:

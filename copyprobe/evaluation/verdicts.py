@@ -261,11 +261,15 @@ def verdicts(
     judgements = {s: judge(witness, own, s, clean, lambda x, c: test_p(x, c, test)) for s in tested} if witness else {}
     switched = {s for s, j in judgements.items()
                 if j.switched and s in target_own and all(c in target_own for c in clean)}
+    # a target's own score that claims training on never-seen text by itself (topk_loss on the
+    # null battery) is no test: a suspect the reference knows then gets no verdict from it
+    unfit = raw_unfit(witness.raw_method) if switched else None
+    blocked = switched if unfit else set()
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
     test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean]) else "t") for s in tested}
     raw_p = {}
     for s in tested:
-        if k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
+        if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
             raw_p[s] = test_p(score_of[s][s], [score_of[s][c] for c in clean], test_of[s])
     adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
@@ -288,6 +292,8 @@ def verdicts(
         my_clean = [mine[c] for c in clean]
         if s in switched:
             row["score"] = _num(mine[s])
+            every = [witness.target.get(i) for i, _ in values[s]]
+            row["score_all_passages"] = _num(float(np.mean(every))) if all(v is not None for v in every) else None
             row["tested_on"] = witness.raw_method
         if s in mine and clean_scores:
             row["rank"] = 1 + sum(c >= mine[s] for c in my_clean)  # ties count against it
@@ -302,11 +308,15 @@ def verdicts(
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
                                        clean_needed(my_test, alpha), witness.raw_method if s in switched else method,
                                        _z(mine.get(s), my_clean), my_ties)
+        if s in blocked:
+            verdict, why = CANNOT_TELL, f"the reference model knows it and {witness.raw_method} alone is no test"
+            reason = (f"{name} ranks {_ordinal(row['rank'])} of {row['of']} documents by {witness.raw_method}, but "
+                      f"{witness.raw_method} alone is no valid test: {unfit}")
         if s in judgements:
             reason = witness_clause(witness, name, judgements[s], _fmt_p) + reason
         row["verdict"], row["reason"] = verdict, reason
-        row["note"] = why if s not in switched else f"on {witness.raw_method}: the reference model knows it" + (
-            f"; {why}" if why else "")
+        row["note"] = why if s not in switched or s in blocked else (
+            f"on {witness.raw_method}: the reference model knows it" + (f"; {why}" if why else ""))
         row["line"] = _line(row)
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
         rows.append(row)
@@ -330,14 +340,20 @@ def verdicts(
         },
         "documents": rows,
     }
-    group = None
+    group, group_unfit = None, None
     if len(tested) >= 2 and k >= 2:
         group = judge_group(witness, own, tested, clean) if witness else None
         by_own = group is not None and group.switched and all(d in target_own for d in tested + clean)
         report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
                                            _validity(method, method_params, test, alpha, guard_test,
                                                      collection=True))
-        if by_own:
+        group_unfit = raw_unfit(witness.raw_method) if by_own else None
+        if group_unfit:
+            report["collection"].update(verdict=CANNOT_TELL, tested_on=witness.raw_method, reason=(
+                f"the reference model ({witness.model}) recognises the suspects as a group (p = {_fmt_p(group.p)}), "
+                f"so the calibrated score cannot show the target's exposure, and {witness.raw_method} alone is no "
+                f"valid test: {group_unfit}"))
+        elif by_own:
             report["collection"]["tested_on"] = witness.raw_method
             report["collection"]["reason"] = (
                 f"the reference model ({witness.model}) recognises the suspects as a group (p = {_fmt_p(group.p)}), "
@@ -345,6 +361,8 @@ def verdicts(
                 + report["collection"]["reason"])
     said = witness_summary(witness, method, judgements, group, _name)
     if said is not None:
+        if unfit or group_unfit:
+            said["raw_unfit"] = unfit or group_unfit
         report["witness"] = said
     if switched:
         report["baseline"]["raw"] = {"method": witness.raw_method,
@@ -384,6 +402,23 @@ def _rules_out(method: str, params: Mapping[str, Any] | None, witness: Mapping[s
     from copyprobe.evaluation.exposure import no_evidence_clause
 
     return no_evidence_clause(method, params, witness)
+
+
+def raw_unfit(raw: str) -> str | None:
+    """Why the target's own score cannot stand in for a calibrated one (it made false claims
+    on the null battery, or has no count there), or None when it can."""
+    from copyprobe.evaluation.validity import TABLE, null_record
+    from copyprobe.evaluation.exposure import load_table
+
+    row = null_record(raw)
+    if row is None:
+        return f"how often {raw} claims training on documents no model has seen is not known"
+    if row["false_claims"] or row["collection_claims"]:
+        where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
+        return (f"on the null battery ({where}) {raw} claimed training on {row['false_claims']} of "
+                f"{row['documents']} documents and {row['collection_claims']} of {row['collections']} collections "
+                f"no model has seen")
+    return None
 
 
 def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False) -> str:
@@ -485,8 +520,10 @@ def shared_words(report: Mapping[str, Any]) -> list[dict[str, str]]:
             text = (f"{model} itself recognises {len(said['recognised'])} of {n} suspect document{'s' if n != 1 else ''} by its own "
                     f"likelihood against the clean ones (p <= {said['level']:g}: {', '.join(said['recognised'])}); "
                     f"a calibrated score cannot show the target's exposure to a text the reference also knows, so "
-                    f"{'those were' if len(said['switched']) != 1 else 'it was'} tested on the target's own "
-                    f"likelihood ({said['raw']})")
+                    + (f"{'those were' if len(said['switched']) != 1 else 'it was'} tested on the target's own "
+                       f"likelihood ({said['raw']})" if not said.get("raw_unfit") else
+                       f"no valid test is left for {'them' if len(said['switched']) != 1 else 'it'}: {said['raw']} "
+                       f"alone is none ({said['raw_unfit']})"))
         else:
             which = "the suspect document" if n == 1 else f"the {n} suspect documents"
             text = (f"{model} does not recognise {which if n == 1 else 'any of ' + which} by its own likelihood (p > "

@@ -319,3 +319,20 @@ def test_the_printed_verdicts_say_when_tied_clean_scores_sent_the_t_test_to_rank
     out = capsys.readouterr().out
     assert "p-values from the rank test: 5 clean documents share their score" in out
     assert "smallest attainable p 0.143" in out
+
+
+def test_the_demo_explains_an_upside_down_reference_row():
+    """reference below chance on the demo's famous passages is said to be the reference
+    model knowing them too; at or above chance nothing is added."""
+    from types import SimpleNamespace
+
+    from copyprobe.cli.commands.demo import explain_reference
+
+    def result(auc):
+        return SimpleNamespace(metrics={"passage": {"reference": {"auc": auc}, "loss": {"auc": 0.93}}},
+                               record=SimpleNamespace(methods={"reference": {"model": "gemma-3-270m"}}))
+
+    (line,) = explain_reference(result(0.057))
+    assert "AUC 0.06, below chance" in line and "(gemma-3-270m)" in line and "witness" in line
+    assert explain_reference(result(0.7)) == []
+    assert explain_reference(SimpleNamespace(metrics=None, record=SimpleNamespace(methods={}))) == []

@@ -158,3 +158,22 @@ def test_publication_dates_against_training_cutoffs():
         with pytest.raises(ConfigError, match="--published"):
             check_published(bad)
     assert check_published(" 2025-06 ") == "2025-06"
+
+
+def test_a_raw_score_that_fails_the_null_battery_gives_cannot_tell_not_a_claim():
+    """topk_reference's raw half, topk_loss, claimed training on never-seen documents by
+    itself (the shipped null battery): a suspect the reference knows gets no verdict from it."""
+    from copyprobe.evaluation.validity import null_record
+    from copyprobe.evaluation.vocabulary import CANNOT_TELL
+
+    assert null_record("topk_loss")["false_claims"] > 0
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
+    topk = [{**{k: v for k, v in r.items() if k not in ("reference", "loss", "details")},
+             "topk_reference": r["reference"], "topk_loss": r["loss"],
+             "details": {"topk_reference": r["details"]["reference"]}} for r in rows]
+    report = audit_verdicts(topk, "topk_reference", {}, 0.01, texts, test="t", guard_test="t")
+    row = report["documents"][0]
+    assert row["witness"]["recognises"] and row["tested_on"] == "topk_loss"
+    assert row["verdict"] == CANNOT_TELL and row["p"] is None
+    assert "topk_loss alone is no valid test" in row["reason"] and "null battery" in row["reason"]
+    assert "no valid test is left" in report["shared"][0]["text"]

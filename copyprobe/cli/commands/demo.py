@@ -69,10 +69,27 @@ def run_copying(args: argparse.Namespace) -> int:
     return 0
 
 
+def explain_reference(result) -> list[str]:
+    """Why ``reference`` can rank famous text below fresh text: the reference model knows
+    the famous passages too (often better than the target), so the calibrated score asks
+    which model knows them better. Said when it happens (AUC below 0.5)."""
+    block = ((result.metrics or {}).get("passage") or {}).get("reference") or {}
+    auc = block.get("auc")
+    if auc is None or auc >= 0.5:
+        return []
+    model = ((result.record.methods or {}).get("reference") or {}).get("model", "the reference model")
+    return [f"note: reference has AUC {auc:.2f}, below chance: the famous passages are in the training data of "
+            f"its reference model ({model}) too, which knows them at least as well as the target does, so the "
+            f"calibrated score (target minus reference) measures which model knows a text better, not whether "
+            f"the target saw it. loss, which asks the target alone, ranks them first. `copyprobe audit` asks the "
+            f"reference model as a witness first and tests a text it recognises on the target's own likelihood "
+            f"(docs/audit.md, 'When a reference helps and when it hides exposure')."]
+
+
 def run(args: argparse.Namespace) -> int:
     names = split_names(args.methods)
     print(f"copyprobe demo: {args.model} on {demo_data_path().name} (24 famous vs 24 fresh passages)")
-    code = run_detect(args, demo_data_path(), names)
+    code = run_detect(args, demo_data_path(), names, explain=explain_reference)
     if code == 0 and not args.no_copying:
         code = run_copying(args)
     return code
