@@ -23,14 +23,15 @@ class TrainingCutoff:
     source: str
 
     def text(self) -> str:
-        return f"{'ends' if self.stated else 'ends before the release, by'} {self.month} ({self.source})"
+        return f"ends {'in' if self.stated else 'by'} {self.month}" + ("" if self.stated else " at the latest") + \
+            f" ({self.source})"
 
 
 CUTOFFS = {
     GEMMA: TrainingCutoff("2024-08", True, "Gemma 3 model card, Training Dataset: 'The knowledge cutoff date for "
                                            "the training data was August 2024', ai.google.dev/gemma/docs/core/model_card_3"),
-    SMOLLM2: TrainingCutoff("2024-10", False, "not stated; SmolLM2 was released on 2024-11-01 (HuggingFaceTB model "
-                                              "cards, arXiv 2502.02737)"),
+    SMOLLM2: TrainingCutoff("2024-10", False, "not stated; SmolLM2 was released on 2024-11-01: HuggingFaceTB model "
+                                              "cards, arXiv 2502.02737"),
     QWEN_05B: TrainingCutoff("2024-11", False, "not stated for the whole corpus; code from GitHub repositories "
                                                "created before February 2024 (Qwen2.5-Coder Technical Report, arXiv "
                                                "2409.12186, section 3.1); the 0.5B model was released on 2024-11-12"),

@@ -32,11 +32,13 @@ import numpy as np
 
 # calibrated score -> the target's own score it is the first half of
 CALIBRATED = {"reference": "loss", "topk_reference": "topk_loss"}
-# p at or below which the reference model recognises a suspect. Chosen on the real-exposure
-# and planted tables together (benchmarks/results/audit_real.md, "the witness level"): a
-# laxer level sends more documents to the target's own likelihood, which the null battery
-# allows (loss: 0 false claims of 108 at the defaults) and real exposure needs.
-LEVEL = 0.1
+# p at or below which the reference model recognises a suspect. Chosen on the real-exposure,
+# planted and null tables together (benchmarks/results/audit_real.md, "The witness level"):
+# at 0.01-0.2 the default finds the same King James books (4 of 10 on SmolLM2 and on
+# Gemma), but from 0.1 up a never-seen pastiche text is sent to loss and claimed (1 of 18);
+# at 0.2 topk_reference loses one-epoch planted letters (8 -> 6 of 12); the null battery
+# has 0 false claims at every level.
+LEVEL = 0.05
 
 
 @dataclass(frozen=True)

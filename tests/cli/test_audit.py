@@ -336,3 +336,32 @@ def test_the_demo_explains_an_upside_down_reference_row():
     assert "AUC 0.06, below chance" in line and "(gemma-3-270m)" in line and "witness" in line
     assert explain_reference(result(0.7)) == []
     assert explain_reference(SimpleNamespace(metrics=None, record=SimpleNamespace(methods={}))) == []
+
+
+def test_an_audit_of_ten_documents_says_the_shared_clauses_once_and_a_short_line_a_document(
+        tmp_path, monkeypatch, capsys):
+    """The issue-40 report: 10 documents printed about 9,000 characters, the same 600-character
+    'on planted models...' clause once per document. Now each document is one line and the
+    clauses shared by all are printed once."""
+    import random
+
+    rng = random.Random(7)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{d}-{p}", "text": pseudo_text(rng), "doc_id": f"book{d}"}
+                                       for d in range(10) for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+                                       for k in range(8) for p in range(2)])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    code = main(["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
+                 "--clean", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "run"), "--no-cache",
+                 "--no-progress", "--bootstrap", "0", "--method", "loss"])
+    out = capsys.readouterr().out
+    assert code == 0
+    report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
+    assert {r["verdict"] for r in report["documents"]} == {"no evidence"}
+    clause = report["no_evidence_rules_out"]
+    assert clause and out.count(clause) == 1 and out.count("on planted models") == 1
+    lines = out.splitlines()
+    for d in range(10):  # one table line a document, and no sentence repeating its reason
+        assert sum(line.startswith(f"book{d} ") for line in lines) == 1
+        assert not any(line.startswith(f"- No evidence that the model was trained on book{d}") for line in lines)
+    assert len(out) < 4000
