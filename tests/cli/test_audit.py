@@ -365,3 +365,29 @@ def test_an_audit_of_ten_documents_says_the_shared_clauses_once_and_a_short_line
         assert sum(line.startswith(f"book{d} ") for line in lines) == 1
         assert not any(line.startswith(f"- No evidence that the model was trained on book{d}") for line in lines)
     assert len(out) < 4000
+
+
+def test_published_is_recorded_and_decides_whether_the_models_could_have_seen_the_text(
+        tmp_path, monkeypatch, capsys):
+    import random
+
+    rng = random.Random(11)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+                                       for k in range(6) for p in range(2)])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    args = ["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
+            "--clean", str(tmp_path / "c.jsonl"), "--no-cache", "--no-progress", "--bootstrap", "0"]
+    assert main(args + ["--out", str(tmp_path / "run"), "--published", "2025-06"]) == 0
+    out = capsys.readouterr().out
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
+    assert run["audit"]["published"] == "2025-06" and report["published"] == "2025-06"
+    # SmolLM2 (released 2024-11-01) and its reference Gemma-3-270M (data to August 2024) predate it
+    assert report["target"]["could_have_seen"] is False and report["witness"]["could_have_seen"] is False
+    assert "cannot have been trained on a text first published 2025-06" in out
+    assert "the reference model (gemma-3-270m) cannot have seen the suspect text" in out
+    assert main(args + ["--out", str(tmp_path / "bad"), "--published", "June 2025"]) == 2
+    err = capsys.readouterr().err
+    assert "--published must be a date YYYY, YYYY-MM or YYYY-MM-DD" in err and "Traceback" not in err
+    assert not (tmp_path / "bad" / "run.json").exists()
