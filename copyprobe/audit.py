@@ -212,6 +212,15 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
     return method, note
 
 
+def known_capabilities(target: Any) -> frozenset[str]:
+    """What ``target`` can do, asked of its server first where only the server can tell
+    (an OpenAI-compatible server that may give no prompt log-probs): auto chooses by it."""
+    from copyprobe.backends.base import TOKEN_LOGPROBS
+
+    probe = getattr(target, "probe_capabilities", None)
+    return probe({TOKEN_LOGPROBS}) if probe else frozenset(target.capabilities)
+
+
 class AuditCollection(ScoringCollection):
     """detect's collect on the suspect and clean passages, the method chosen once the
     model's capabilities are known."""
@@ -229,8 +238,8 @@ class AuditCollection(ScoringCollection):
         method, params = self.method, self.params
         if method == AUTO:
             by_method = dict(params or {})
-            method, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples,
-                                         by_method.get("decop"))
+            method, note = choose_method(method, known_capabilities(session.target), session.target_spec,
+                                         self.examples, by_method.get("decop"))
             # what auto picks, it runs as the exposure benchmark found it strongest; the
             # user's own parameters for that method win
             params = {**AUTO_PARAMS.get(method, {}), **(by_method.get(method) or {})} or None

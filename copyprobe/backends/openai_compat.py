@@ -269,6 +269,17 @@ class OpenAIBackend(Backend):
             caps.add(TOP_LOGPROBS)
         return frozenset(caps)
 
+    def probe_capabilities(self, wanted: Any = ()) -> frozenset[str]:
+        """Settle by asking the server (one 1-token request each) what the capabilities
+        only claim while unknown: prompt log-probs (TOKEN_LOGPROBS) and top log-probs of
+        generated tokens (TOP_LOGPROBS, on /completions), for those in ``wanted``."""
+        wanted = set(wanted)
+        if wanted & {TOKEN_LOGPROBS, CONTEXT_LOGPROBS} and self._prompt_logprobs is None:
+            self._prompt_logprobs = self.probe_prompt_logprobs()
+        if TOP_LOGPROBS in wanted and "completions" not in self._top_logprobs:
+            self._top_logprobs["completions"] = self.probe_top_logprobs("completions")
+        return self.capabilities
+
     def check(self, requests: Sequence[Any]) -> None:
         needs_logprobs = any(TOKEN_LOGPROBS in r.capabilities() for r in requests)
         if needs_logprobs and self._prompt_logprobs is None:
