@@ -69,7 +69,7 @@ def add_scoring_options(parser: argparse.ArgumentParser, settings: Any, *, boots
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    from copyprobe.params import COUNT
+    from copyprobe.params import COUNT, REQUEST_TIMEOUT
 
     parser.add_argument("--batch-size", type=batch_size_option, default="auto", metavar="auto|N",
                         help="auto: batches by memory (padded tokens per forward pass, from the free "
@@ -81,6 +81,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="openai: models: environment variable holding the API key (default OPENAI_API_KEY)")
     parser.add_argument("--concurrency", type=option_type(COUNT, "--concurrency"), default=None,
                         help="openai: models: requests in flight at once (default 8)")
+    parser.add_argument("--request-timeout", type=option_type(REQUEST_TIMEOUT, "--request-timeout"), default=None,
+                        metavar="SECONDS",
+                        help="openai: models: the longest wait for one answer before it is retried (up to 5 "
+                             "retries); default 120")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")
     group.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
@@ -101,13 +105,18 @@ def cache_setting(args: argparse.Namespace) -> Any:
 
 
 def api_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of OpenAI-compatible models, as given (None: not given). The backend
+    that uses them checks them (:func:`copyprobe.backends.specs.check_model_options`), so
+    an option the model would ignore is refused, not dropped."""
     options: dict[str, Any] = {}
-    if args.api_key_env:
+    if args.api_key_env is not None:  # '' is a mistake to report, not "use the default"
         options["api_key_env"] = args.api_key_env
     if args.concurrency is not None:
         if args.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
         options["concurrency"] = args.concurrency
+    if getattr(args, "request_timeout", None) is not None:
+        options["timeout"] = args.request_timeout
     return options
 
 

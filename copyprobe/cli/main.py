@@ -174,7 +174,12 @@ def entry(argv: list[str] | None = None) -> None:
     installed by ``main`` itself, which tests and embedding code call in-process)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
         signal.signal(signal.SIGINT, _interrupts)
-    sys.exit(main(argv))
+    code = main(argv)
+    if code == 130 and signal.getsignal(signal.SIGINT) is _interrupts:
+        # interrupted, the line said: a second Ctrl-C during the exit (Python resets its
+        # handlers while it finalizes) must not turn exit 130 into death by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

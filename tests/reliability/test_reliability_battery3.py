@@ -62,3 +62,99 @@ def test_audit_auto_on_a_generation_only_server_runs_prefix_probing(tmp_path, fa
     echoed = [r for r in server.log if r["body"].get("echo")]
     assert len(echoed) == 1
     assert not (out / "scores.jsonl").read_text().count('"prefix_probe": null')
+
+
+# -- 2. one interruption path that stops retries; --request-timeout ---------------------
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may have ignored it
+
+
+def test_one_ctrl_c_during_a_hung_server_ends_within_5_s_and_loses_nothing(tmp_path, fake_openai):
+    from rel_util import cache_rows
+
+    rows = make_passages(40, seed=3, words=40)
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    cache = tmp_path / "c.sqlite"
+    server = fake_openai()
+    model = f"openai:tiny-model@{server.base_url}"
+
+    def detect(*extra: str) -> list[str]:
+        return cli_cmd("detect", "--model", model, "--data", str(data), "--methods", "prefix_probe",
+                       "--out", str(tmp_path / "run"), "--cache", str(cache), "--no-progress", "--bootstrap", "0",
+                       *extra)
+
+    first = subprocess.run(detect("--limit", "10"), cwd=REPO, env=env(OPENAI_API_KEY=""), capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    kept = len(cache_rows(cache))
+    assert kept == 10
+    server.delay = 3600  # the server now hangs: no answer ever comes
+    proc = subprocess.Popen(detect(), cwd=REPO, env=env(OPENAI_API_KEY=""), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    deadline = time.monotonic() + 60
+    while len(server.log) < 10 + 8 and time.monotonic() < deadline:  # a round of 8 hangs in flight
+        time.sleep(0.01)
+    assert len(server.log) == 18
+    interrupted = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    waited = time.monotonic() - interrupted
+    assert proc.returncode == 130, stderr
+    line = one_error_line(stderr)
+    assert "interrupted" in line and "run the same command again" in line
+    assert waited < 5, waited
+    time.sleep(0.5)
+    assert len(server.log) == 18  # nothing sent after Ctrl-C
+    assert len(cache_rows(cache)) == kept  # nothing lost
+    server.delay = 0
+    before = len(server.log)
+    again = subprocess.run(detect(), cwd=REPO, env=env(OPENAI_API_KEY=""), capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert len(server.log) - before == 30  # only the requests never answered
+
+
+def test_an_interrupted_run_tries_no_request_again(fake_openai):
+    """The retry loop stops on interruption: a worker waiting out a backoff sends no further
+    attempt once the run is interrupted (the Python API: the caller caught KeyboardInterrupt)."""
+    import threading
+
+    from copyprobe.backends.base import GenerateRequest
+    from copyprobe.backends.openai_compat import OpenAIBackend
+
+    server = fake_openai()
+    server.script = [("status", 500, {}, "{}")] * 40
+    backend = OpenAIBackend.from_spec(f"openai:tiny-model@{server.base_url}", concurrency=4, backoff=2.0)
+    import _thread
+
+    threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while every worker waits out a backoff
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        backend.answer([GenerateRequest(prompt=f"p{i}", max_tokens=2) for i in range(8)])
+    assert time.monotonic() - started < 3
+    sent = len(server.log)
+    assert sent == 4  # the first attempts of the 4 in flight, each then waiting a backoff of 1-3 s
+    time.sleep(3.5)  # every backoff is over: an attempt not stopped would have been sent by now
+    assert len(server.log) == sent
+
+
+def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
+    from copyprobe.backends.base import GenerateRequest, RequestFailed
+    from copyprobe.backends.openai_compat import OpenAIBackend
+
+    server = fake_openai()
+    server.delay = 5
+    backend = OpenAIBackend.from_spec(f"openai:tiny-model@{server.base_url}", request_timeout=0.3, max_retries=1)
+    backend._sleep = lambda s: None
+    started = time.monotonic()
+    [answer] = backend.answer([GenerateRequest(prompt="p", max_tokens=2)])
+    assert time.monotonic() - started < 3
+    assert isinstance(answer, RequestFailed) and "timed out after 0.3s" in answer.reason
+    assert "gave up after 2 attempts" in answer.reason
+    assert backend.info()["timeout_s"] == 0.3
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        code = main(["detect", "--model", "openai:m@http://127.0.0.1:9/v1", "--data", "x.jsonl", "--out", "o",
+                     "--request-timeout", bad])
+        assert code == 2
+        assert "argument --request-timeout" in capsys.readouterr().err
