@@ -15,6 +15,10 @@ from typing import Any, Callable, Mapping
 from copyprobe.backends.base import Backend
 
 
+# the command-line options of Session's api_options
+_API_FLAGS = {"api_key_env": "--api-key-env", "concurrency": "--concurrency", "timeout": "--request-timeout"}
+
+
 class Session:
     def __init__(
         self,
@@ -48,6 +52,11 @@ class Session:
         self.closed = False
         # backends this session loaded (and so closes); a Backend handed in stays the caller's
         self._owned: set[str | None] = set()
+        if isinstance(target, str):
+            from copyprobe.backends.specs import check_model_options
+
+            check_model_options(target, device=device, dtype=dtype, api_options=self.api_options)
+        self._api_options_used = False
         start = time.perf_counter()
         try:
             raw = target if isinstance(target, Backend) else self._load(target)
@@ -71,8 +80,11 @@ class Session:
         identity = weights_identity(spec)
         if identity in self._by_weights:
             return self._by_weights[identity].renamed(spec)
-        options = self.api_options if spec.startswith("openai:") else {}
-        backend = load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
+        if spec.startswith("openai:"):  # the options of a local model do not reach an API model, and back
+            self._api_options_used = True
+            backend = load_backend(spec, batch_size=self.batch_size, **self.api_options)
+        else:
+            backend = load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size)
         if identity is not None and hasattr(backend, "renamed"):  # a backend that can be shared (HFBackend)
             self._by_weights[identity] = backend
         return backend
@@ -108,6 +120,14 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        if self.api_options and not self._api_options_used:
+            import warnings
+
+            from copyprobe.errors import DataWarning
+
+            given = ", ".join(sorted(_API_FLAGS.get(k, k) for k in self.api_options))
+            warnings.warn(DataWarning(f"{given} had no effect: no openai: model took part in this run "
+                                      "(they are options of OpenAI-compatible models only)"), stacklevel=2)
         try:
             for spec in self._owned:
                 self.backends[spec].close()

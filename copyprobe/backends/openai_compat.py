@@ -204,7 +204,7 @@ class OpenAIBackend(Backend):
         model: str,
         base_url: str = DEFAULT_BASE_URL,
         *,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         concurrency: int = 8,
         max_retries: int = 5,
         timeout: float = 120.0,
@@ -219,10 +219,18 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if not api_key_env or not isinstance(api_key_env, str):
-            raise ConfigError("api_key_env must name an environment variable")
+        if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and 0 < timeout <= 86400):
+            raise ConfigError(f"--request-timeout (timeout) must be a number of seconds in (0, 86400], got {timeout!r}")
+        if api_key_env is not None:  # named: the key must be there (a typo must not send no key)
+            if not isinstance(api_key_env, str) or not api_key_env.strip():
+                raise ConfigError("--api-key-env (api_key_env) is empty: name the environment variable that holds "
+                                  "the API key, or leave the option out for OPENAI_API_KEY")
+            if not os.environ.get(api_key_env):
+                state = "is empty" if api_key_env in os.environ else "is not set"
+                raise ConfigError(f"--api-key-env {api_key_env}: the environment variable {api_key_env} {state}; "
+                                  f"export it with the API key, or leave the option out for a server that needs none")
+        else:  # the default: optional (local servers need no key)
+            api_key_env = "OPENAI_API_KEY"
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env

@@ -41,6 +41,24 @@ ACCEPTED_FORMS = (f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, 
                   f"{SMOLLM2}, {GEMMA}, {QWEN_05B}, {QWEN_15B}")
 
 
+# options that only a model on this machine uses, and what each is for
+LOCAL_ONLY = {"device": "the device the weights run on", "dtype": "the precision of the weights"}
+
+
+def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto",
+                        api_options: Any = None) -> None:
+    """One check of the model options against the backend that uses them, before anything
+    loads: an option that ``spec``'s backend would ignore is refused with one line, not
+    dropped. An ``openai:`` model runs on its server, so ``device`` and ``dtype`` (other than
+    auto) are refused; its own options (``api_key_env`` ...) are checked by the backend itself."""
+    if not isinstance(spec, str) or not spec.strip().startswith("openai:"):
+        return
+    for name, value in (("device", device), ("dtype", dtype)):
+        if value not in (None, "auto"):
+            raise ConfigError(f"--{name} {value} does not apply to {spec.strip()}: an openai: model runs on its "
+                              f"server, which chooses {LOCAL_ONLY[name]}; leave --{name} out (or auto)")
+
+
 def load_backend(
     spec: str,
     *,

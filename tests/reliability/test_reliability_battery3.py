@@ -158,3 +158,42 @@ def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
                      "--request-timeout", bad])
         assert code == 2
         assert "argument --request-timeout" in capsys.readouterr().err
+
+
+# -- 5. options checked against the backend that uses them --------------------------------
+
+@pytest.mark.parametrize("extra, env_set, words", [
+    (["--api-key-env", ""], {}, "--api-key-env (api_key_env) is empty"),
+    (["--api-key-env", "NAME_NOT_SET_42"], {}, "the environment variable NAME_NOT_SET_42 is not set"),
+    (["--api-key-env", "EMPTY_KEY_42"], {"EMPTY_KEY_42": ""}, "the environment variable EMPTY_KEY_42 is empty"),
+    (["--dtype", "float8"], {}, "--dtype float8 does not apply to openai:"),
+    (["--device", "cpu"], {}, "--device cpu does not apply to openai:"),
+])
+def test_options_an_api_model_would_ignore_are_refused(tmp_path, fake_openai, monkeypatch, capsys, extra, env_set,
+                                                      words):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-key-that-must-not-be-used")
+    for name, value in env_set.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("NAME_NOT_SET_42", raising=False)
+    server = fake_openai()
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(4))
+    code = main(["detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data), "--methods",
+                 "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert words in one_error_line(err)
+    assert "sk-fallback" not in err
+    assert not server.log  # refused before any request
+    assert not (tmp_path / "run" / "scores.jsonl").exists()
+
+
+def test_api_options_with_only_local_models_say_they_had_no_effect(tmp_path, monkeypatch, capsys):
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(4))
+    code = main(["detect", "--model", "fake", "--data", str(data), "--methods", "loss", "--out", str(tmp_path / "r"),
+                 "--no-cache", "--no-progress", "--bootstrap", "0", "--concurrency", "3", "--request-timeout", "5"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "copyprobe: warning: --concurrency, --request-timeout had no effect: no openai: model" in err
