@@ -15,10 +15,6 @@ from typing import Any, Callable, Mapping
 from copyprobe.backends.base import Backend
 
 
-# the command-line options of Session's api_options
-_API_FLAGS = {"api_key_env": "--api-key-env", "concurrency": "--concurrency", "timeout": "--request-timeout"}
-
-
 class Session:
     def __init__(
         self,
@@ -125,9 +121,9 @@ class Session:
 
             from copyprobe.errors import DataWarning
 
-            given = ", ".join(sorted(_API_FLAGS.get(k, k) for k in self.api_options))
-            warnings.warn(DataWarning(f"{given} had no effect: no openai: model took part in this run "
-                                      "(they are options of OpenAI-compatible models only)"), stacklevel=2)
+            given = ", ".join(sorted(self.api_options))
+            warnings.warn(DataWarning(f"the options of OpenAI-compatible models ({given}) had no effect: no "
+                                      "openai: model took part in this run"), stacklevel=2)
         try:
             for spec in self._owned:
                 self.backends[spec].close()

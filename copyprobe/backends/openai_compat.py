@@ -77,7 +77,7 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     TokenLogprobsRequest,
 )
-from copyprobe.errors import BackendError, CapabilityError, ConfigError
+from copyprobe.errors import BackendError, CapabilityError, ConfigError, SettingError
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -220,15 +220,16 @@ class OpenAIBackend(Backend):
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and 0 < timeout <= 86400):
-            raise ConfigError(f"--request-timeout (timeout) must be a number of seconds in (0, 86400], got {timeout!r}")
+            raise SettingError("timeout", f"must be a number of seconds in (0, 86400], got {timeout!r}")
         if api_key_env is not None:  # named: the key must be there (a typo must not send no key)
             if not isinstance(api_key_env, str) or not api_key_env.strip():
-                raise ConfigError("--api-key-env (api_key_env) is empty: name the environment variable that holds "
-                                  "the API key, or leave the option out for OPENAI_API_KEY")
+                raise SettingError("api_key_env", "is empty: name the environment variable that holds the API key, "
+                                                  "or leave it out for OPENAI_API_KEY")
             if not os.environ.get(api_key_env):
                 state = "is empty" if api_key_env in os.environ else "is not set"
-                raise ConfigError(f"--api-key-env {api_key_env}: the environment variable {api_key_env} {state}; "
-                                  f"export it with the API key, or leave the option out for a server that needs none")
+                raise SettingError("api_key_env", f"names {api_key_env}, and that environment variable {state}: "
+                                                  "export it with the API key, or leave the option out for a "
+                                                  "server that needs none")
         else:  # the default: optional (local servers need no key)
             api_key_env = "OPENAI_API_KEY"
         self.model = model

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.backends.base import Backend
-from copyprobe.errors import BackendError, ConfigError
+from copyprobe.errors import BackendError, ConfigError, SettingError
 
 SMOLLM2 = "smollm2-135m-instruct"
 GEMMA = "gemma-3-270m"
@@ -55,8 +55,8 @@ def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto",
         return
     for name, value in (("device", device), ("dtype", dtype)):
         if value not in (None, "auto"):
-            raise ConfigError(f"--{name} {value} does not apply to {spec.strip()}: an openai: model runs on its "
-                              f"server, which chooses {LOCAL_ONLY[name]}; leave --{name} out (or auto)")
+            raise SettingError(name, f"{value} does not apply to {spec.strip()}: an openai: model runs on its "
+                                     f"server, which chooses {LOCAL_ONLY[name]}; leave it out (or auto)")
 
 
 def load_backend(

@@ -85,6 +85,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         metavar="SECONDS",
                         help="openai: models: the longest wait for one answer before it is retried (up to 5 "
                              "retries); default 120")
+    # the library names these settings (errors.SettingError); main() words them as these options
+    flags = dict(parser.get_default("_setting_flags") or {})
+    flags.update(device="--device", dtype="--dtype", api_key_env="--api-key-env", concurrency="--concurrency",
+                 timeout="--request-timeout")
+    parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")
     group.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
@@ -184,7 +189,27 @@ def show_detect(args: argparse.Namespace, result: Any, names: list[str]) -> int:
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
-    return 0
+    return scored_exit_code(result.rows, names)
+
+
+def scored_exit_code(rows: Any, names: list[str]) -> int:
+    """The exit code of a scoring run, by :func:`copyprobe.detect.unscored` (the one rule):
+    a method that scored nothing -> one error line naming the cause, exit 2; a method that
+    scored some passages -> one warning line each (how many failed and why), exit 0. The
+    run is written either way, and a rerun asks again only for the failed requests."""
+    from copyprobe.detect import unscored
+
+    missing = unscored(rows, names)
+    for item in missing:
+        if not item.nothing:
+            print(f"copyprobe: warning: {item.line()}", file=sys.stderr)
+    empty = [item for item in missing if item.nothing]
+    if not empty:
+        return 0
+    others = f" (and {', '.join(item.method for item in empty[1:])} too)" if len(empty) > 1 else ""
+    print(f"copyprobe: error: {' '.join(empty[0].line().split())}{others}; the run is written (every "
+          "reason in its scores.jsonl; a rerun asks again only for what failed)", file=sys.stderr)
+    return 2
 
 
 def split_names(text: str) -> list[str]:

@@ -26,9 +26,9 @@ def pseudo_text(rng: random.Random, words: int = 30) -> str:
 
 def audit_files(tmp_path: Path, n_clean: int = 4, n_suspect: int = 2, seed: int = 2) -> tuple[Path, Path]:
     rng = random.Random(seed)
-    suspect = write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{d}-{p}", "text": pseudo_text(rng), "doc_id": f"book{d}"}
+    suspect = write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{d}-{p}", "text": pseudo_text(rng, 60), "doc_id": f"book{d}"}
                                                 for d in range(n_suspect) for p in range(2)])
-    clean = write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+    clean = write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng, 60), "doc_id": f"c{k}"}
                                               for k in range(n_clean) for p in range(2)])
     return suspect, clean
 
@@ -163,11 +163,11 @@ def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
 # -- 5. options checked against the backend that uses them --------------------------------
 
 @pytest.mark.parametrize("extra, env_set, words", [
-    (["--api-key-env", ""], {}, "--api-key-env (api_key_env) is empty"),
-    (["--api-key-env", "NAME_NOT_SET_42"], {}, "the environment variable NAME_NOT_SET_42 is not set"),
-    (["--api-key-env", "EMPTY_KEY_42"], {"EMPTY_KEY_42": ""}, "the environment variable EMPTY_KEY_42 is empty"),
-    (["--dtype", "float8"], {}, "--dtype float8 does not apply to openai:"),
-    (["--device", "cpu"], {}, "--device cpu does not apply to openai:"),
+    (["--api-key-env", ""], {}, "argument --api-key-env: is empty"),
+    (["--api-key-env", "NAME_NOT_SET_42"], {}, "names NAME_NOT_SET_42, and that environment variable is not set"),
+    (["--api-key-env", "EMPTY_KEY_42"], {"EMPTY_KEY_42": ""}, "and that environment variable is empty"),
+    (["--dtype", "float8"], {}, "argument --dtype: float8 does not apply to openai:"),
+    (["--device", "cpu"], {}, "argument --device: cpu does not apply to openai:"),
 ])
 def test_options_an_api_model_would_ignore_are_refused(tmp_path, fake_openai, monkeypatch, capsys, extra, env_set,
                                                       words):
@@ -196,4 +196,67 @@ def test_api_options_with_only_local_models_say_they_had_no_effect(tmp_path, mon
                  "--no-cache", "--no-progress", "--bootstrap", "0", "--concurrency", "3", "--request-timeout", "5"])
     assert code == 0
     err = capsys.readouterr().err
-    assert "copyprobe: warning: --concurrency, --request-timeout had no effect: no openai: model" in err
+    assert "copyprobe: warning: the options of OpenAI-compatible models (concurrency, timeout) had no effect" in err
+
+
+# -- 3. one rule for a run that produced nothing -----------------------------------------
+
+def _detect_api(tmp_path, server, n=8, *extra):
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(n, seed=5, words=60))
+    return main(["detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data), "--methods",
+                 "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0",
+                 *extra])
+
+
+def test_a_run_that_scored_nothing_exits_2_with_the_cause(tmp_path, fake_openai, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr("copyprobe.backends.openai_compat.random.uniform", lambda a, b: 0.0)  # no backoff wait
+    server = fake_openai()
+    server.script = [("status", 500, {}, '{"error": {"message": "boom"}}')] * 48  # 8 passages x 6 attempts
+    code = _detect_api(tmp_path, server)
+    err = capsys.readouterr().err
+    assert code == 2
+    line = [ln for ln in err.splitlines() if ln.startswith("copyprobe: error:")]
+    assert len(line) == 1 and "Traceback" not in err
+    assert "prefix_probe scored none of 8 passages" in line[0]
+    assert "HTTP 500" in line[0] and "gave up after 6 attempts" in line[0] and "8 of them" in line[0]
+    # nothing computed is lost: the run is written with every failure recorded
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert len(run["failures"]) == 8
+
+
+def test_a_partial_run_exits_0_and_says_how_many_failed_and_why(tmp_path, fake_openai, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai()
+    server.script = [("status", 400, {}, '{"error": {"message": "prompt too long"}}')] * 3  # not retried
+    code = _detect_api(tmp_path, server)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warning = [ln for ln in err.splitlines() if ln.startswith("copyprobe: warning:")]
+    assert len(warning) == 1, err
+    assert "prefix_probe: 3 of 8 passages have no score" in warning[0] and "prompt too long" in warning[0]
+
+
+def test_the_rule_counts_reasons():
+    from copyprobe.detect import unscored
+
+    rows = [{"id": "a", "m": 1.0, "n": None, "errors": {"n": "x"}}, {"id": "b", "m": None, "n": None,
+                                                                       "errors": {"m": "y", "n": "x"}}]
+    [m, n] = unscored(rows, ["m", "n"])
+    assert (m.n_failed, m.nothing, n.nothing, n.reasons) == (1, False, True, (("x", 2),))
+    assert unscored([{"id": "a", "m": 0.5}], ["m"]) == []
+
+
+def test_an_audit_that_scored_nothing_exits_2(tmp_path, fake_openai, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai()
+    server.script = [("status", 400, {}, '{"error": {"message": "model overloaded"}}')] * 100
+    suspect, clean = audit_files(tmp_path)
+    code = main(["audit", "--model", f"openai:tiny-model@{server.base_url}", "--suspect", str(suspect),
+                 "--clean", str(clean), "--method", "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache",
+                 "--no-progress", "--bootstrap", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("copyprobe: error:")]
+    assert "prefix_probe scored none of 12 passages" in line and "model overloaded" in line
+    assert (tmp_path / "run" / "verdicts.json").is_file()

@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
-    return 0
+    from copyprobe.cli._common import scored_exit_code
+
+    return scored_exit_code(result.detect.rows, [result.verdicts["method"]])
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
