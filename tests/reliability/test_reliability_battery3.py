@@ -5,6 +5,7 @@ ignore, overflowing plant settings and answers fixed before any scoring."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -260,3 +261,97 @@ def test_an_audit_that_scored_nothing_exits_2(tmp_path, fake_openai, monkeypatch
     [line] = [ln for ln in err.splitlines() if ln.startswith("copyprobe: error:")]
     assert "prefix_probe scored none of 12 passages" in line and "model overloaded" in line
     assert (tmp_path / "run" / "verdicts.json").is_file()
+
+
+# -- 4. one walker of user folders, reporting what it skipped ------------------------------
+
+CHAPTER = ("The lantern swung in the harbour wind while the fishermen counted their nets. " * 12).strip()
+
+
+def book_folder(tmp_path: Path, name: str = "book") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    for k in range(3):
+        (folder / f"ch{k}.txt").write_text(f"Chapter {k}.\n\n{CHAPTER} Part {k} {name}.\n")
+    (folder / "ch3.txt").symlink_to(tmp_path / "missing-chapter.txt")  # a missing chapter
+    os.mkfifo(folder / "pipe.txt")  # not a regular file: reading it would hang
+    (folder / ".hidden.txt").write_text("left out on purpose, not reported")
+    return folder
+
+
+def test_walk_folder_reports_what_it_skipped_and_why(tmp_path):
+    from copyprobe.files import walk_folder
+
+    folder = book_folder(tmp_path)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "ch9.txt").write_text("nine")
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    walk = walk_folder(folder)
+    assert [p.relative_to(folder).as_posix() for p in walk.files] == ["ch0.txt", "ch1.txt", "ch2.txt", "sub/ch9.txt"]
+    reasons = {p.name: why for p, why in walk.skipped}
+    assert reasons["ch3.txt"].startswith("a link to a missing file")
+    assert reasons["pipe.txt"] == "not a regular file"
+    assert reasons["loop"] == "a link to a directory, not followed"
+    assert ".hidden.txt" not in reasons
+
+
+def test_detect_on_a_book_folder_with_a_missing_chapter_warns_and_records_it(tmp_path, monkeypatch, capsys):
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    folder = book_folder(tmp_path)
+    code = main(["detect", "--model", "fake", "--data", str(folder), "--methods", "loss", "--out",
+                 str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    [warning] = [line for line in err.splitlines() if "skipped" in line]
+    assert warning.startswith("copyprobe: warning:") and "2 entries skipped" in warning
+    assert "ch3.txt (a link to a missing file" in warning and "pipe.txt (not a regular file)" in warning
+    files = json.loads((tmp_path / "run" / "run.json").read_text())["data"]["files"]
+    skipped = {Path(f["path"]).name: f["skipped"] for f in files if "skipped" in f}
+    assert set(skipped) == {"ch3.txt", "pipe.txt"}
+    assert len([f for f in files if "sha256" in f]) == 3
+
+
+def test_audit_book_folders_list_what_they_skipped(tmp_path, monkeypatch, capsys):
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    suspect = book_folder(tmp_path, "suspect")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    for k in range(4):
+        (clean / f"c{k}.txt").write_text(f"{CHAPTER} Clean {k}.\n")
+    code = main(["audit", "--model", "fake", "--suspect", str(suspect), "--clean", str(clean), "--method", "loss",
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert any(line.startswith("copyprobe: warning:") and "2 entries skipped" in line for line in err.splitlines())
+    files = json.loads((tmp_path / "run" / "run.json").read_text())["audit"]["input_files"]["suspect"]
+    assert {Path(f["path"]).name for f in files if "skipped" in f} == {"ch3.txt", "pipe.txt"}
+
+
+def test_plant_corpus_and_background_folders_warn_and_record_what_they_skipped(tmp_path):
+    from copyprobe.plant.background import load_background
+    from copyprobe.plant.corpus import load_corpus
+
+    folder = book_folder(tmp_path, "bg")
+    with pytest.warns(Warning, match=r"2 entries skipped: ch3.txt \(a link to a missing file"):
+        corpus = load_corpus(folder, passage_tokens=32)
+    assert {Path(s["path"]).name for s in corpus.skipped} == {"ch3.txt", "pipe.txt"}
+    with pytest.warns(Warning, match="2 entries skipped"):
+        background = load_background(folder, 32, lambda text: len(text.split()), ["unrelated corpus text"])
+    assert {Path(s["path"]).name: s["skipped"] for s in background.skipped}["pipe.txt"] == "not a regular file"
+
+
+def test_canary_find_refuses_a_binary_file_like_canary_test(tmp_path, capsys):
+    doc = tmp_path / "book.txt"
+    doc.write_text(CHAPTER + "\n\n" + CHAPTER + "\n")
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "10",
+                 "--seed", "s"]) == 0
+    capsys.readouterr()
+    binary = tmp_path / "nul.txt"
+    binary.write_bytes(b"\x00" * 4096)
+    code = main(["canary", "find", str(tmp_path / "kit"), str(binary)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "looks like a binary file" in line
