@@ -145,7 +145,7 @@ def check_batch_size(value: int | str) -> int | str:
     return value
 
 
-def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
+def parse_params(items: list[str] | None, methods: list[str], option: str = "--methods") -> dict[str, dict[str, Any]]:
     """`METHOD.NAME=VALUE` strings -> {method: {name: typed value}}: read only; the method
     checks its values when it is made (:func:`copyprobe.registry.make_method`), once."""
     from copyprobe.registry import convert_param, method_class
@@ -157,7 +157,9 @@ def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[
         if not sep or not dot or not method or not name:
             raise ConfigError(f"bad --param {item!r}: expected METHOD.NAME=VALUE, e.g. min_k.k=0.1")
         if method not in methods:
-            raise ConfigError(f"--param {item!r} names method {method!r}, which is not in --methods")
+            raise ConfigError(f"--param {item!r} names method {method!r}, but {option} is {methods[0]}"
+                              if option == "--method" and len(methods) == 1 else
+                              f"--param {item!r} names method {method!r}, which is not in {option}")
         cls = method_class(method)
         params.setdefault(method, {})[name] = convert_param(cls, name, raw)
     return params

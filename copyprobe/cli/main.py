@@ -81,6 +81,8 @@ def _main(argv: list[str] | None) -> int:
         code = args.func(args)
     except SettingError as exc:
         flag = (getattr(args, "_setting_flags", None) or {}).get(exc.setting)
+        if flag is None and hasattr(args, exc.setting) and getattr(args, "_prog", None):
+            flag = "--" + exc.setting.replace("_", "-")  # an option of this command by the setting's name
         if flag is None:  # a setting the command line did not read: the library's words
             print(f"copyprobe: error: {one_line(exc)}", file=sys.stderr)
         else:  # the option that set it, as argparse words a bad option value

@@ -355,3 +355,104 @@ def test_canary_find_refuses_a_binary_file_like_canary_test(tmp_path, capsys):
     code = main(["canary", "find", str(tmp_path / "kit"), str(binary)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "looks like a binary file" in line
+
+
+# -- 7. answers fixed before scoring, self-references, messages ---------------------------
+
+@pytest.mark.parametrize("test, n_clean, words", [
+    ("rank", 4, "the rank test cannot reach alpha 0.01 (its smallest p-value with 4 clean documents is 1/5"),
+    ("t", 2, "the t test cannot reach alpha 0.01 (it needs a standard deviation of at least 3 clean documents"),
+])
+def test_an_audit_whose_answer_is_fixed_says_so_before_any_request(tmp_path, fake_openai, monkeypatch, capsys,
+                                                                    test, n_clean, words):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai()
+    suspect, clean = audit_files(tmp_path, n_clean=n_clean, n_suspect=1)
+    code = main(["audit", "--model", f"openai:tiny-model@{server.base_url}", "--suspect", str(suspect),
+                 "--clean", str(clean), "--method", "prefix_probe", "--test", test, "--out", str(tmp_path / "run"),
+                 "--no-cache", "--no-progress"])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2
+    assert "the answer is fixed before any scoring" in line and words in line and "nothing was scored" in line
+    assert not server.log  # not one request
+
+
+def test_a_group_that_can_still_reach_alpha_is_scored(tmp_path, monkeypatch, capsys):
+    """The rank test cannot reach alpha for one document with 4 clean ones, but 5 suspect
+    documents against 4 clean ones as a group can (1/C(9, 5) = 1/126): scored."""
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    suspect, clean = audit_files(tmp_path, n_clean=4, n_suspect=5)
+    code = main(["audit", "--model", "fake", "--suspect", str(suspect), "--clean", str(clean), "--method", "loss",
+                 "--test", "rank", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["topk_reference", "reference"])
+def test_the_target_as_its_own_reference_is_refused(tmp_path, fake_openai, monkeypatch, capsys, method):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai()
+    spec = f"openai:tiny-model@{server.base_url}"
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(4, words=40))
+    code = main(["detect", "--model", spec, "--data", str(data), "--methods", method, "--param",
+                 f"{method}.model={spec}", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and f"{method}.model is the target model itself" in line
+    assert not server.log
+
+
+def test_messages_name_real_options(tmp_path, monkeypatch, capsys):
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    suspect, clean = audit_files(tmp_path)
+    common = ["--suspect", str(suspect), "--clean", str(clean), "--no-cache", "--no-progress", "--bootstrap", "0"]
+    code = main(["audit", "--model", "fake", *common, "--method", "loss", "--param", "min_k.k=0.1",
+                 "--out", str(tmp_path / "a")])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "but --method is loss" in line and "--methods" not in line
+    # a detect run directory reused by an audit: "an audit run", not "a audit run"
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(4))
+    assert main(["detect", "--model", "fake", "--data", str(data), "--methods", "loss", "--out", str(tmp_path / "d"),
+                 "--no-cache", "--no-progress", "--bootstrap", "0"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--model", "fake", *common, "--method", "loss", "--out", str(tmp_path / "d")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "an audit run would overwrite it" in line
+    # no text column: the option's name, not the Python keyword
+    bad = write_jsonl(tmp_path / "b.jsonl", [{"id": "1", "body": "words here", "label": 1}])
+    assert main(["detect", "--model", "fake", "--data", str(bad), "--methods", "loss", "--out", str(tmp_path / "b"),
+                 "--no-cache", "--no-progress"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "argument --text-column: is not given" in line and "no text column" in line and "text_column=" not in line
+
+
+def test_canary_make_finds_sentence_boundaries_inside_one_long_paragraph(tmp_path, capsys):
+    """3,500 words of narrative with no blank line and the last sentence cut off: the
+    heading rule (a paragraph that does not end a sentence) must not throw away every
+    sentence boundary inside it."""
+    rng = random.Random(7)
+    names = ["Mara", "Tobias", "Ilse", "Corin"]
+    verbs = ["walked past", "looked at", "thought about", "carried", "remembered"]
+    things = ["the old mill", "a copper kettle", "the harbour wall", "the winter orchard", "a silver lantern"]
+    sentences = []
+    words = 0
+    while words < 3500:
+        sentence = (f"{rng.choice(names)} {rng.choice(verbs)} {rng.choice(things)} while the wind moved "
+                    f"through {rng.choice(things)} and the evening grew quiet.")
+        sentences.append(sentence)
+        words += len(sentence.split())
+    text = " ".join(sentences) + " And then Mara turned toward the"  # cut off mid-sentence
+    doc = tmp_path / "one-paragraph.txt"
+    doc.write_text(text)
+    code = main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "10",
+                 "--seed", "s"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    from copyprobe.canary.placement import prose_boundaries
+
+    spots = prose_boundaries(text)
+    assert len(spots) > 100
+    assert len(text) not in spots  # never after the sentence cut off
+    assert text.rindex("And then") in spots  # before it is fine

@@ -117,7 +117,7 @@ def run_test(args: argparse.Namespace) -> int:
     from copyprobe.canary.scoring import SETTINGS, canary_test
 
     check_batch_size(args.batch_size)
-    params = parse_params(args.param, [args.method])
+    params = parse_params(args.param, [args.method], "--method")
     with progress_bars(not args.no_progress) as progress:
         result = canary_test(
             args.model, args.kit, params=params.get(args.method),
