@@ -105,6 +105,12 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     return count
 
 
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """What is wrong and where: ``exc.msg`` may itself end in "at" ("Unterminated string
+    starting at"), so the place goes in brackets, never after another "at"."""
+    return f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+
+
 def read_json(path: str | os.PathLike, *, required: bool = True, what: str = "copyprobe run directory") -> Any:
     """The parsed file, None when absent and not ``required``; damage is one DataError."""
     path = Path(path)
@@ -116,7 +122,7 @@ def read_json(path: str | os.PathLike, *, required: bool = True, what: str = "co
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise DataError(f"{path} is not valid JSON: {json_problem(exc)}") from None
     except RecursionError:
         raise DataError(f"{path} is nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -140,7 +146,7 @@ def read_jsonl(path: str | os.PathLike, *, required: bool = True,
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
+                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
                 except RecursionError:
                     raise DataError(f"{path} line {number} is nested too deeply to read") from None
                 if not isinstance(row, dict):

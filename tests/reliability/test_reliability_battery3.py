@@ -456,3 +456,21 @@ def test_canary_make_finds_sentence_boundaries_inside_one_long_paragraph(tmp_pat
     assert len(spots) > 100
     assert len(text) not in spots  # never after the sentence cut off
     assert text.rindex("And then") in spots  # before it is fine
+
+
+def test_damaged_json_messages_do_not_stutter(tmp_path):
+    """json's own message can end in "at" ("Unterminated string starting at"): the place
+    follows in brackets, never as "... at at line 3"."""
+    from copyprobe.errors import DataError
+    from copyprobe.files import read_json, read_jsonl
+
+    damaged = tmp_path / "run.json"
+    damaged.write_text('{"a": 1,\n "b": "unterminated')
+    with pytest.raises(DataError) as exc:
+        read_json(damaged)
+    assert str(exc.value).endswith("is not valid JSON: Unterminated string starting at (line 2, column 7)")
+    rows = tmp_path / "scores.jsonl"
+    rows.write_text('{"id": "a"}\n{"id": "b')
+    with pytest.raises(DataError) as exc:
+        read_jsonl(rows)
+    assert str(exc.value).endswith("line 2 is not valid JSON: Unterminated string starting at (column 8)")
