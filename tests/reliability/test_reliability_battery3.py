@@ -474,3 +474,58 @@ def test_damaged_json_messages_do_not_stutter(tmp_path):
     with pytest.raises(DataError) as exc:
         read_jsonl(rows)
     assert str(exc.value).endswith("line 2 is not valid JSON: Unterminated string starting at (column 8)")
+
+
+@pytest.mark.server
+def test_audit_auto_against_a_llama_server_without_logprobs(tmp_path, monkeypatch, capsys):
+    """llama-cpp-python's server started without logits_all answers every log-prob request
+    with an error, as a generation-only API does: auto probes, then runs prefix probing."""
+    import importlib.util
+    import socket
+    import sys
+    import urllib.request
+
+    spec = importlib.util.spec_from_file_location("_server_conftest_42", REPO / "tests" / "server" / "conftest.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    reason = helpers._server_importable()
+    if reason:
+        pytest.skip(reason)
+    model = helpers.smollm2_gguf()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias",
+                             "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+                             "--n_threads", "2", "--logits_all", "False"], stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-800:]
+            try:
+                with urllib.request.urlopen(base_url + "/models", timeout=2) as resp:
+                    if json.load(resp).get("data"):
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.5)
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setattr("copyprobe.backends.openai_compat.random.uniform", lambda a, b: 0.0)  # no backoff wait
+        suspect, clean = audit_files(tmp_path, n_clean=3, n_suspect=1)
+        out = tmp_path / "run"
+        code = main(["audit", "--model", f"openai:smollm2@{base_url}", "--suspect", str(suspect), "--clean",
+                     str(clean), "--passages-per-document", "1", "--out", str(out), "--no-cache", "--no-progress",
+                     "--bootstrap", "0", "--param", "prefix_probe.max_tokens=16"])
+        captured = capsys.readouterr()
+        if code != 0 and proc.poll() is not None:  # the server itself died (a llama.cpp build that crashes here)
+            pytest.skip(f"llama_cpp.server exited with {proc.returncode} during the run: {captured.err.strip()}")
+        assert code == 0, captured.err + (tmp_path / "server.log").read_text()[-1500:]
+        run = json.loads((out / "run.json").read_text())
+        assert run["audit"]["method"] == "prefix_probe" and run["model"]["prompt_logprobs"] is False
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
