@@ -51,7 +51,7 @@ class Session:
         if isinstance(target, str):
             from copyprobe.backends.specs import check_model_options
 
-            check_model_options(target, device=device, dtype=dtype, api_options=self.api_options)
+            check_model_options(target, device=device, dtype=dtype, batch_size=batch_size, api_options=self.api_options)
         self._api_options_used = False
         start = time.perf_counter()
         try:

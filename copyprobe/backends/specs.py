@@ -45,18 +45,23 @@ ACCEPTED_FORMS = (f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, 
 LOCAL_ONLY = {"device": "the device the weights run on", "dtype": "the precision of the weights"}
 
 
-def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto",
+def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto", batch_size: Any = "auto",
                         api_options: Any = None) -> None:
     """One check of the model options against the backend that uses them, before anything
     loads: an option that ``spec``'s backend would ignore is refused with one line, not
     dropped. An ``openai:`` model runs on its server, so ``device`` and ``dtype`` (other than
-    auto) are refused; its own options (``api_key_env`` ...) are checked by the backend itself."""
+    auto) are refused, and so is a ``batch_size``; its own options (``api_key_env`` ...) are
+    checked by the backend itself."""
     if not isinstance(spec, str) or not spec.strip().startswith("openai:"):
         return
     for name, value in (("device", device), ("dtype", dtype)):
         if value not in (None, "auto"):
             raise SettingError(name, f"{value} does not apply to {spec.strip()}: an openai: model runs on its "
                                      f"server, which chooses {LOCAL_ONLY[name]}; leave it out (or auto)")
+    if batch_size not in (None, "auto"):
+        raise SettingError("batch_size", f"{batch_size} does not apply to {spec.strip()}: an openai: model is sent "
+                                         "single requests, several at once (concurrency), not batches; leave it out "
+                                         "(or auto)")
 
 
 def load_backend(

@@ -87,8 +87,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                              "retries); default 120")
     # the library names these settings (errors.SettingError); main() words them as these options
     flags = dict(parser.get_default("_setting_flags") or {})
-    flags.update(device="--device", dtype="--dtype", api_key_env="--api-key-env", concurrency="--concurrency",
-                 timeout="--request-timeout")
+    flags.update(device="--device", dtype="--dtype", batch_size="--batch-size", api_key_env="--api-key-env",
+                 concurrency="--concurrency", timeout="--request-timeout")
     parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")

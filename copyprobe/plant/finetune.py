@@ -49,6 +49,7 @@ from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jso
 from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
+LORA_R_DEFAULT = 8
 # bounds checked before anything is written: beyond them an epoch's order alone would not fit
 # in memory (Meeus et al.'s strongest copyright traps were repeated 1,000 times)
 MAX_MEMBER_REPEATS = 100_000
@@ -114,7 +115,7 @@ class PlantSettings:
     lr: float = 5e-5
     batch_size: int = 4
     lora: bool = False
-    lora_r: int = 8
+    lora_r: int = LORA_R_DEFAULT
     lora_alpha: int | None = None  # default 2 * lora_r
     max_steps: int | None = None
     split_by: str = "passage"  # or "document"
@@ -141,6 +142,8 @@ class PlantSettings:
             raise SettingError("batch_size", f"must be at least 1, got {self.batch_size}")
         if self.lora_r < 1:
             raise SettingError("lora_r", f"must be at least 1, got {self.lora_r}")
+        if self.lora_r != LORA_R_DEFAULT and not self.lora:  # would be ignored: full fine-tuning has no rank
+            raise SettingError("lora_r", f"{self.lora_r} applies only to LoRA training: set lora too, or leave it out")
         if self.split_by not in ("passage", "document"):
             raise SettingError("split_by", f"must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:

@@ -169,6 +169,7 @@ def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
     (["--api-key-env", "EMPTY_KEY_42"], {"EMPTY_KEY_42": ""}, "and that environment variable is empty"),
     (["--dtype", "float8"], {}, "argument --dtype: float8 does not apply to openai:"),
     (["--device", "cpu"], {}, "argument --device: cpu does not apply to openai:"),
+    (["--batch-size", "8"], {}, "argument --batch-size: 8 does not apply to openai:"),
 ])
 def test_options_an_api_model_would_ignore_are_refused(tmp_path, fake_openai, monkeypatch, capsys, extra, env_set,
                                                       words):
@@ -529,3 +530,12 @@ def test_audit_auto_against_a_llama_server_without_logprobs(tmp_path, monkeypatc
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_plant_refuses_a_lora_rank_without_lora(tmp_path, capsys):
+    out = tmp_path / "p"
+    code = main(["plant", "--model", "smollm2-135m-instruct", "--corpus", str(tmp_path / "none.txt"), "--out", str(out),
+                 "--lora-r", "4"])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "argument --lora-r: 4 applies only to LoRA training" in line
+    assert not out.exists()
