@@ -52,6 +52,15 @@ def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto",
     dropped. An ``openai:`` model runs on its server, so ``device`` and ``dtype`` (other than
     auto) are refused, and so is a ``batch_size``; its own options (``api_key_env`` ...) are
     checked by the backend itself."""
+    if isinstance(spec, str) and spec.strip().startswith("llamacpp:"):
+        # llama-cpp-python runs the GGUF on the CPU at the file's own quantization
+        if dtype not in (None, "auto"):
+            raise SettingError("dtype", f"{dtype} does not apply to {spec.strip()}: llama.cpp runs the GGUF at its "
+                                        "own quantization; leave it out (or auto)")
+        if device not in (None, "auto", "cpu"):
+            raise SettingError("device", f"{device} does not apply to {spec.strip()}: llama.cpp runs on the CPU "
+                                         "here; leave it out (or cpu), or load the file with gguf: on a GPU")
+        return
     if not isinstance(spec, str) or not spec.strip().startswith("openai:"):
         return
     for name, value in (("device", device), ("dtype", dtype)):

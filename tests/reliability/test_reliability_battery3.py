@@ -539,3 +539,32 @@ def test_plant_refuses_a_lora_rank_without_lora(tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "argument --lora-r: 4 applies only to LoRA training" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--dtype", "float16"], "argument --dtype: float16 does not apply to llamacpp:"),
+    (["--device", "cuda"], "argument --device"),
+])
+def test_options_llama_cpp_would_ignore_are_refused(tmp_path, monkeypatch, capsys, extra, words):
+    def never(spec, **options):
+        raise AssertionError("loaded")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", never)
+    data = write_jsonl(tmp_path / "d.jsonl", make_passages(4))
+    code = main(["detect", "--model", "llamacpp:smollm2-135m-instruct", "--data", str(data), "--methods", "loss",
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", *extra])
+    assert code == 2
+    assert words in one_error_line(capsys.readouterr().err)
+
+
+def test_check_model_options_names_what_each_backend_ignores():
+    from copyprobe.backends.specs import check_model_options
+    from copyprobe.errors import SettingError
+
+    check_model_options("llamacpp:x", device="cpu")
+    check_model_options("smollm2-135m-instruct", device="cuda", dtype="float16", batch_size=8)  # a local model uses them
+    for spec, option in (("llamacpp:x", {"device": "cuda:0"}), ("openai:m@http://h/v1", {"device": "cuda"}),
+                         ("openai:m@http://h/v1", {"batch_size": 4})):
+        with pytest.raises(SettingError) as exc:
+            check_model_options(spec, **option)
+        assert exc.value.setting == next(iter(option))
