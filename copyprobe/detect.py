@@ -275,7 +275,7 @@ def detect(
     ``model``: a model spec (e.g. ``"smollm2-135m-instruct"``), a Backend, or a Session
     (reused and left open). ``data``: a data file path, a Dataset, or a list of texts /
     Examples. ``params``: method name -> {parameter: value}. ``api_options``: for
-    ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
+    ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16, "request_timeout": 30}``.
     ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
     ``read_options``: how a data file is read (text_column, label_column, doc_column,
     id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
