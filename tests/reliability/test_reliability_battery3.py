@@ -568,3 +568,22 @@ def test_check_model_options_names_what_each_backend_ignores():
         with pytest.raises(SettingError) as exc:
             check_model_options(spec, **option)
         assert exc.value.setting == next(iter(option))
+
+
+def test_a_canary_test_that_scored_nothing_exits_2(tmp_path, fake_openai, monkeypatch, capsys):
+    """`canary test` that scored nothing: prefix probing cannot score canary sentences (each
+    far shorter than its 32-word prefix); one error line, exit 2 (canary.stats refuses a
+    published canary without a score before the command's own check is reached)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai()
+    doc = tmp_path / "book.txt"
+    doc.write_text(CHAPTER + "\n\n" + CHAPTER + "\n")
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "10",
+                 "--seed", "s"]) == 0
+    capsys.readouterr()
+    code = main(["canary", "test", "--model", f"openai:tiny-model@{server.base_url}", "--kit", str(tmp_path / "kit"),
+                 "--method", "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    line = one_error_line(err)
+    assert line.startswith("copyprobe: error:") and "has no score" in line
