@@ -32,6 +32,10 @@ class Session:
 
         # "auto" (batches by memory) or texts per forward pass; see copyprobe.backends.hf.batching
         self.batch_size = check_batch_size(batch_size)
+        if isinstance(target, str):  # before the cache file opens: an option the model would ignore is refused
+            from copyprobe.backends.specs import check_model_options
+
+            check_model_options(target, device=device, dtype=dtype, batch_size=self.batch_size, api_options=api_options)
         self.device = device
         self.dtype = dtype
         self._loader = loader
@@ -48,10 +52,6 @@ class Session:
         self.closed = False
         # backends this session loaded (and so closes); a Backend handed in stays the caller's
         self._owned: set[str | None] = set()
-        if isinstance(target, str):
-            from copyprobe.backends.specs import check_model_options
-
-            check_model_options(target, device=device, dtype=dtype, batch_size=batch_size, api_options=self.api_options)
         self._api_options_used = False
         start = time.perf_counter()
         try:
