@@ -154,6 +154,31 @@ def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
                             f"must hold other documents, ones the model cannot have seen")
 
 
+def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clean: list[Example]) -> None:
+    """One line before any model work when no test of the audit can reach ``alpha`` with
+    this many documents whatever the scores: every verdict would be "cannot tell", and on
+    a paid API scoring would spend money on it. Per document, the rank test's smallest
+    p-value is 1/(k+1) and the t test needs at least 3 clean documents; the group test
+    (2 or more suspect and clean documents) can at best give 1/C(n+k, n)."""
+    import math
+
+    from copyprobe.evaluation.verdicts import clean_needed, min_p
+
+    k = len({str(e.doc_id) for e in clean})
+    n = len({str(e.doc_id) for e in suspect})
+    needed = clean_needed(test, alpha)
+    if k >= needed and min_p(test, k) <= alpha:
+        return
+    if n >= 2 and k >= 2 and 1 / math.comb(n + k, n) <= alpha:  # the group verdict can still say something
+        return
+    why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}, above "
+           f"alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
+           f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
+    raise DataError(f"the answer is fixed before any scoring: the {test} test cannot reach alpha {alpha:g} ({why}), "
+                    f"so every document would be 'cannot tell'; nothing was scored. Give at least {needed} clean "
+                    "documents" + (", raise alpha, or use the t test" if test == "rank" else ""))
+
+
 def select_passages(examples: list[Example], cap: int | None) -> tuple[list[Example], dict[str, Any]]:
     """The passages the test will read (:func:`copyprobe.evaluation.verdicts.passages_to_read`),
     in their order, and what was chosen for the record: M, and the documents that set it
@@ -218,6 +243,15 @@ def choose_method(method: str, capabilities: set[str] | frozenset[str], target_s
     return method, note
 
 
+def known_capabilities(target: Any) -> frozenset[str]:
+    """What ``target`` can do, asked of its server first where only the server can tell
+    (an OpenAI-compatible server that may give no prompt log-probs): auto chooses by it."""
+    from copyprobe.backends.base import TOKEN_LOGPROBS
+
+    probe = getattr(target, "probe_capabilities", None)
+    return probe({TOKEN_LOGPROBS}) if probe else frozenset(target.capabilities)
+
+
 class AuditCollection(ScoringCollection):
     """detect's collect on the suspect and clean passages, the method chosen once the
     model's capabilities are known."""
@@ -235,8 +269,8 @@ class AuditCollection(ScoringCollection):
         method, params = self.method, self.params
         if method == AUTO:
             by_method = dict(params or {})
-            method, note = choose_method(method, session.target.capabilities, session.target_spec, self.examples,
-                                         by_method.get("decop"))
+            method, note = choose_method(method, known_capabilities(session.target), session.target_spec,
+                                         self.examples, by_method.get("decop"))
             # what auto picks, it runs as the exposure benchmark found it strongest; the
             # user's own parameters for that method win
             params = {**AUTO_PARAMS.get(method, {}), **(by_method.get(method) or {})} or None
@@ -369,6 +403,7 @@ def audit(
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
+    check_answer_not_fixed(values["test"], values["alpha"], suspect_examples, clean_examples)
     examples, selection = select_passages(suspect_examples + clean_examples, values["passages_per_document"])
     settings = {
         **SETTINGS.record(values, RECORDED),

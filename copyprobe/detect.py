@@ -59,6 +59,55 @@ class DetectResult:
         return self.out
 
 
+@dataclass(frozen=True)
+class Unscored:
+    """A method's passages without a score in one run, and why (the commonest reason first)."""
+
+    method: str
+    n_failed: int
+    n_passages: int
+    reasons: tuple[tuple[str, int], ...]  # (reason, passages) by count
+
+    @property
+    def nothing(self) -> bool:
+        return self.n_failed == self.n_passages and self.n_passages > 0
+
+    def why(self) -> str:
+        top, count = self.reasons[0] if self.reasons else ("no score and no reason recorded", self.n_failed)
+        more = len(self.reasons) - 1
+        return (f"{top} ({count} of them" + (f"; {more} other reason{'s' * (more > 1)} in scores.jsonl" if more else "")
+                + ")")
+
+    def line(self) -> str:
+        if self.nothing:
+            return f"{self.method} scored none of {self.n_passages} passages: {self.why()}"
+        return f"{self.method}: {self.n_failed} of {self.n_passages} passages have no score: {self.why()}"
+
+
+def unscored(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> list[Unscored]:
+    """The one rule for a run that produced nothing: per method, the rows of ``rows``
+    (scores.jsonl) with no finite score, counted by the reason recorded in their
+    ``errors``. A method with every row unscored produced nothing (:attr:`Unscored.nothing`):
+    the command line ends such a run with one error line and exit 2, after writing it; a
+    method with some rows unscored is a partial run: exit 0 and one warning line."""
+    import math
+    from collections import Counter
+
+    out = []
+    for method in methods:
+        reasons: Counter[str] = Counter()
+        failed = 0
+        for row in rows:
+            value = row.get(method)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                continue
+            failed += 1
+            reasons[str((row.get("errors") or {}).get(method) or "no score and no reason recorded")] += 1
+        if failed:
+            out.append(Unscored(method, failed, len(rows), tuple(reasons.most_common())))
+    return out
+
+
 def first_passages(examples: list, data_info: dict[str, Any], limit: int | None) -> tuple[list, dict[str, Any]]:
     """The first ``limit`` passages (all with None; ``limit`` already checked as a setting),
     and the data record saying so."""
@@ -226,7 +275,7 @@ def detect(
     ``model``: a model spec (e.g. ``"smollm2-135m-instruct"``), a Backend, or a Session
     (reused and left open). ``data``: a data file path, a Dataset, or a list of texts /
     Examples. ``params``: method name -> {parameter: value}. ``api_options``: for
-    ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16}``.
+    ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16, "request_timeout": 30}``.
     ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
     ``read_options``: how a data file is read (text_column, label_column, doc_column,
     id_column, split, passage_words; see :func:`copyprobe.load_dataset`).

@@ -29,6 +29,11 @@ class SettingError(ConfigError):
         self.setting, self.problem = setting, problem
 
 
+class DataSettingError(SettingError, DataError):
+    """Data that a setting (e.g. text_column) would have to point elsewhere: a DataError
+    that names the setting, so the command line names its option."""
+
+
 class CapabilityError(CopyprobeError):
     """A method needs a request kind that the backend cannot answer."""
 

@@ -105,6 +105,12 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     return count
 
 
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """What is wrong and where: ``exc.msg`` may itself end in "at" ("Unterminated string
+    starting at"), so the place goes in brackets, never after another "at"."""
+    return f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+
+
 def read_json(path: str | os.PathLike, *, required: bool = True, what: str = "copyprobe run directory") -> Any:
     """The parsed file, None when absent and not ``required``; damage is one DataError."""
     path = Path(path)
@@ -116,7 +122,7 @@ def read_json(path: str | os.PathLike, *, required: bool = True, what: str = "co
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise DataError(f"{path} is not valid JSON: {json_problem(exc)}") from None
     except RecursionError:
         raise DataError(f"{path} is nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -140,7 +146,7 @@ def read_jsonl(path: str | os.PathLike, *, required: bool = True,
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
+                    raise DataError(f"{path} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
                 except RecursionError:
                     raise DataError(f"{path} line {number} is nested too deeply to read") from None
                 if not isinstance(row, dict):
@@ -164,3 +170,80 @@ def versions() -> dict[str, str]:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+# -- user folders ---------------------------------------------------------------------------
+
+class FolderWalk:
+    """What :func:`walk_folder` found: ``files`` (regular, readable, in name order) and
+    ``skipped`` ((path, reason) for each entry it could not read)."""
+
+    def __init__(self, root: Path, files: list[Path], skipped: list[tuple[Path, str]]):
+        self.root, self.files, self.skipped = root, files, skipped
+
+    def records(self, shown: str | os.PathLike | None = None) -> list[dict[str, str]]:
+        """The skipped entries for a run record: {"path", "skipped": reason}."""
+        base = Path(shown) if shown is not None else self.root
+        return [{"path": str(base / p.relative_to(self.root)), "skipped": why} for p, why in self.skipped]
+
+    def warn(self, name: str | os.PathLike, stacklevel: int = 3) -> None:
+        """One warning line (``copyprobe: warning: ...`` on the terminal) naming what was skipped."""
+        if not self.skipped:
+            return
+        import warnings
+
+        from copyprobe.errors import DataWarning
+
+        shown = "; ".join(f"{p.relative_to(self.root).as_posix()} ({why})" for p, why in self.skipped[:3])
+        more = f"; and {len(self.skipped) - 3} more" if len(self.skipped) > 3 else ""
+        warnings.warn(DataWarning(f"{name}: {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
+                                  f"skipped: {shown}{more}"), stacklevel=stacklevel)
+
+
+def walk_folder(root: str | os.PathLike, *, hidden: tuple[str, ...] = (".",)) -> FolderWalk:
+    """The one walker of the user's folders (book folders of detect and audit, plant's
+    corpus and background): every regular file under ``root``, recursively, in name order.
+    Entries whose name starts with one of ``hidden`` (and everything under them) are left
+    out on purpose and not reported. Everything else that cannot be read is reported, with
+    why, in ``skipped``: a link to a missing file, a link to a directory (not followed, so
+    a link cannot make a loop), a file that is not a regular file (a FIFO, a socket, a
+    device), a file or folder without read permission."""
+    root = Path(root)
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+
+    def visit(folder: Path) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append((folder, f"cannot list it: {exc.strerror or exc}"))
+            return
+        for entry in entries:
+            if entry.name.startswith(hidden):
+                continue
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    if not path.exists():
+                        skipped.append((path, f"a link to a missing file ({os.readlink(path)})"))
+                        continue
+                    if path.is_dir():
+                        skipped.append((path, "a link to a directory, not followed"))
+                        continue
+                if entry.is_dir(follow_symlinks=False):
+                    if not os.access(path, os.R_OK | os.X_OK):
+                        skipped.append((path, "a folder without read permission"))
+                        continue
+                    visit(path)
+                elif not path.is_file():
+                    skipped.append((path, "not a regular file"))
+                elif not os.access(path, os.R_OK):
+                    skipped.append((path, "no read permission"))
+                else:
+                    files.append(path)
+            except OSError as exc:
+                skipped.append((path, exc.strerror or str(exc)))
+
+    visit(root)
+    files.sort()
+    return FolderWalk(root, files, skipped)

@@ -133,6 +133,8 @@ FRACTION = Real(0, 1, low_open=True)  # k-like shares: (0, 1]
 PROBABILITY = Real(0, 1)
 POSITIVE = Real(0, low_open=True)
 COUNT = Integer(1)  # a positive integer
+# seconds an OpenAI-compatible request may wait for its answer (urllib's socket timeout)
+REQUEST_TIMEOUT = Real(0, 86400, low_open=True)
 NON_NEGATIVE_INT = Integer(0)
 SEED = Integer(0, 2**32 - 1)  # numpy and torch seeds must fit in 32 bits
 

@@ -232,8 +232,12 @@ def _check_reusable(path: Path, kind: str) -> None:
     if not isinstance(other, str):
         raise ConfigError(f"{path / 'run.json'} is not a copyprobe run record; it would be overwritten; {advice}")
     if other != kind:
-        article = "an" if other[:1] in "aeiou" else "a"
-        raise ConfigError(f"{path} holds {article} {other} run; a {kind} run would overwrite it; {advice}")
+        raise ConfigError(f"{path} holds {_a(other)} {other} run; {_a(kind)} {kind} run would overwrite it; {advice}")
+
+
+def _a(word: str) -> str:
+    """The indefinite article of ``word`` ("an audit", "a detect")."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 __all__ = [

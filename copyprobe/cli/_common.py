@@ -69,7 +69,7 @@ def add_scoring_options(parser: argparse.ArgumentParser, settings: Any, *, boots
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    from copyprobe.params import COUNT
+    from copyprobe.params import COUNT, REQUEST_TIMEOUT
 
     parser.add_argument("--batch-size", type=batch_size_option, default="auto", metavar="auto|N",
                         help="auto: batches by memory (padded tokens per forward pass, from the free "
@@ -81,6 +81,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="openai: models: environment variable holding the API key (default OPENAI_API_KEY)")
     parser.add_argument("--concurrency", type=option_type(COUNT, "--concurrency"), default=None,
                         help="openai: models: requests in flight at once (default 8)")
+    parser.add_argument("--request-timeout", type=option_type(REQUEST_TIMEOUT, "--request-timeout"), default=None,
+                        metavar="SECONDS",
+                        help="openai: models: the longest wait for one answer before it is retried (up to 5 "
+                             "retries); default 120")
+    # the library names these settings (errors.SettingError); main() words them as these options
+    flags = dict(parser.get_default("_setting_flags") or {})
+    flags.update(device="--device", dtype="--dtype", batch_size="--batch-size", api_key_env="--api-key-env",
+                 concurrency="--concurrency", timeout="--request-timeout")
+    parser.set_defaults(_setting_flags=flags, _prog=parser.prog)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cache", metavar="FILE", help="response cache file (default: user cache dir)")
     group.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
@@ -101,13 +110,18 @@ def cache_setting(args: argparse.Namespace) -> Any:
 
 
 def api_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of OpenAI-compatible models, as given (None: not given). The backend
+    that uses them checks them (:func:`copyprobe.backends.specs.check_model_options`), so
+    an option the model would ignore is refused, not dropped."""
     options: dict[str, Any] = {}
-    if args.api_key_env:
+    if args.api_key_env is not None:  # '' is a mistake to report, not "use the default"
         options["api_key_env"] = args.api_key_env
     if args.concurrency is not None:
         if args.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
         options["concurrency"] = args.concurrency
+    if getattr(args, "request_timeout", None) is not None:
+        options["timeout"] = args.request_timeout
     return options
 
 
@@ -131,7 +145,7 @@ def check_batch_size(value: int | str) -> int | str:
     return value
 
 
-def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
+def parse_params(items: list[str] | None, methods: list[str], option: str = "--methods") -> dict[str, dict[str, Any]]:
     """`METHOD.NAME=VALUE` strings -> {method: {name: typed value}}: read only; the method
     checks its values when it is made (:func:`copyprobe.registry.make_method`), once."""
     from copyprobe.registry import convert_param, method_class
@@ -143,7 +157,9 @@ def parse_params(items: list[str] | None, methods: list[str]) -> dict[str, dict[
         if not sep or not dot or not method or not name:
             raise ConfigError(f"bad --param {item!r}: expected METHOD.NAME=VALUE, e.g. min_k.k=0.1")
         if method not in methods:
-            raise ConfigError(f"--param {item!r} names method {method!r}, which is not in --methods")
+            raise ConfigError(f"--param {item!r} names method {method!r}, but {option} is {methods[0]}"
+                              if option == "--method" and len(methods) == 1 else
+                              f"--param {item!r} names method {method!r}, which is not in {option}")
         cls = method_class(method)
         params.setdefault(method, {})[name] = convert_param(cls, name, raw)
     return params
@@ -179,7 +195,27 @@ def show_detect(args: argparse.Namespace, result: Any, names: list[str]) -> int:
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
-    return 0
+    return scored_exit_code(result.rows, names)
+
+
+def scored_exit_code(rows: Any, names: list[str]) -> int:
+    """The exit code of a scoring run, by :func:`copyprobe.detect.unscored` (the one rule):
+    a method that scored nothing -> one error line naming the cause, exit 2; a method that
+    scored some passages -> one warning line each (how many failed and why), exit 0. The
+    run is written either way, and a rerun asks again only for the failed requests."""
+    from copyprobe.detect import unscored
+
+    missing = unscored(rows, names)
+    for item in missing:
+        if not item.nothing:
+            print(f"copyprobe: warning: {item.line()}", file=sys.stderr)
+    empty = [item for item in missing if item.nothing]
+    if not empty:
+        return 0
+    others = f" (and {', '.join(item.method for item in empty[1:])} too)" if len(empty) > 1 else ""
+    print(f"copyprobe: error: {' '.join(empty[0].line().split())}{others}; the run is written (every "
+          "reason in its scores.jsonl; a rerun asks again only for what failed)", file=sys.stderr)
+    return 2
 
 
 def split_names(text: str) -> list[str]:

@@ -81,6 +81,8 @@ def _main(argv: list[str] | None) -> int:
         code = args.func(args)
     except SettingError as exc:
         flag = (getattr(args, "_setting_flags", None) or {}).get(exc.setting)
+        if flag is None and hasattr(args, exc.setting) and getattr(args, "_prog", None):
+            flag = "--" + exc.setting.replace("_", "-")  # an option of this command by the setting's name
         if flag is None:  # a setting the command line did not read: the library's words
             print(f"copyprobe: error: {one_line(exc)}", file=sys.stderr)
         else:  # the option that set it, as argparse words a bad option value
@@ -174,7 +176,12 @@ def entry(argv: list[str] | None = None) -> None:
     installed by ``main`` itself, which tests and embedding code call in-process)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
         signal.signal(signal.SIGINT, _interrupts)
-    sys.exit(main(argv))
+    code = main(argv)
+    if code == 130 and signal.getsignal(signal.SIGINT) is _interrupts:
+        # interrupted, the line said: a second Ctrl-C during the exit (Python resets its
+        # handlers while it finalizes) must not turn exit 130 into death by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from copyprobe.copying import prompts
 from copyprobe.copying.common import text_of
 from copyprobe.data.books import BOOK_SUFFIXES, read_book
 from copyprobe.errors import DataError, RowError
+from copyprobe.files import json_problem
 
 TASK_FILES = {"literal": "data.literal.json", "nonliteral": "data.nonliteral.json", "qa": "data.qa.json"}
 
@@ -254,7 +255,7 @@ def _read_json_any(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise DataError(f"{path}: not JSON ({json_problem(exc)})") from None
     except (ValueError, RecursionError) as exc:
         raise DataError(f"{path}: cannot read it ({_beyond_limits(exc)})") from None
 

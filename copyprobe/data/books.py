@@ -186,11 +186,21 @@ def read_text(path: str | Path) -> str:
     """A UTF-8 text file's content, without a byte-order mark."""
     p = Path(path)
     try:
-        return p.read_bytes().decode("utf-8-sig")
+        text = p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{p} is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+    return _refuse_binary(text, str(p))
+
+
+def _refuse_binary(text: str, name: str) -> str:
+    """``text``, or one DataError when it is binary data that happens to decode (NUL bytes
+    are valid UTF-8): the one rule of every reader of text files."""
+    controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
+    if controls > max(3, len(text) // 50):  # text has next to none; binary data has many
+        raise DataError(f"{name} looks like a binary file, not text ({controls} control characters)")
+    return text
 
 
 # -- decoding text files ----------------------------------------------------------------
@@ -207,10 +217,7 @@ def _decode_text(raw: bytes, name: str, fallback: str | None = None) -> str:
             text = raw.decode(fallback)
         except (LookupError, UnicodeDecodeError):
             raise DataError(f"{name} is neither UTF-8 nor the {fallback!r} it declares") from None
-    controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
-    if controls > max(3, len(text) // 50):  # text has next to none; binary data has many
-        raise DataError(f"{name} looks like a binary file, not text ({controls} control characters)")
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and old Mac line ends
+    return _refuse_binary(text, name).replace("\r\n", "\n").replace("\r", "\n")  # Windows and old Mac line ends
 
 
 def _declared_charset(raw: bytes) -> str | None:

@@ -36,6 +36,7 @@ from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, book_paragraphs
 from copyprobe.data.example import Example
 from copyprobe.data.tables import Dataset, file_record
 from copyprobe.errors import ConfigError, DataError, DataWarning
+from copyprobe.files import FolderWalk, walk_folder
 
 DEFAULT_PASSAGE_WORDS = 128
 
@@ -108,16 +109,15 @@ def cut_passages(paragraphs: list[str], passage_words: int = DEFAULT_PASSAGE_WOR
     return ["\n".join(" ".join(p) for p in passage) for passage in passages]
 
 
-def book_files(root: Path) -> tuple[list[Path], list[Path]]:
-    """(book files, other files) under a directory, recursively and in name order; hidden
-    files and folders and Office lock files (``~$...``) are left out of both."""
+def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
+    """(book files, other files, the walk) under a directory, recursively and in name
+    order (:func:`copyprobe.files.walk_folder`); hidden files and folders and Office lock
+    files (``~$...``) are left out of both; what could not be read is in the walk's ``skipped``."""
+    walk = walk_folder(root, hidden=(".", "~$"))
     books, others = [], []
-    for p in sorted(root.rglob("*")):
-        parts = p.relative_to(root).parts
-        if any(part.startswith((".", "~$")) for part in parts) or not p.is_file():
-            continue
+    for p in walk.files:
         (books if p.suffix.lower() in BOOK_SUFFIXES else others).append(p)
-    return books, others
+    return books, others, walk
 
 
 def document_ids(files: list[Path], root: Path | None) -> list[str]:
@@ -134,7 +134,8 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
     name = str(path)
     p = Path(path).expanduser()
     if p.is_dir():
-        files, others = book_files(p)
+        files, others, walk = book_files(p)
+        walk.warn(name, stacklevel=4)  # a missing chapter is said, and listed in run.json
         if not files:
             raise DataError(f"{name} is a directory with no book files ({BOOK_TYPES}) and not a Hugging Face "
                             f"dataset saved with save_to_disk")
@@ -146,6 +147,7 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         shown = [str(Path(name) / f.relative_to(p)) for f in files]
         docs = document_ids(files, p)
     else:
+        walk = None
         files, shown, docs = [p], [name], document_ids([p], None)
     examples: list[Example] = []
     records = []
@@ -163,6 +165,8 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
     else:  # over each file's name and content hash, so renaming a file changes it too
         listing = "".join(f"{f.relative_to(p).as_posix()}\0{r['sha256']}\n" for f, r in zip(files, records))
         digest = hashlib.sha256(listing.encode()).hexdigest()
+    if walk is not None:
+        records += walk.records(name)  # {"path", "skipped": why}: in run.json with the files read
     return Dataset(examples=examples, path=name, sha256=digest, n_rows=len(examples), n_skipped=0,
                    columns={"text": None, "label": None, "doc_id": None, "id": None},
                    has_labels=False, has_documents=True, files=records,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, DataError, DataWarning
+from copyprobe.errors import ConfigError, DataError, DataSettingError, DataWarning
 
 TEXT_NAMES = ("text", "input", "snippet", "Example_A")
 LABEL_NAMES = ("label", "Label")
@@ -351,8 +351,9 @@ def _parse_parquet(raw: bytes, name: str, text_column: str | None = None) -> Row
                    or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
                    or getattr(pa.types, "is_string_view", lambda _: False)(kind))
         if not textual:
-            raise DataError(f"{name}: column {text_col!r} is a Parquet {kind} column, expected text "
-                            f"(string); pass text_column= to use another column")
+            raise DataSettingError("text_column", f"{'selects' if text_column else 'is not given, so'} {name}: "
+                                                  f"column {text_col!r} is a Parquet {kind} column, expected text "
+                                                  "(string); name a column that holds the text")
     if len(set(schema.names)) != len(schema.names):
         twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
         raise DataError(f"{name}: column {twice[0]!r} appears twice")
@@ -567,8 +568,9 @@ def _column_roles(columns: list[str], name: str, text_column: str | None, label_
     column is required and no column plays two roles."""
     text_col = _pick(columns, text_column, TEXT_NAMES, "text_column", name)
     if text_col is None:
-        raise DataError(f"{name}: no text column; columns found: {_column_list(columns)}; "
-                        f"names tried: {', '.join(TEXT_NAMES)} (or pass text_column=)")
+        raise DataSettingError("text_column", f"is not given and {name} has no text column; columns found: "
+                                              f"{_column_list(columns)}; names tried: {', '.join(TEXT_NAMES)}; "
+                                              "name the column that holds the text")
     label_col = _pick(columns, label_column, LABEL_NAMES, "label_column", name)
     doc_col = _pick(columns, doc_column, DOC_NAMES, "doc_column", name)
     id_col = _pick(columns, id_column, ID_NAMES, "id_column", name)

@@ -173,6 +173,10 @@ class Method:
         for name, constraint in self.param_constraints().items():
             constraint.validate(getattr(self, name), f"{self.name}.{name}")
 
+    # model-spec parameters the target's score is calibrated against (a difference of the
+    # two): naming the target itself there is refused by :meth:`resolve`
+    calibration_models: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def auto_model_params(cls) -> list[str]:
         """The model-spec parameters that accept ``auto`` (resolved against the target by
@@ -195,6 +199,10 @@ class Method:
         for name in self.auto_model_params():
             if getattr(resolved, name) == AUTO:
                 setattr(resolved, name, default_reference(target_spec))
+        for name in self.calibration_models:
+            if _same_model(str(getattr(resolved, name)), target_spec):
+                raise ConfigError(f"{self.name}.{name} is the target model itself ({target_spec}): a score calibrated "
+                                  f"against the same model is 0 for every passage; name another model (or auto)")
         return resolved
 
     def __repr__(self) -> str:
@@ -234,3 +242,17 @@ class Method:
 
     def predict(self, features: Sequence[Any]) -> list[float | Score]:
         raise NotImplementedError
+
+
+def _same_model(spec: str, target_spec: str) -> bool:
+    """Whether two model specs name one model: the same spec, or the same weights under
+    two spellings (an alias and its gguf: file)."""
+    from copyprobe.backends.specs import weights_identity
+
+    if spec.strip() == target_spec.strip():
+        return True
+    try:
+        identity = weights_identity(spec)
+        return identity is not None and identity == weights_identity(target_spec)
+    except Exception:  # noqa: BLE001 - a spec that does not resolve here is not the target
+        return False

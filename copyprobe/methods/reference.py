@@ -17,6 +17,7 @@ from copyprobe.registry import register
 @register
 class Reference(Method):
     name = "reference"
+    calibration_models = ("model",)
     summary = "Target log-likelihood minus a reference model's (Carlini et al. 2021)"
 
     model: str = param(

@@ -165,6 +165,7 @@ class TopkReference(TopkLoss):
     reference model, which runs where the user has it (in process, sharing prefixes)."""
 
     name = "topk_reference"
+    calibration_models = ("model",)
     summary = ("topk_loss of the target minus topk_loss of a local reference model asked the same way "
                "(reference calibration through top-k log-probs of generations)")
 

@@ -24,7 +24,7 @@ import hashlib
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -47,6 +47,7 @@ class Background:
     sha256: str  # of the texts read (before the overlap check, which the corpus decides)
     n_duplicates: int  # texts read twice, kept once
     n_overlap: int  # passages dropped because they overlap the corpus
+    skipped: list[dict] = field(default_factory=list)  # entries of the folder that could not be read
 
 
 def _cut_long_rows(passages: list[Passage], passage_tokens: int, count_tokens: CountTokens) -> list[Passage]:
@@ -95,7 +96,7 @@ def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTo
     root = Path(path).expanduser()
     if not root.exists():
         raise DataError(f"background not found: {path}")
-    files = corpus_files(root) if root.is_dir() else [root]
+    files, skipped = corpus_files(root, path) if root.is_dir() else ([root], [])
     if not files:
         raise DataError(f"background directory {path} holds no .txt, .md, .epub or data files")
     passages: list[Passage] = []
@@ -126,7 +127,7 @@ def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTo
         raise DataError(f"every passage of the background {path} overlaps the corpus ({len(passages)} passages share "
                         f"a run of {OVERLAP_WORDS} words with a corpus passage); use text that is not the corpus")
     return Background(str(path), [passages[i] for i in kept], [source_of[i] for i in kept], sources,
-                      digest.hexdigest(), n_duplicates, len(passages) - len(kept))
+                      digest.hexdigest(), n_duplicates, len(passages) - len(kept), skipped)
 
 
 def selection_order(n: int, seed: int) -> list[int]:

@@ -15,13 +15,14 @@ Books are read by :mod:`copyprobe.data.books` (UTF-8 text; EPUB chapters in spin
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from copyprobe.data.books import EPUB_SUFFIXES, TEXT_SUFFIXES, read_epub, read_text
 from copyprobe.data.books import html_to_text  # noqa: F401 - plant.corpus's name for it, kept
 from copyprobe.errors import DataError
+from copyprobe.files import walk_folder
 
 DATA_SUFFIXES = (".jsonl", ".json-lines", ".json", ".csv", ".tsv", ".parquet")
 
@@ -99,15 +100,14 @@ def _data_file_passages(path: Path, text_column: str | None) -> list[Passage]:
     return [Passage(id=str(e.id), text=e.text, doc_id=e.doc_id) for e in dataset.examples]
 
 
-def corpus_files(root: Path) -> list[Path]:
-    """The files of a corpus directory that plant reads, in name order, hidden ones skipped."""
-    files = []
-    for p in sorted(root.rglob("*")):
-        if any(part.startswith(".") for part in p.relative_to(root).parts):
-            continue
-        if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES:
-            files.append(p)
-    return files
+def corpus_files(root: Path, name: str | Path | None = None) -> tuple[list[Path], list[dict[str, str]]]:
+    """The files of a corpus directory that plant reads, in name order, hidden ones left
+    out (:func:`copyprobe.files.walk_folder`), and the entries that could not be read
+    ({"path", "skipped": why}), each said in one warning line naming ``name``."""
+    walk = walk_folder(root)
+    walk.warn(name if name is not None else root, stacklevel=4)
+    files = [p for p in walk.files if p.suffix.lower() in TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES]
+    return files, walk.records(name)
 
 
 @dataclass
@@ -117,6 +117,7 @@ class Corpus:
     sha256: str  # of the passages (ids, texts, documents)
     n_duplicates: int  # passages dropped because the same text came earlier
     cut: bool  # whether any file was cut into passages
+    skipped: list[dict[str, str]] = field(default_factory=list)  # entries of the folder that could not be read
 
 
 def load_corpus(
@@ -138,8 +139,9 @@ def load_corpus(
     root = Path(path).expanduser()
     if not root.exists():
         raise DataError(f"{what} not found: {path}")
+    skipped: list[dict[str, str]] = []
     if root.is_dir():
-        files = corpus_files(root)
+        files, skipped = corpus_files(root, path)
         if not files:
             raise DataError(f"{what} directory {path} holds no .txt, .md, .epub or data files")
     else:
@@ -178,4 +180,4 @@ def load_corpus(
     digest = hashlib.sha256()
     for p in unique:
         digest.update(f"{p.id}\x1f{p.doc_id}\x1f{p.text}\x1e".encode())
-    return Corpus(unique, [str(f) for f in files], digest.hexdigest(), n_dup, cut)
+    return Corpus(unique, [str(f) for f in files], digest.hexdigest(), n_dup, cut, skipped)

@@ -49,6 +49,11 @@ from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jso
 from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
+LORA_R_DEFAULT = 8
+# bounds checked before anything is written: beyond them an epoch's order alone would not fit
+# in memory (Meeus et al.'s strongest copyright traps were repeated 1,000 times)
+MAX_MEMBER_REPEATS = 100_000
+MAX_EPOCH_ITEMS = 20_000_000  # passages (members x repeats + background) in one epoch's order
 BACKGROUND_EVAL_PASSAGES = 64  # background passages whose loss is measured before and after training
 # Training has no float64 statistics, so unlike scoring it may run on Apple's MPS.
 ACCELERATORS = ("cuda", "mps")
@@ -110,7 +115,7 @@ class PlantSettings:
     lr: float = 5e-5
     batch_size: int = 4
     lora: bool = False
-    lora_r: int = 8
+    lora_r: int = LORA_R_DEFAULT
     lora_alpha: int | None = None  # default 2 * lora_r
     max_steps: int | None = None
     split_by: str = "passage"  # or "document"
@@ -137,12 +142,15 @@ class PlantSettings:
             raise SettingError("batch_size", f"must be at least 1, got {self.batch_size}")
         if self.lora_r < 1:
             raise SettingError("lora_r", f"must be at least 1, got {self.lora_r}")
+        if self.lora_r != LORA_R_DEFAULT and not self.lora:  # would be ignored: full fine-tuning has no rank
+            raise SettingError("lora_r", f"{self.lora_r} applies only to LoRA training: set lora too, or leave it out")
         if self.split_by not in ("passage", "document"):
             raise SettingError("split_by", f"must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise SettingError("max_steps", f"must be at least 1, got {self.max_steps}")
-        if self.member_repeats < 1:
-            raise SettingError("member_repeats", f"must be at least 1, got {self.member_repeats}")
+        if not 1 <= self.member_repeats <= MAX_MEMBER_REPEATS:
+            raise SettingError("member_repeats", f"must be between 1 and {MAX_MEMBER_REPEATS:,}, got "
+                                                 f"{self.member_repeats:,}")
         if self.dilution is not None:
             if not (self.dilution > 0 and math.isfinite(self.dilution)):
                 raise SettingError("dilution", f"must be a positive number, got {self.dilution}")
@@ -385,10 +393,17 @@ def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] 
             if previous["status"] == "done" and (out / "model" / "config.json").is_file():
                 return "done", previous
             return "resume", previous
-        raise ConfigError(
-            f"{out} holds a plant made with other settings (model, corpus or training); "
-            "choose another plant directory, or set force to replace it"
+        if previous["status"] == "training" and not any((out / name).exists() for name in ("checkpoint", "model")):
+            return _replace(out)  # a plant stopped before its first checkpoint: nothing trained to keep
+        raise SettingError(
+            "force", f"is not set, and {out} holds a plant made with other settings (model, corpus or training); "
+                     "choose another plant directory, or set it to replace that plant"
         )
+    return _replace(out)
+
+
+def _replace(out: Path) -> tuple[str, None]:
+    """Remove a plant's files from ``out`` (and nothing else there)."""
     for name in ("model", "epochs", "checkpoint", "data.jsonl", "train_log.jsonl", "plant.json", "run.json"):
         target = out / name
         if target.is_dir():
@@ -423,6 +438,12 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
               "truncated for training; detection still sees their full text")
     chosen = _choose_background(settings, prepared, sum(len(token_ids[i]) for i in members))
+    per_epoch = len(members) * settings.member_repeats + (len(chosen.token_ids) if chosen else 0)
+    if per_epoch > MAX_EPOCH_ITEMS:  # before the plant directory is touched
+        raise SettingError("member_repeats", f"{settings.member_repeats:,} makes {per_epoch:,} passages an epoch "
+                                             f"({len(members):,} members x {settings.member_repeats:,}"
+                                             f"{' + background' if chosen else ''}), more than the "
+                                             f"{MAX_EPOCH_ITEMS:,} one epoch's order can hold; use fewer repeats")
     background_sha = prepared.background.sha256 if prepared.background is not None else None
     key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256, background_sha)
     state_of_out, previous = _prepare_out(out, key, settings.force)
@@ -526,7 +547,9 @@ def _choose_background(settings: PlantSettings, prepared: _Prepared, member_toke
     total = sum(len(ids) for ids in token_ids)
     if target is not None and total < target:
         dropped = f" (after dropping {background.n_overlap} passages that overlap the corpus)" if background.n_overlap else ""
-        raise SettingError("dilution", f"{settings.dilution:g} needs {math.ceil(target)} background tokens "
+        # 1e308 x the member tokens is inf: no integer to print
+        needed = f"{math.ceil(target)}" if target < 1e15 else f"{target:.3g}"
+        raise SettingError("dilution", f"{settings.dilution:g} needs {needed} background tokens "
                                        f"({settings.dilution:g} x {member_tokens} member tokens), but the background "
                                        f"{background.path} has {total}{dropped}; use a longer background or a "
                                        "smaller dilution")
@@ -567,6 +590,7 @@ def _background_record(settings: PlantSettings, background: Background | None,
         "path": str(settings.background),
         "sha256": background.sha256,
         "sources": [{**source, **counts} for source, counts in zip(background.sources, used)],
+        "skipped_files": background.skipped,
         "n_passages_kept": len(background.passages),
         "n_duplicates_dropped": background.n_duplicates,
         "n_overlap_dropped": background.n_overlap,
@@ -616,7 +640,8 @@ def _first_record(settings: PlantSettings, prepared: _Prepared, out: Path, key: 
         "base_model": {"spec": settings.model, "kind": source.kind, "path": str(source.path),
                        "fingerprint": prepared.fingerprint, "context": prepared.context},
         "model": f"hf:{out / 'model'}",
-        "corpus": {"path": str(settings.corpus), "sources": corpus.sources, "sha256": corpus.sha256,
+        "corpus": {"path": str(settings.corpus), "sources": corpus.sources, "skipped_files": corpus.skipped,
+                   "sha256": corpus.sha256,
                    "n_passages": len(corpus.passages), "n_duplicates_dropped": corpus.n_duplicates,
                    "cut": corpus.cut, "passage_tokens": settings.passage_tokens if corpus.cut else None,
                    "n_truncated": n_truncated,

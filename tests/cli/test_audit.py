@@ -69,7 +69,7 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
                  "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0",
-                 "--param", "reference.model=fake", "--test", "rank"])
+                 "--param", "reference.model=fake", "--test", "rank", "--alpha", "0.25"])
     assert code == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     from copyprobe.audit import DEFAULT_LOGIT_METHOD
@@ -77,9 +77,12 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     assert run["audit"]["method"] == DEFAULT_LOGIT_METHOD and run["audit"]["test"] == "rank"
     chose = [n for n in run["notes"] if n.startswith("method auto ->")]
     assert len(chose) == 1 and run["notes"][0] == chose[0]  # said once, first
-    out = capsys.readouterr().out
-    assert out.startswith("Cannot tell whether the model was trained on book")
-    assert "give at least 99 documents" in out  # alpha 0.01, rank test, 4 clean documents
+    capsys.readouterr()
+    # alpha 0.01, rank test, 4 clean documents: the answer is fixed, said before any scoring
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0",
+                 "--param", "reference.model=fake", "--test", "rank"])
+    assert code == 2 and "Give at least 99 clean documents" in capsys.readouterr().err
 
     # a model that does not score text: top-k log-probs of generations, else generations alone
     from copyprobe.audit import DEFAULT_GENERATION_METHOD
@@ -108,7 +111,8 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
 
 def test_decop_refused_before_work_without_paraphrases(tmp_path, monkeypatch, capsys):
     write_jsonl(tmp_path / "s.jsonl", [{"id": "s0", "text": "one two three four", "doc_id": "book"}])
-    write_jsonl(tmp_path / "c.jsonl", [{"id": "c0", "text": "five six seven eight", "doc_id": "c"}])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": f"five six seven eight {k}", "doc_id": f"c{k}"}
+                                       for k in range(3)])
     code = main(["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
                  "--clean", str(tmp_path / "c.jsonl"), "--method", "decop", "--out", str(tmp_path / "run"),
                  "--no-cache", "--no-progress"])
@@ -148,7 +152,7 @@ def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, c
     out = tmp_path / "run"
     code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
                  "--clean", str(tmp_path / "clean.jsonl"), "--method", "feature_agg",
-                 "--param", "feature_agg.n_train=8", "--alpha", "0.01", "--out", str(out),
+                 "--param", "feature_agg.n_train=8", "--alpha", "0.2", "--out", str(out),
                  "--no-cache", "--no-progress", "--bootstrap", "0"])
     assert code == 0
     report = json.loads((out / "verdicts.json").read_text())

@@ -204,7 +204,7 @@ def test_other_settings_in_same_out_need_force(tiny, tmp_path, capsys):
     capsys.readouterr()
     assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3")) == 2
     err = capsys.readouterr().err
-    assert "other settings" in err and "set force" in err and "Traceback" not in err
+    assert "other settings" in err and "argument --force: is not set" in err and "Traceback" not in err
     assert main(args(tiny, out, "--epochs", "1", "--no-eval", "--seed", "3", "--force")) == 0
     assert json.loads((out / "plant.json").read_text())["split"]["seed"] == 3
 

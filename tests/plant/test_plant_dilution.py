@@ -229,7 +229,9 @@ def test_other_background_settings_in_the_same_out_are_refused(tiny, background,
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--member-repeats", "0"], "argument --member-repeats: must be at least 1, got 0"),
+    (["--member-repeats", "0"], "argument --member-repeats: must be between 1 and 100,000, got 0"),
+    (["--member-repeats", "1000000000000"], "argument --member-repeats: must be between 1 and 100,000, got 1,000,000,000,000"),
+    (["--background", "BG", "--dilution", "1e308"], "argument --dilution: 1e+308 needs inf background tokens"),
     (["--background", "BG", "--dilution", "0"], "argument --dilution: must be a positive number, got 0.0"),
     (["--background", "BG", "--dilution", "-2"], "argument --dilution: must be a positive number"),
     (["--background", "BG", "--dilution", "nan"], "argument --dilution: must be a positive number"),

@@ -109,7 +109,7 @@ def test_cli_prints_the_csv_warning_as_one_line(tmp_path, capsys):
     from copyprobe.cli.main import main
 
     path = tmp_path / "d.csv"
-    path.write_bytes(b'id,text,label\np1,"hello\nthere world",1\np2,second row text,0\np3,third row,1\np4,more,0\n')
+    path.write_bytes(b'id,text,label\np1,"hello\nthere world",1\np2,second row text,0\np3,third row,1\np4,more words here,0\n')
     real = specs.load_backend
     specs.__dict__["_real_load_backend"] = real
     specs.load_backend = fake_loader

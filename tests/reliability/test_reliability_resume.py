@@ -196,14 +196,15 @@ def test_ctrl_c_during_api_requests_exits_promptly(tmp_path, fake_openai, monkey
     _, stderr = proc.communicate(timeout=300)
     waited = time.monotonic() - interrupted
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
-    # at most the round in flight (8 requests, 4 s) is waited for, not the 4 rounds queued
-    assert len(server.log) <= 16, len(server.log)
-    assert waited < 10, waited
+    # the round in flight (8 requests, 4 s) is not waited for, and none queued is sent
+    assert len(server.log) <= 8, len(server.log)
+    assert waited < 5, waited
 
 
 def test_second_ctrl_c_exits_130_at_once_with_one_line(tmp_path, fake_openai):
-    """The first Ctrl-C waits for the API requests in flight (4 s each here); a second one
-    stops at once: exit 130, one line, no traceback from the threads being joined."""
+    """The first Ctrl-C no longer waits for the API requests in flight (4 s each here: their
+    worker threads are daemons and stop retrying); a second one, sent at once, still ends
+    the run with exit 130 and one line, no traceback from the cleanup it cut short."""
     from rel_util import cli_cmd
 
     data = write_jsonl(tmp_path / "data.jsonl", make_passages(40, seed=2, words=70))
@@ -217,17 +218,17 @@ def test_second_ctrl_c_exits_130_at_once_with_one_line(tmp_path, fake_openai):
     deadline = time.monotonic() + 120
     while len(server.log) < 8 and time.monotonic() < deadline:  # the first round is in flight
         time.sleep(0.01)
+    first = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)  # the first interrupt now waits for the requests in flight
-    assert proc.poll() is None, "the run ended before the second Ctrl-C"
-    second = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "Traceback" not in stdout, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "interrupted" in lines[0], stderr
-    assert time.monotonic() - second < 3  # not after the 4 s answers in flight
+    assert time.monotonic() - first < 3  # not after the 4 s answers in flight
 
 
 def test_black_box_run_killed_three_times_resends_nothing_committed(tmp_path, fake_openai):

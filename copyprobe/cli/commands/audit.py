@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from copyprobe.registry import method_names
 
     # with --method auto the parameters name the method they are for; the one chosen uses its own
-    params = parse_params(args.param, method_names() if args.method == "auto" else [args.method])
+    params = parse_params(args.param, method_names() if args.method == "auto" else [args.method], "--method")
     with progress_bars(not args.no_progress) as progress:
         result = audit(
             args.model, args.suspect, args.clean,
@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
-    return 0
+    from copyprobe.cli._common import scored_exit_code
+
+    return scored_exit_code(result.detect.rows, [result.verdicts["method"]])
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -117,7 +117,7 @@ def run_test(args: argparse.Namespace) -> int:
     from copyprobe.canary.scoring import SETTINGS, canary_test
 
     check_batch_size(args.batch_size)
-    params = parse_params(args.param, [args.method])
+    params = parse_params(args.param, [args.method], "--method")
     with progress_bars(not args.no_progress) as progress:
         result = canary_test(
             args.model, args.kit, params=params.get(args.method),
@@ -141,7 +141,9 @@ def run_test(args: argparse.Namespace) -> int:
 
         print(f"report written to {write_report(result.out)}")
     print(f"run written to {result.out}")
-    return 0
+    from copyprobe.cli._common import scored_exit_code
+
+    return scored_exit_code(result.rows, [args.method])  # the rule of a run that produced nothing
 
 
 def run_find(args: argparse.Namespace) -> int:

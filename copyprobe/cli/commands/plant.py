@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
               f"{exposure.get('dilution')} x the members' tokens ({background['n_overlap_dropped']} passages "
               "overlapping the corpus dropped)")
     if exposure:
-        print(f"exposure: each member {exposure['exposures_per_member']} times ({exposure['epochs']} epochs x "
+        epochs = exposure['epochs']
+        print(f"exposure: each member {exposure['exposures_per_member']} times ({epochs} epoch{'s' * (epochs != 1)} x "
               f"{exposure['member_repeats']}), {exposure['steps_per_epoch']} steps per epoch")
     losses = record.get("losses_eval") or {}
     if losses:
