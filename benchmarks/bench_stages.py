@@ -129,13 +129,17 @@ def hook(stages: Stages, backend) -> None:
     stages.wrap(hf, "answer", "planning/padding")
     stages.wrap(hf, "_hidden", "forward")
     stages.wrap(scoring, "score_stats", "statistics")
-    for name in ("QueuedScores", "HostScores"):
+    for name in ("QueuedScores", "StackedScores"):
         cls = getattr(scoring, name, None)
         if cls is not None:
             for attr in ("lists", "arrays", "wait"):
                 if attr in cls.__dict__:
                     stages.wrap(cls, attr, "to host/rows")
-    stages.wrap(scoring.ScoreBuffer, "put", "to host/rows")
+    for name in ("ScoreBuffer", "ArrayBuffer"):
+        cls = getattr(scoring, name, None)
+        for attr in ("put", "put_at", "lists"):
+            if cls is not None and attr in cls.__dict__:
+                stages.wrap(cls, attr, "to host/rows")
     stages.wrap(scoring.TokenLogprobsMixin, "_token_answer", "to host/rows")
     stages.wrap(cache.ResponseCache, "put_encoded", "cache writes")
     stages.wrap(cache.ResponseCache, "encode", "cache writes")

@@ -21,7 +21,7 @@ from copyprobe.backends.hf.batching import (
     cuda_token_budget,
     is_out_of_memory,
 )
-from copyprobe.backends.hf.scoring import QueuedScores
+from copyprobe.backends.hf.scoring import StackedScores
 from copyprobe.errors import BackendError, ConfigError
 from copyprobe.session import Session
 
@@ -251,12 +251,15 @@ def test_queued_scores_wait_for_the_device_before_reading(monkeypatch):
             events.append("synchronize")
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    scores = {"logprobs": torch.tensor([-1.5, -0.25], dtype=torch.float64), "rank": torch.tensor([3, 1])}
-    queued = QueuedScores(scores, "cuda:0")
+    scores = {"logprobs": torch.tensor([-1.5, -0.25], dtype=torch.float64), "mu": torch.tensor([-2.0, -1.0]),
+              "sigma": torch.tensor([0.5, 0.25], dtype=torch.float64), "rank": torch.tensor([3, 1])}
+    queued = StackedScores(scores, "cuda:0")
     assert events == ["record"]
-    assert queued.lists() == {"logprobs": [-1.5, -0.25], "rank": [3, 1]}
+    arrays = queued.arrays()  # one [4, N] copy, read after the device is done
     assert events == ["record", "synchronize"]
-    assert QueuedScores(scores, "cpu").lists()["rank"] == [3, 1]
+    assert {name: values.tolist() for name, values in arrays.items()} == {
+        "logprobs": [-1.5, -0.25], "mu": [-2.0, -1.0], "sigma": [0.5, 0.25], "rank": [3.0, 1.0]}
+    assert StackedScores(scores, "cpu").arrays()["rank"].tolist() == [3.0, 1.0]
 
 
 # -- answers handed over as they finish ----------------------------------------------------

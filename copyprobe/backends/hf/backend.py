@@ -9,6 +9,7 @@ answered by a mixin in its own module: token log-probs (:mod:`.scoring`), genera
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,7 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest, checked_max_length
+from copyprobe.backends.base import (
+    ALL_CAPABILITIES,
+    Backend,
+    GradNorm,
+    GradNormRequest,
+    TokenLogprobs,
+    checked_max_length,
+)
 from copyprobe.backends.hf.batching import (
     AUTO,
     CPU_TOKEN_BUDGET,
@@ -152,6 +160,13 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
                 return list(full[:start])
         return []
 
+    def completed(self, response: Any) -> Any:
+        """A token log-prob answer read from the cache gets its token strings back (they
+        are not stored: see :class:`~copyprobe.backends.base.TokenStrings`)."""
+        if isinstance(response, TokenLogprobs) and response.tokens is None:
+            return dataclasses.replace(response, tokens=self._token_strings(response.token_ids))
+        return response
+
     # -- identity ---------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
@@ -265,15 +280,12 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
 
     def _padded_hidden(self, sequences: Sequence[Sequence[int]]):
         """Final hidden states of token lists, right-padded to the longest in one batch."""
-        import torch
+        import numpy as np
 
-        width = max(len(ids) for ids in sequences)
-        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, ids in enumerate(sequences):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            mask[row, :len(ids)] = 1
-        return self._hidden(input_ids.to(self.device), mask.to(self.device))
+        from copyprobe.backends.hf.scoring import padded_arrays
+
+        ids, mask = padded_arrays(sequences, self.pad_id)
+        return self._hidden(self._device_tensor(ids), self._device_tensor(mask.astype(np.int64)))
 
     def _logits(self, hidden):
         """LM head on hidden rows [N, H] -> float32 logits [N, V]."""
