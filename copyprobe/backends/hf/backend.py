@@ -44,6 +44,7 @@ from copyprobe.backends.hf.loading import (
     hash_parameters,
     load_gguf,
     load_pretrained,
+    local_directory,
     resolve_device,
     resolve_dtype,
     weights_bytes,
@@ -114,9 +115,23 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
     def from_pretrained(cls, name_or_path: str, *, spec: str | None = None, device: str = "auto",
                         dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a local model directory (or, for users with hub access, a hub id)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         resolved = resolve_device(device)
-        model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved), resolved)
-        weights_id = hash_model_dir(local) if local is not None else None
+        directory = local_directory(name_or_path)
+        # the weights' hash is read while transformers reads them, in a thread (hashing and
+        # file reads release the GIL): the files come from the disk once, into the page
+        # cache, and the fingerprint costs no second pass after the load (a first load of a
+        # model directory hashed every weight file after loading it: 1.33x from_pretrained)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            hashed = pool.submit(hash_model_dir, directory) if directory is not None else None
+            try:
+                model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved), resolved)
+            except BaseException:
+                if hashed is not None:
+                    hashed.cancel()
+                raise
+            weights_id = hashed.result() if hashed is not None else None
         return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
                    weights_id=weights_id, source=str(local) if local is not None else name_or_path, **options)
 
@@ -268,6 +283,9 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         record: dict[str, Any] = {"setting": self.batch_setting, "sequences": self.batch_size}
         if batches.tokens is not None:
             record["token_budget"] = batches.tokens
+        chosen = batches.chosen()
+        if chosen:  # what the setting chose for this run's token log-prob passes
+            record["chosen"] = chosen
         if batches.shrunk:
             record["shrunk_after_out_of_memory"] = True
             if batches.count is not None:
