@@ -21,8 +21,10 @@ that already finished; the smaller limit is kept for the rest of the run, and sa
 on stderr. Only a single text that does not fit is an error.
 
 **Pipelining.** On a GPU the kernels of a batch are queued without waiting; ``store`` of
-batch k (copying scores to Python lists, filling the answers) runs after the kernels of
-batch k + 1 are queued, so the device works while Python does.
+batch k (one copy of the batch's four statistics to the host, filling the answers' rows)
+runs after the kernels of batch k + 1 are queued, so the device works while Python does.
+:meth:`Batcher.chosen` says what the limits chose (batches, texts per batch, padded
+tokens), which the HF backend writes into run.json's ``model.batch.chosen``.
 """
 
 from __future__ import annotations

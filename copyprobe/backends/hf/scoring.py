@@ -309,17 +309,31 @@ class ScoreBuffer:
 class ArrayBuffer:
     """:class:`ScoreBuffer` over float64 numpy arrays (the HF backend's): a window's values
     are copied in with one slice assignment per statistic, and the answer's lists are
-    made once, when the request is complete."""
+    made once, when the request is complete. A request scored whole by one window (most
+    passages) keeps views of its batch's arrays and allocates nothing."""
 
     def __init__(self, size: int):
+        self.size = size
+        self.values: dict[str, Any] | None = None
+        self.filled: Any = None
+        self.whole = False  # one put filled every slot (values are views)
+
+    def _allocate(self) -> None:
         import numpy as np
 
-        self.values = {name: np.full(size, float(empty)) for name, empty in STATS.items()}
-        self.filled = np.zeros(size, dtype=bool)
+        self.values = {name: np.full(self.size, float(empty)) for name, empty in STATS.items()}
+        self.filled = np.zeros(self.size, dtype=bool)
 
     def put(self, slot: int, scores: dict[str, Any], row: int, count: int = 1) -> None:
         """Slots ``slot`` onwards get ``count`` values of the score arrays from ``row`` on."""
-        assert slot + count <= len(self.filled), "token outside the text"
+        assert slot + count <= self.size, "token outside the text"
+        assert not (self.whole and count), "token scored twice"
+        if self.values is None and slot == 0 and count == self.size:
+            self.values = {name: values[row:row + count] for name, values in scores.items()}
+            self.whole = True
+            return
+        if self.values is None:
+            self._allocate()
         assert not self.filled[slot:slot + count].any(), "token scored twice"
         self.filled[slot:slot + count] = True
         for name, values in scores.items():
@@ -327,16 +341,21 @@ class ArrayBuffer:
 
     def put_at(self, slots, scores: dict[str, Any], rows) -> None:
         """Slots ``slots`` (an int array) get the score arrays' values at ``rows``."""
-        assert len(slots) == 0 or int(slots.max()) < len(self.filled), "token outside the text"
+        assert not self.whole or not len(slots), "token scored twice"
+        if self.values is None:
+            self._allocate()
+        assert len(slots) == 0 or int(slots.max()) < self.size, "token outside the text"
         assert not self.filled[slots].any() and len(set(slots.tolist())) == len(slots), "token scored twice"
         self.filled[slots] = True
         for name, values in scores.items():
             self.values[name][slots] = values[rows]
 
     def complete(self) -> bool:
-        return bool(self.filled.all())
+        return self.whole or self.size == 0 or (self.filled is not None and bool(self.filled.all()))
 
     def lists(self) -> dict[str, list]:
+        if self.values is None:  # nothing to score
+            return {name: [] for name in STATS}
         values = {name: array.tolist() for name, array in self.values.items()}
         values["rank"] = self.values["rank"].astype("int64").tolist()
         return values
@@ -385,7 +404,7 @@ class TokenLogprobsMixin:
             first_ngram = len(lead) + (request.ngram or 0)  # first position with n text predecessors
             if request.ngram_drop_short:
                 results[index] = ArrayBuffer(max(len(ids) - first_ngram, 0))
-            if len(ids) < 2 or not len(results[index].filled):
+            if len(ids) < 2 or not results[index].size:
                 empty.append(index)
                 continue
             if request.ngram is None:
