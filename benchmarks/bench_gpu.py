@@ -38,6 +38,8 @@ What is timed (seconds, and ratios to the bare pass at the same batching):
   (``--gguf``), counting how often it is read.
 
 Writes a table to stdout and JSON to ``benchmarks/results/gpu_<device>.json`` (``--json``).
+Each stage of detect on its own, and the host calls that stall a GPU, on a CPU with the
+``micro`` model: ``benchmarks/bench_stages.py`` (issue 41).
 """
 
 from __future__ import annotations
