@@ -38,6 +38,8 @@ What is timed (seconds, and ratios to the bare pass at the same batching):
   (``--gguf``), counting how often it is read.
 
 Writes a table to stdout and JSON to ``benchmarks/results/gpu_<device>.json`` (``--json``).
+Each stage of detect on its own, and the host calls that stall a GPU, on a CPU with the
+``micro`` model: ``benchmarks/bench_stages.py`` (issue 41).
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ TOKENIZER_OF = "smollm2-135m-instruct"
 # Llama shapes with SmolLM2's 49,152-token vocabulary; 1B is Llama-3.2-1B's body with an
 # untied head (1.17B parameters), the model of issue 34's first GPU run.
 PRESETS = {
+    # a model whose forward pass costs next to nothing: the host's share shows (bench_stages.py)
+    "micro": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "tie_word_embeddings": True},
     "tiny": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4, "num_attention_heads": 4,
              "num_key_value_heads": 2, "tie_word_embeddings": True},
     "135M": {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,

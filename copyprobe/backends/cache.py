@@ -272,6 +272,10 @@ class CachedBackend(Backend):
     def info(self) -> dict[str, Any]:
         return self.backend.info()
 
+    def completed(self, response: Any) -> Any:
+        completed = getattr(self.backend, "completed", None)
+        return completed(response) if completed is not None else response
+
     def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
         if not requests:
             return []
@@ -285,10 +289,11 @@ class CachedBackend(Backend):
         stored = self.cache.get_many(fingerprint, kind, [k for k, c in zip(keys, cacheable) if c])
         results: list[Any] = [None] * len(requests)
         missing: list[int] = []
+        completed = getattr(self.backend, "completed", None)  # test doubles may lack it
         for i, (key, can) in enumerate(zip(keys, cacheable)):
             response = _decode(response_type, stored[key]) if can and key in stored else None
             if response is not None:
-                results[i] = response
+                results[i] = completed(response) if completed is not None else response
                 self.hits += 1
             else:
                 if can and key in stored:

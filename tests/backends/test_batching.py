@@ -21,7 +21,7 @@ from copyprobe.backends.hf.batching import (
     cuda_token_budget,
     is_out_of_memory,
 )
-from copyprobe.backends.hf.scoring import QueuedScores
+from copyprobe.backends.hf.scoring import StackedScores
 from copyprobe.errors import BackendError, ConfigError
 from copyprobe.session import Session
 
@@ -148,8 +148,10 @@ def test_out_of_memory_batch_is_retried_in_halves_with_identical_scores(capsys):
     assert seen == [8, 4, 2, 2, 2, 2, 2]
     err = capsys.readouterr().err
     assert err.count("out of memory") == 1 and "at most 4 texts per batch (was 8 texts)" in err
-    assert backend.info()["batch"] == {"setting": 8, "sequences": 8, "shrunk_after_out_of_memory": True,
-                                       "texts_per_batch": 2}
+    record = backend.info()["batch"]
+    chosen = record.pop("chosen")
+    assert record == {"setting": 8, "sequences": 8, "shrunk_after_out_of_memory": True, "texts_per_batch": 2}
+    assert chosen["batches"] == 5 and chosen["most_texts"] == 2 and chosen["texts_per_batch"] == 2.0
     seen.clear()
     backend.answer(requests[:4])  # later calls keep the smaller batches
     assert seen == [2, 2]
@@ -251,12 +253,15 @@ def test_queued_scores_wait_for_the_device_before_reading(monkeypatch):
             events.append("synchronize")
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    scores = {"logprobs": torch.tensor([-1.5, -0.25], dtype=torch.float64), "rank": torch.tensor([3, 1])}
-    queued = QueuedScores(scores, "cuda:0")
+    scores = {"logprobs": torch.tensor([-1.5, -0.25], dtype=torch.float64), "mu": torch.tensor([-2.0, -1.0]),
+              "sigma": torch.tensor([0.5, 0.25], dtype=torch.float64), "rank": torch.tensor([3, 1])}
+    queued = StackedScores(scores, "cuda:0")
     assert events == ["record"]
-    assert queued.lists() == {"logprobs": [-1.5, -0.25], "rank": [3, 1]}
+    arrays = queued.arrays()  # one [4, N] copy, read after the device is done
     assert events == ["record", "synchronize"]
-    assert QueuedScores(scores, "cpu").lists()["rank"] == [3, 1]
+    assert {name: values.tolist() for name, values in arrays.items()} == {
+        "logprobs": [-1.5, -0.25], "mu": [-2.0, -1.0], "sigma": [0.5, 0.25], "rank": [3.0, 1.0]}
+    assert StackedScores(scores, "cpu").arrays()["rank"].tolist() == [3.0, 1.0]
 
 
 # -- answers handed over as they finish ----------------------------------------------------
@@ -295,3 +300,27 @@ def test_answers_finished_before_a_failure_are_committed(tmp_path):
     again = CachedBackend(backend, cache)
     assert again.answer(requests) == make_tiny_backend(batch_size=2).answer(requests)
     assert (again.hits, again.misses) == (4, 6)
+
+
+def test_run_record_says_what_batch_auto_chose(tmp_path):
+    import json
+
+    import copyprobe
+
+    backend = make_tiny_backend()  # batch size auto: a budget of padded tokens
+    texts = [f"{'word ' * (3 + i % 9)}number {i}" for i in range(40)]
+    widths = sorted((len(ids) for ids in backend.tokenizer(texts).input_ids), reverse=True)
+    backend._text_batches().tokens = 4 * widths[0]  # about four texts per batch
+    copyprobe.detect(backend, texts, ["loss"], cache=False, blind_baseline=False, out=tmp_path / "run")
+    batch = json.loads((tmp_path / "run" / "run.json").read_text())["model"]["batch"]
+    assert batch["setting"] == "auto" and batch["token_budget"] == 4 * widths[0]
+    chosen = batch["chosen"]
+    # length-sorted texts cut by the budget: replay the cut independently
+    expected, start = [], 0
+    while start < len(widths):
+        n = max(1, (4 * widths[0]) // widths[start])
+        expected.append(min(n, len(widths) - start))
+        start += expected[-1]
+    assert chosen == {"batches": len(expected), "texts_per_batch": round(len(widths) / len(expected), 1),
+                      "most_texts": max(expected),
+                      "most_padded_tokens": max(n * widths[sum(expected[:k])] for k, n in enumerate(expected))}

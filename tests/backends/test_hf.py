@@ -578,3 +578,64 @@ def test_top_logprobs_keep_the_leading_space_of_sentencepiece_tokens():
         row = last_logprobs(backend, ids)
         assert candidates[" cat"] == pytest.approx(row[vocab["\u2581cat"]].item(), abs=1e-5)
         assert candidates["cat"] == pytest.approx(row[vocab["cat"]].item(), abs=1e-5)
+
+
+# -- token strings only when read (issue 41) -------------------------------------------------
+
+
+def test_token_strings_are_looked_up_only_when_read(tiny_llama, monkeypatch):
+    calls = []
+    real = tiny_llama.tokenizer.convert_ids_to_tokens
+    monkeypatch.setattr(tiny_llama.tokenizer, "convert_ids_to_tokens", lambda ids: calls.append(ids) or real(ids))
+    texts = [t for t in TEXTS[1:4] if len(tiny_llama.tokenizer(t).input_ids) >= 2]
+    answers = tiny_llama.answer([TokenLogprobsRequest(t, stats=True) for t in texts])
+    assert calls == []  # scoring looked up no token string
+    assert [len(a.tokens) for a in answers] == [len(a.token_ids) for a in answers]  # lengths cost none
+    assert calls == []
+    for answer in answers:
+        assert list(answer.tokens) == real(answer.token_ids)
+        assert answer.tokens[1:] == real(answer.token_ids)[1:]
+    assert len(calls) == len(answers)  # one look-up per answer read, all of its tokens at once
+    for answer in answers:
+        list(answer.tokens)
+    assert len(calls) == len(answers)  # kept
+
+
+def test_token_strings_come_back_from_the_cache(tiny_llama, tmp_path):
+    import json
+    import sqlite3
+
+    from copyprobe.backends.cache import CachedBackend, ResponseCache
+
+    text = TEXTS[3]
+    first = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite")).answer([TokenLogprobsRequest(text)])[0]
+    stored = json.loads(sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT response FROM responses")
+                        .fetchone()[0])
+    assert stored["tokens"] is None and stored["token_ids"] == first.token_ids  # not stored, made when read
+    cached = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite"))
+    again = cached.answer([TokenLogprobsRequest(text)])[0]
+    assert cached.hits == 1
+    assert again == first
+    assert again.tokens == tiny_llama.tokenizer.convert_ids_to_tokens(first.token_ids)
+
+
+def test_padded_batches_score_like_single_texts_with_windows(tiny_llama):
+    """Texts of many lengths, one longer than the window (sliding windows whose first
+    scored position is past 1), in one padded batch: each equals its own direct pass."""
+    backend = HFBackend(tiny_llama.model, tiny_llama.tokenizer, device="cpu", dtype="float32", batch_size=8,
+                        max_length=24)
+    texts = [TEXTS[1][:150], TEXTS[1][:40], TEXTS[3], TEXTS[2][:30]]
+    answers = backend.answer([TokenLogprobsRequest(t, stats=True) for t in texts])
+    for text, answer in zip(texts, answers):
+        ids = backend.tokenizer(text).input_ids
+        assert answer.token_ids == ids
+        if len(ids) <= 24:
+            expected = direct(backend, ids)
+            assert_close(answer.logprobs, expected["logprobs"])
+            assert_close(answer.mu, expected["mu"])
+            assert_close(answer.sigma, expected["sigma"])
+            assert answer.rank == expected["rank"]
+        assert all(isinstance(r, int) for r in answer.rank) and all(isinstance(v, float) for v in answer.logprobs)
+        single = backend.answer([TokenLogprobsRequest(text, stats=True)])[0]
+        assert_same_scores(answer, single, tol=1e-5)
+    assert len(backend.tokenizer(texts[0]).input_ids) > 24  # the windows were exercised

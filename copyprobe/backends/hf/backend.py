@@ -9,6 +9,7 @@ answered by a mixin in its own module: token log-probs (:mod:`.scoring`), genera
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,7 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from copyprobe.backends.base import ALL_CAPABILITIES, Backend, GradNorm, GradNormRequest, checked_max_length
+from copyprobe.backends.base import (
+    ALL_CAPABILITIES,
+    Backend,
+    GradNorm,
+    GradNormRequest,
+    TokenLogprobs,
+    checked_max_length,
+)
 from copyprobe.backends.hf.batching import (
     AUTO,
     CPU_TOKEN_BUDGET,
@@ -36,6 +44,7 @@ from copyprobe.backends.hf.loading import (
     hash_parameters,
     load_gguf,
     load_pretrained,
+    local_directory,
     resolve_device,
     resolve_dtype,
     weights_bytes,
@@ -106,9 +115,23 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
     def from_pretrained(cls, name_or_path: str, *, spec: str | None = None, device: str = "auto",
                         dtype: str = "auto", **options: Any) -> HFBackend:
         """Load a local model directory (or, for users with hub access, a hub id)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         resolved = resolve_device(device)
-        model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved), resolved)
-        weights_id = hash_model_dir(local) if local is not None else None
+        directory = local_directory(name_or_path)
+        # the weights' hash is read while transformers reads them, in a thread (hashing and
+        # file reads release the GIL): the files come from the disk once, into the page
+        # cache, and the fingerprint costs no second pass after the load (a first load of a
+        # model directory hashed every weight file after loading it: 1.33x from_pretrained)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            hashed = pool.submit(hash_model_dir, directory) if directory is not None else None
+            try:
+                model, tokenizer, local = load_pretrained(name_or_path, resolve_dtype(dtype, resolved), resolved)
+            except BaseException:
+                if hashed is not None:
+                    hashed.cancel()
+                raise
+            weights_id = hashed.result() if hashed is not None else None
         return cls(model, tokenizer, spec=spec or f"hf:{name_or_path}", device=resolved, dtype=dtype,
                    weights_id=weights_id, source=str(local) if local is not None else name_or_path, **options)
 
@@ -151,6 +174,13 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
             if full[start:start + len(plain)] == plain:
                 return list(full[:start])
         return []
+
+    def completed(self, response: Any) -> Any:
+        """A token log-prob answer read from the cache gets its token strings back (they
+        are not stored: see :class:`~copyprobe.backends.base.TokenStrings`)."""
+        if isinstance(response, TokenLogprobs) and response.tokens is None:
+            return dataclasses.replace(response, tokens=self._token_strings(response.token_ids))
+        return response
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -253,6 +283,9 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         record: dict[str, Any] = {"setting": self.batch_setting, "sequences": self.batch_size}
         if batches.tokens is not None:
             record["token_budget"] = batches.tokens
+        chosen = batches.chosen()
+        if chosen:  # what the setting chose for this run's token log-prob passes
+            record["chosen"] = chosen
         if batches.shrunk:
             record["shrunk_after_out_of_memory"] = True
             if batches.count is not None:
@@ -265,15 +298,12 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
 
     def _padded_hidden(self, sequences: Sequence[Sequence[int]]):
         """Final hidden states of token lists, right-padded to the longest in one batch."""
-        import torch
+        import numpy as np
 
-        width = max(len(ids) for ids in sequences)
-        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, ids in enumerate(sequences):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            mask[row, :len(ids)] = 1
-        return self._hidden(input_ids.to(self.device), mask.to(self.device))
+        from copyprobe.backends.hf.scoring import padded_arrays
+
+        ids, mask = padded_arrays(sequences, self.pad_id)
+        return self._hidden(self._device_tensor(ids), self._device_tensor(mask.astype(np.int64)))
 
     def _logits(self, hidden):
         """LM head on hidden rows [N, H] -> float32 logits [N, V]."""

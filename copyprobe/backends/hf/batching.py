@@ -21,8 +21,10 @@ that already finished; the smaller limit is kept for the rest of the run, and sa
 on stderr. Only a single text that does not fit is an error.
 
 **Pipelining.** On a GPU the kernels of a batch are queued without waiting; ``store`` of
-batch k (copying scores to Python lists, filling the answers) runs after the kernels of
-batch k + 1 are queued, so the device works while Python does.
+batch k (one copy of the batch's four statistics to the host, filling the answers' rows)
+runs after the kernels of batch k + 1 are queued, so the device works while Python does.
+:meth:`Batcher.chosen` says what the limits chose (batches, texts per batch, padded
+tokens), which the HF backend writes into run.json's ``model.batch.chosen``.
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class Batcher:
         self.device = device
         self.what = what
         self.shrunk = False  # an out-of-memory error lowered the limits (said once)
+        # what the limits chose, for the run record: batches run, items in them, the most
+        # items and the most padded tokens (items x widest) in one batch
+        self.batches = self.items = self.most_items = self.most_tokens = 0
 
     def describe(self) -> str:
         return f"{self.tokens} tokens" if self.tokens is not None else f"{self.count} {self.what}"
@@ -158,6 +163,7 @@ class Batcher:
             try:
                 handle = forward(batch)
                 failed = False
+                self._count(batch, width)
             except BaseException as exc:  # only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(exc):
                     if pending is not None:  # the batch before finished: keep its answers
@@ -179,6 +185,19 @@ class Batcher:
             pending = (batch, handle)
         if pending is not None:
             store(*pending)
+
+    def _count(self, batch: list[Any], width: Callable[[Any], int]) -> None:
+        self.batches += 1
+        self.items += len(batch)
+        self.most_items = max(self.most_items, len(batch))
+        self.most_tokens = max(self.most_tokens, len(batch) * max(1, width(batch[0])))
+
+    def chosen(self) -> dict[str, Any]:
+        """What the batches were so far (empty before the first): for run.json."""
+        if not self.batches:
+            return {}
+        return {"batches": self.batches, f"{self.what}_per_batch": round(self.items / self.batches, 1),
+                f"most_{self.what}": self.most_items, "most_padded_tokens": self.most_tokens}
 
     def _shrink(self, batch: list[Any], width: Callable[[Any], int]) -> None:
         before = self.describe()

@@ -60,7 +60,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest, TokenStrings
 from copyprobe.backends.hf.batching import Batcher
 from copyprobe.errors import ConfigError
 
@@ -162,26 +162,46 @@ def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str
     return {name: torch.cat([part[name] for part in parts]) for name in STATS}
 
 
-class QueuedScores:
-    """:func:`score_stats` results on their way to the host: on a GPU the copy is queued
-    behind the kernels that compute them (into pinned memory) and :meth:`lists` waits for
-    it, so the next batch can be queued before this one is read."""
+class StackedScores:
+    """The :data:`STATS` of one batch stacked into one float64 tensor [4, N] (ranks are
+    integers far below 2**53, so exact), copied to the host in **one** copy: on a GPU queued
+    behind the kernels that compute it (into pinned memory), and :meth:`arrays` waits for
+    it, so the next batch can be queued before this one is read. One copy a batch instead
+    of one per statistic; the values reach the rows as numpy arrays, not Python lists."""
 
     def __init__(self, scores: dict[str, Any], device: str):
-        if str(device).startswith("cuda"):
-            import torch
+        import torch
 
-            self.host = {name: values.to("cpu", non_blocking=True) for name, values in scores.items()}
+        stacked = torch.stack([scores[name].double() for name in STATS])
+        if str(device).startswith("cuda"):
+            self.host = stacked.to("cpu", non_blocking=True)
             self.ready = torch.cuda.Event()
             self.ready.record()
         else:
-            self.host = scores
+            self.host = stacked
             self.ready = None
 
-    def lists(self) -> dict[str, list]:
+    def arrays(self) -> dict[str, Any]:
+        """name -> float64 numpy array of the batch's N values (ranks too)."""
         if self.ready is not None:
             self.ready.synchronize()
-        return {name: values.tolist() for name, values in self.host.items()}
+        values = self.host.numpy()
+        return {name: values[k] for k, name in enumerate(STATS)}
+
+
+def padded_arrays(sequences: Sequence[Sequence[int]], pad_id: int):
+    """(ids, mask): token lists right-padded with ``pad_id`` into one int64 array [B, W]
+    and a boolean mask of the real tokens, built in numpy (one tensor a batch later, not
+    one per row)."""
+    import itertools
+
+    import numpy as np
+
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    mask = np.arange(int(lengths.max())) < lengths[:, None]
+    ids = np.full(mask.shape, pad_id, dtype=np.int64)
+    ids[mask] = np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64, count=int(lengths.sum()))
+    return ids, mask
 
 
 class Window(NamedTuple):
@@ -286,6 +306,61 @@ class ScoreBuffer:
         return all(self.filled)
 
 
+class ArrayBuffer:
+    """:class:`ScoreBuffer` over float64 numpy arrays (the HF backend's): a window's values
+    are copied in with one slice assignment per statistic, and the answer's lists are
+    made once, when the request is complete. A request scored whole by one window (most
+    passages) keeps views of its batch's arrays and allocates nothing."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.values: dict[str, Any] | None = None
+        self.filled: Any = None
+        self.whole = False  # one put filled every slot (values are views)
+
+    def _allocate(self) -> None:
+        import numpy as np
+
+        self.values = {name: np.full(self.size, float(empty)) for name, empty in STATS.items()}
+        self.filled = np.zeros(self.size, dtype=bool)
+
+    def put(self, slot: int, scores: dict[str, Any], row: int, count: int = 1) -> None:
+        """Slots ``slot`` onwards get ``count`` values of the score arrays from ``row`` on."""
+        assert slot + count <= self.size, "token outside the text"
+        assert not (self.whole and count), "token scored twice"
+        if self.values is None and slot == 0 and count == self.size:
+            self.values = {name: values[row:row + count] for name, values in scores.items()}
+            self.whole = True
+            return
+        if self.values is None:
+            self._allocate()
+        assert not self.filled[slot:slot + count].any(), "token scored twice"
+        self.filled[slot:slot + count] = True
+        for name, values in scores.items():
+            self.values[name][slot:slot + count] = values[row:row + count]
+
+    def put_at(self, slots, scores: dict[str, Any], rows) -> None:
+        """Slots ``slots`` (an int array) get the score arrays' values at ``rows``."""
+        assert not self.whole or not len(slots), "token scored twice"
+        if self.values is None:
+            self._allocate()
+        assert len(slots) == 0 or int(slots.max()) < self.size, "token outside the text"
+        assert not self.filled[slots].any() and len(set(slots.tolist())) == len(slots), "token scored twice"
+        self.filled[slots] = True
+        for name, values in scores.items():
+            self.values[name][slots] = values[rows]
+
+    def complete(self) -> bool:
+        return self.whole or self.size == 0 or (self.filled is not None and bool(self.filled.all()))
+
+    def lists(self) -> dict[str, list]:
+        if self.values is None:  # nothing to score
+            return {name: [] for name in STATS}
+        values = {name: array.tolist() for name, array in self.values.items()}
+        values["rank"] = self.values["rank"].astype("int64").tolist()
+        return values
+
+
 class TokenLogprobsMixin:
     """``TokenLogprobsRequest`` answers for :class:`~copyprobe.backends.hf.HFBackend`, from
     its tokenizer, ``max_length``, ``lead_ids``, ``device``, batches (``_text_batches``,
@@ -306,7 +381,7 @@ class TokenLogprobsMixin:
 
         tracker = Completion(progress, finish)
         token_ids = [list(ids) for ids in self.tokenizer([r.text for r in requests]).input_ids] if requests else []
-        results = [ScoreBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
+        results = [ArrayBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
         jobs: list[tuple[int, Window]] = []  # (request, window)
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
         n_lead = len(self.lead_ids)
@@ -328,8 +403,8 @@ class TokenLogprobsMixin:
             lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
             first_ngram = len(lead) + (request.ngram or 0)  # first position with n text predecessors
             if request.ngram_drop_short:
-                results[index] = ScoreBuffer(max(len(ids) - first_ngram, 0))
-            if len(ids) < 2 or not len(results[index].filled):
+                results[index] = ArrayBuffer(max(len(ids) - first_ngram, 0))
+            if len(ids) < 2 or not results[index].size:
                 empty.append(index)
                 continue
             if request.ngram is None:
@@ -358,21 +433,25 @@ class TokenLogprobsMixin:
         assert all(answer is not None for answer in answers), "every request must finish"
         return answers
 
-    def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ScoreBuffer) -> TokenLogprobs:
+    def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ArrayBuffer) -> TokenLogprobs:
         assert result.complete(), "every token must be scored exactly once"
-        values = result.values
+        values = result.lists()
         return TokenLogprobs(
             token_ids=ids,
             logprobs=values["logprobs"],
             mu=values["mu"] if request.stats else None,
             sigma=values["sigma"] if request.stats else None,
             rank=values["rank"] if request.stats else None,
-            # token strings let word-level methods (info_probe, veilprobe) map tokens to words
-            tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            # token strings let word-level methods (info_probe, veilprobe) map tokens to
+            # words; looked up only when one reads them (none of the logit methods does)
+            tokens=self._token_strings(ids),
         )
 
+    def _token_strings(self, ids: list[int]) -> TokenStrings:
+        return TokenStrings(ids, self.tokenizer.convert_ids_to_tokens)
+
     def _plan_context(self, index: int, request: TokenLogprobsRequest, token_ids: list[list[int]],
-                      results: list[ScoreBuffer], prefixed: dict, jobs: list, tracker: Completion):
+                      results: list[ArrayBuffer], prefixed: dict, jobs: list, tracker: Completion):
         """Plan a request with a context: every text token is scored after the context's
         tokens. Texts that fit in ``max_length`` with their context join ``prefixed`` (the
         context's KV cache is computed once per batch of requests and extended by each
@@ -383,7 +462,7 @@ class TokenLogprobsMixin:
         context_ids = list(self.tokenizer(request.context).input_ids)
         ids = list(self.tokenizer(request.text, add_special_tokens=False).input_ids)
         token_ids[index] = ids
-        results[index] = ScoreBuffer(len(ids))
+        results[index] = ArrayBuffer(len(ids))
         check_context(context_ids, request.context, self.max_length, len(ids))
         if not ids:
             return None
@@ -397,7 +476,7 @@ class TokenLogprobsMixin:
         return ids
 
     def _run_prefixed(self, prefixed: dict[tuple[int, ...], list[int]], token_ids: list[list[int]],
-                      results: list[ScoreBuffer], tracker: Completion) -> None:
+                      results: list[ArrayBuffer], tracker: Completion) -> None:
         """Texts after a shared context: the context runs once (per call) with a KV cache,
         each batch of texts extends a copy of it, and the context's last hidden state
         scores every text's first token. A batch's padded tokens count the context too."""
@@ -432,8 +511,8 @@ class TokenLogprobsMixin:
                     targets.extend(token_ids[i])
                 return self._queue_scores(torch.cat(rows), targets)
 
-            def store(batch: list[int], queued: QueuedScores) -> None:
-                scores = queued.lists()
+            def store(batch: list[int], queued: StackedScores) -> None:
+                scores = queued.arrays()
                 cursor = 0
                 for i in batch:
                     results[i].put(0, scores, cursor, len(token_ids[i]))
@@ -443,29 +522,40 @@ class TokenLogprobsMixin:
 
             self._text_batches().run(indices, lambda i, n=len(context): n + len(token_ids[i]), forward, store)
 
-    def _queue_scores(self, rows, targets: list[int]) -> QueuedScores:
+    def _queue_scores(self, rows, targets) -> StackedScores:
+        """The statistics of hidden ``rows`` for ``targets`` (a device tensor, or a list),
+        queued on their way to the host."""
         import torch
 
-        return QueuedScores(score_stats(rows, torch.tensor(targets, device=self.device), self._head, self._softcap),
-                            self.device)
+        if not isinstance(targets, torch.Tensor):
+            targets = torch.tensor(targets, device=self.device)
+        return StackedScores(score_stats(rows, targets, self._head, self._softcap), self.device)
 
-    def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ScoreBuffer],
+    def _device_tensor(self, array):
+        """A CPU numpy array on the model's device (no copy on the CPU)."""
+        import torch
+
+        tensor = torch.from_numpy(array)
+        return tensor if self.device == "cpu" else tensor.to(self.device, non_blocking=True)
+
+    def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ArrayBuffer],
                      tracker: Completion) -> None:
-        import torch
+        import numpy as np
 
         jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
 
-        def forward(batch: list[tuple[int, Window]]) -> QueuedScores:
-            hidden = self._padded_hidden([window.ids for _, window in batch])
-            rows, targets = [], []
-            for row, (_, window) in enumerate(batch):
-                # logits at position j-1 score the token at position j
-                rows.append(hidden[row, window.first - 1:len(window.ids) - 1])
-                targets.extend(window.ids[window.first:])
-            return self._queue_scores(torch.cat(rows), targets)
+        def forward(batch: list[tuple[int, Window]]) -> StackedScores:
+            ids, mask = padded_arrays([window.ids for _, window in batch], self.pad_id)
+            hidden = self._hidden(self._device_tensor(ids), self._device_tensor(mask.astype(np.int64)))
+            # logits at position j-1 score the token at position j: the scored positions
+            # j >= first of every row, in row-major order (row by row, as the windows come)
+            firsts = np.fromiter((window.first for _, window in batch), dtype=np.int64, count=len(batch))
+            scored = np.flatnonzero(mask & (np.arange(ids.shape[1]) >= firsts[:, None]))
+            rows = hidden.reshape(-1, hidden.shape[-1])[self._device_tensor(scored - 1)]
+            return self._queue_scores(rows, self._device_tensor(ids.reshape(-1)[scored]))
 
-        def store(batch: list[tuple[int, Window]], queued: QueuedScores) -> None:
-            scores = queued.lists()
+        def store(batch: list[tuple[int, Window]], queued: StackedScores) -> None:
+            scores = queued.arrays()
             cursor = 0
             for index, window in batch:
                 # window position j is text position j + offset, whose score sits at j + offset - 1
@@ -478,7 +568,7 @@ class TokenLogprobsMixin:
         self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store)
 
     def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
-                      results: list[ScoreBuffer], tracker: Completion) -> None:
+                      results: list[ArrayBuffer], tracker: Completion) -> None:
         import torch
 
         if not contexts:
@@ -487,7 +577,7 @@ class TokenLogprobsMixin:
         for item in contexts.items():  # requests may ask for different n
             by_width.setdefault(len(item[0]), []).append(item)
 
-        def forward(batch: list) -> QueuedScores:
+        def forward(batch: list) -> StackedScores:
             last = self._context_states([key for key, _ in batch])
             rows, targets = [], []
             for row, (_, users) in enumerate(batch):
@@ -496,14 +586,21 @@ class TokenLogprobsMixin:
                     targets.append(target)
             return self._queue_scores(last[torch.tensor(rows, device=self.device)], targets)
 
-        def store(batch: list, queued: QueuedScores) -> None:
-            scores = queued.lists()
+        def store(batch: list, queued: StackedScores) -> None:
+            import numpy as np
+
+            scores = queued.arrays()
+            by_request: dict[int, tuple[list[int], list[int]]] = {}
             k = 0
             for _, users in batch:
                 for index, slot, _target in users:
-                    results[index].put(slot, scores, k)
-                    tracker.done(index)
+                    slots, rows = by_request.setdefault(index, ([], []))
+                    slots.append(slot)
+                    rows.append(k)
                     k += 1
+            for index, (slots, rows) in by_request.items():
+                results[index].put_at(np.asarray(slots, dtype=np.int64), scores, np.asarray(rows, dtype=np.int64))
+                tracker.done(index, len(slots))
             tracker.flush()
 
         for group in by_width.values():

@@ -1,0 +1,298 @@
+"""Stage timings of one ``detect`` that need no GPU (issue 41): each stage of the logit
+methods' path timed on its own, with a model whose forward pass costs next to nothing
+(bench_gpu.py's ``micro`` random Llama on CPU: hidden size 32, two layers, SmolLM2's 49,152-token
+vocabulary), in milliseconds per 1,000 passages and
+per 100k tokens, plus the host calls that stall a GPU counted under cProfile.
+
+    python benchmarks/bench_stages.py --label before      # adds/replaces that label's block
+    python benchmarks/bench_stages.py --label after
+
+Stages (each function's own time, nested stages subtracted, so they add up to the call):
+
+* **tokenization**: the tokenizer's calls (texts to ids);
+* **planning/padding**: the backend's answer call outside every other stage (windows,
+  batches, padded input tensors, masks, targets);
+* **forward**: the decoder's forward pass (the model; not host work);
+* **statistics**: log p, mu, sigma and rank off the LM head (on CPU this is compute; on a
+  GPU kernels);
+* **to host/rows**: the statistics copied to the host and into each request's rows, the
+  answers built;
+* **token strings**: ``convert_ids_to_tokens`` (token strings for word-level methods);
+* **cache writes**: answers encoded and written to the SQLite cache (the ``+cache`` run);
+* **derive**: metrics, bootstrap, records (the blind baseline off, as in bench_gpu.py);
+* **methods and the rest of collect**: the rest of the collect part (the methods' scores
+  of each passage, the driver, de-duplication).
+
+``host outside the forward`` is the detect call's time less forward and statistics.
+cProfile counts, around one warm detect at batch 32 without the cache: tensors built
+from Python lists (``torch.tensor``), host copies (``Tensor.cpu/.tolist/.item/.numpy``)
+and token-string look-ups (``id_to_token``, ``convert_ids_to_tokens``).
+
+Writes ``benchmarks/results/gpu_stages.json`` (one block per ``--label``) and the table
+``benchmarks/results/gpu_stages.md`` from every block in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_gpu as B  # noqa: E402
+
+STAGES = ["tokenization", "planning/padding", "forward", "statistics", "to host/rows", "token strings",
+          "cache writes", "methods and the rest of collect", "derive"]
+
+
+def _set(owner, attr: str, value) -> None:
+    try:
+        setattr(owner, attr, value)
+    except AttributeError:  # a frozen dataclass (the run kind)
+        object.__setattr__(owner, attr, value)
+
+
+class Stages:
+    """Exclusive wall and CPU time per stage of wrapped functions."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.stack: list[list[float]] = []
+        self.undo: list = []
+
+    def wrap(self, owner, attr: str, stage: str) -> None:
+        if attr not in owner.__dict__ and not hasattr(owner, attr):
+            return
+        raw = owner.__dict__.get(attr, getattr(owner, attr))
+        real = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+        stages = self
+
+        def wrapper(*args, **kwargs):
+            stages.stack.append([0.0, 0.0])
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                child = stages.stack.pop()
+                stages.wall[stage] += wall - child[0]
+                stages.cpu[stage] += cpu - child[1]
+                if stages.stack:
+                    stages.stack[-1][0] += wall
+                    stages.stack[-1][1] += cpu
+
+        if isinstance(raw, staticmethod):
+            wrapper = staticmethod(wrapper)
+        elif isinstance(raw, classmethod):
+            wrapper = classmethod(wrapper)
+        had = attr in owner.__dict__
+        _set(owner, attr, wrapper)
+        self.undo.append((owner, attr, raw, had))
+
+    def restore(self) -> None:
+        for owner, attr, raw, had in reversed(self.undo):
+            if had:
+                _set(owner, attr, raw)
+            else:
+                delattr(owner, attr)
+        self.undo.clear()
+
+    def reset(self) -> None:
+        self.wall.clear()
+        self.cpu.clear()
+
+
+def hook(stages: Stages, backend) -> None:
+    """Wrap the functions of each stage (names of the code before and after issue 41)."""
+    import importlib
+
+    detect_module = importlib.import_module("copyprobe.detect")
+    from copyprobe.backends import cache
+    from copyprobe.backends.base import Response
+    from copyprobe.backends.hf import backend as hf_backend
+    from copyprobe.backends.hf import scoring
+
+    tok = type(backend.tokenizer)
+    stages.wrap(tok, "__call__", "tokenization")
+    stages.wrap(tok, "convert_ids_to_tokens", "token strings")
+    hf = hf_backend.HFBackend
+    stages.wrap(hf, "answer", "planning/padding")
+    stages.wrap(hf, "_hidden", "forward")
+    stages.wrap(scoring, "score_stats", "statistics")
+    for name in ("QueuedScores", "StackedScores"):
+        cls = getattr(scoring, name, None)
+        if cls is not None:
+            for attr in ("lists", "arrays", "wait"):
+                if attr in cls.__dict__:
+                    stages.wrap(cls, attr, "to host/rows")
+    for name in ("ScoreBuffer", "ArrayBuffer"):
+        cls = getattr(scoring, name, None)
+        for attr in ("put", "put_at", "lists"):
+            if cls is not None and attr in cls.__dict__:
+                stages.wrap(cls, attr, "to host/rows")
+    stages.wrap(scoring.TokenLogprobsMixin, "_token_answer", "to host/rows")
+    stages.wrap(cache.ResponseCache, "put_encoded", "cache writes")
+    stages.wrap(cache.ResponseCache, "encode", "cache writes")
+    stages.wrap(Response, "to_json", "cache writes")
+    stages.wrap(detect_module.KIND, "derive", "derive")
+
+
+def timed_detect(backend, examples, cache, stages: Stages) -> dict:
+    stages.reset()
+    timer, collect = B.detect_pass(backend, examples, cache)
+    out = {"detect_s": timer.wall, "detect_cpu_s": timer.cpu, "collect_s": collect}
+    named = sum(stages.wall.values())
+    out["stages_wall_s"] = dict(stages.wall)
+    # the rest = the detect call less every named stage (derive is one of them)
+    out["stages_wall_s"]["methods and the rest of collect"] = max(0.0, timer.wall - named)
+    out["stages_cpu_s"] = dict(stages.cpu)
+    out["stages_cpu_s"]["methods and the rest of collect"] = max(0.0, timer.cpu - sum(stages.cpu.values()))
+    return out
+
+
+def host_counts(backend, examples) -> dict:
+    """cProfile around one warm detect (no cache): calls that build tensors from Python
+    lists, copy to the host, or look up token strings."""
+    profile = cProfile.Profile()
+    profile.enable()
+    B.detect_pass(backend, examples, False)
+    profile.disable()
+    counts = {"torch.tensor": 0, ".cpu()": 0, ".tolist()": 0, ".item()": 0, ".numpy()": 0,
+              "id_to_token": 0, "convert_ids_to_tokens": 0}
+    for (_file, _line, name), (_cc, calls, *_rest) in pstats.Stats(profile).stats.items():
+        if name in ("<built-in method torch.tensor>", "<built-in method tensor>") or \
+                name.startswith("<built-in method tensor of type object"):
+            counts["torch.tensor"] += calls
+        for method in ("cpu", "tolist", "item", "numpy"):
+            if name == f"<method '{method}' of 'torch._C.TensorBase' objects>":
+                counts[f".{method}()"] += calls
+        if "id_to_token" in name:
+            counts["id_to_token"] += calls
+        if name == "convert_ids_to_tokens":
+            counts["convert_ids_to_tokens"] += calls
+    n = len(examples)
+    counts["tensors + host copies per passage"] = round(
+        sum(counts[k] for k in ("torch.tensor", ".cpu()", ".tolist()", ".item()", ".numpy()")) / n, 3)
+    counts["token-string look-ups per passage"] = round(counts["id_to_token"] / n, 3)
+    return counts
+
+
+def best(runs: list[dict]) -> dict:
+    """Per stage the least time over the repeats (each stage its own minimum)."""
+    out = {"detect_s": min(r["detect_s"] for r in runs), "collect_s": min(r["collect_s"] for r in runs),
+           "detect_cpu_s": min(r["detect_cpu_s"] for r in runs), "stages_wall_s": {}, "stages_cpu_s": {}}
+    for key in ("stages_wall_s", "stages_cpu_s"):
+        names = {n for r in runs for n in r[key]}
+        out[key] = {n: min(r[key].get(n, 0.0) for r in runs) for n in names}
+    out["host_outside_forward_s"] = min(
+        r["detect_s"] - r["stages_wall_s"].get("forward", 0.0) - r["stages_wall_s"].get("statistics", 0.0)
+        for r in runs)
+    out["host_outside_forward_cpu_s"] = min(
+        r["detect_cpu_s"] - r["stages_cpu_s"].get("forward", 0.0) - r["stages_cpu_s"].get("statistics", 0.0)
+        for r in runs)
+    return out
+
+
+def render(report: dict) -> str:
+    lines = ["# Stage timings of detect on CPU (issue 41)", "",
+             "`python benchmarks/bench_stages.py --label LABEL` (see its docstring for what each stage holds).",
+             "Milliseconds per 1,000 passages / per 100k tokens, each stage's least wall time over the repeats",
+             "(exclusive: nested stages subtracted); the 5 logit methods, no cache unless named, blind baseline off.",
+             ""]
+    for label, block in report.items():
+        m = block["machine"]
+        lines += [f"## {label}", "",
+                  f"{block['model']}, {block['passages']} passages ({block['tokens']} tokens), batch "
+                  f"{block['batch_size']}, {m['torch_threads']} torch thread(s), torch {m['torch']}, "
+                  f"{m['cpu_count']} CPUs, load {m.get('loadavg')}; commit {block.get('commit', '?')}; "
+                  f"{block['repeats']} repeats; {block['date']}", ""]
+        k_pass, k_tok = 1000 / block["passages"], 100_000 / block["tokens"]
+        lines += ["| stage | ms / 1,000 passages | ms / 100k tokens | +cache: ms / 1,000 passages |",
+                  "|---|---:|---:|---:|"]
+        plain, cached = block["detect"], block["detect+cache"]
+        for stage in STAGES:
+            a = plain["stages_wall_s"].get(stage, 0.0)
+            c = cached["stages_wall_s"].get(stage, 0.0)
+            lines.append(f"| {stage} | {a * 1000 * k_pass:.1f} | {a * 1000 * k_tok:.1f} | {c * 1000 * k_pass:.1f} |")
+        for name, key in (("detect call", "detect_s"), ("collect part", "collect_s"),
+                          ("host outside forward and statistics", "host_outside_forward_s")):
+            lines.append(f"| **{name}** | {plain[key] * 1000 * k_pass:.1f} | {plain[key] * 1000 * k_tok:.1f} | "
+                         f"{cached[key] * 1000 * k_pass:.1f} |")
+        bare = block.get("bare_s")
+        if bare is not None:
+            lines.append(f"| bare forward (bench_gpu.py's) | {bare * 1000 * k_pass:.1f} | "
+                         f"{bare * 1000 * k_tok:.1f} | |")
+        counts = block["counts"]
+        lines += ["", "cProfile around one warm detect (batch "
+                  f"{block['batch_size']}, no cache, {block['passages']} passages): "
+                  + ", ".join(f"{k} {v}" for k, v in counts.items()), ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", required=True, help="name of this block (before, after, ...)")
+    parser.add_argument("--params", default="micro", choices=sorted(B.PRESETS))
+    parser.add_argument("--passages", default="256")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
+    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "gpu_stages.json"))
+    args = parser.parse_args()
+
+    import subprocess
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.json)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = B.random_model_dir(args.params, torch.float32, Path(tmp))
+        backend = B.make_backend(f"hf:{directory}", "cpu", "float32", args.batch_size)
+        examples = B.load_texts(args.passages)
+        token_ids = [list(ids) for ids in backend.tokenizer([e.text for e in examples]).input_ids]
+        B.detect_pass(backend, examples[:64], False)  # warm-up
+        B.bare_pass(backend, token_ids[:64], args.batch_size)
+        counts = host_counts(backend, examples)
+        stages = Stages()
+        hook(stages, backend)
+        runs: dict[str, list[dict]] = {"detect": [], "detect+cache": []}
+        bare = []
+        try:
+            for _ in range(args.repeats):
+                bare.append(B.bare_pass(backend, token_ids, args.batch_size).wall)
+                runs["detect"].append(timed_detect(backend, examples, False, stages))
+                cache = str(Path(tmp) / f"cache-{time.time_ns()}.sqlite")
+                runs["detect+cache"].append(timed_detect(backend, examples, cache, stages))
+                print(f"  bare {bare[-1]:.3f} s, detect {runs['detect'][-1]['detect_s']:.3f} s, "
+                      f"+cache {runs['detect+cache'][-1]['detect_s']:.3f} s", file=sys.stderr, flush=True)
+        finally:
+            stages.restore()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip()
+    block = {"model": f"random-weight Llama {args.params} (SmolLM2's tokenizer), float32, CPU",
+             "passages": len(examples), "tokens": sum(map(len, token_ids)), "batch_size": args.batch_size,
+             "repeats": args.repeats, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+             "machine": B.machine("cpu"), "bare_s": min(bare), "counts": counts,
+             "detect": best(runs["detect"]), "detect+cache": best(runs["detect+cache"]),
+             "runs": runs, "command": ["python", "benchmarks/bench_stages.py", *sys.argv[1:]]}
+    report = json.loads(out.read_text()) if out.exists() else {}
+    report[args.label] = block
+    out.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
+    out.with_suffix(".md").write_text(render(report))
+    print(render({args.label: block}))
+    print(f"written to {out} and {out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()
