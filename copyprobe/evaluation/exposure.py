@@ -142,7 +142,9 @@ def real_rules_out(method: str, table: Mapping[str, Any] | None = None,
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_model.setdefault(str(r["model"]), []).append(r)
-    parts = [f"on {model}, " + ", ".join(f"{r['found']} of {r['of']} {r['kind']}" for r in mine)
+    kinds = table.get("kinds") or {}
+    parts = [f"on {model}, " + ", ".join(f"{r['found']} of {r['of']} {(kinds.get(r['kind']) or {}).get('short', r['kind'])}"
+                                       for r in mine)
              for model, mine in sorted(by_model.items())]
     where = table.get("source", "benchmarks/results/audit_real.md")
     used = params_text(params)

@@ -119,3 +119,25 @@ def test_an_audit_reason_reads_the_rows_of_the_parameters_it_ran_with():
     assert rules_out("prefix_probe", params=params) in report["no_evidence_rules_out"]
     assert "on planted models" not in doc["reason"]
     assert "prefix_probe (similarity=rouge_l)" in report["no_evidence_rules_out"]
+
+
+def test_the_real_exposure_clause_reads_its_rows_per_model_and_kind():
+    from copyprobe.evaluation.exposure import no_evidence_clause, real_rules_out
+
+    table = {"source": "benchmarks/results/audit_real.md",
+             "kinds": {"kjv": {"short": "King James chapters"}, "code": {"short": "standard-library modules"}},
+             "methods": {"reference": [
+                 {"model": "smollm2-135m-instruct", "kind": "kjv", "found": 4, "of": 10},
+                 {"model": "smollm2-135m-instruct", "kind": "code", "found": 0, "of": 10},
+                 {"model": "gemma-3-270m", "kind": "kjv", "found": 3, "of": 10}]}}
+    clause = real_rules_out("reference", table)
+    assert clause.startswith("on texts the bundled models surely trained on, as they ship "
+                             "(benchmarks/results/audit_real.md")
+    assert ("on gemma-3-270m, 3 of 10 King James chapters; on smollm2-135m-instruct, 4 of 10 King James "
+            "chapters, 0 of 10 standard-library modules") in clause
+    assert real_rules_out("zlib", table) is None
+    assert real_rules_out("reference", table, params={"model": "x"}) is None  # another setting was not run
+    # the shipped tables: the planted promise is kept out when the reference knows a suspect
+    knows = {"run": True, "recognised": ["ruth"], "could_have_seen": True}
+    assert "on planted models" not in no_evidence_clause("reference", witness=knows)
+    assert "on planted models" in no_evidence_clause("reference", witness={**knows, "could_have_seen": False})
