@@ -424,14 +424,16 @@ def render(table: Mapping[str, Any]) -> str:
              "(in brackets: p <= alpha by the test alone, without the guard); rank: the suspects' median rank among "
              "the clean documents (1 = above all) and how many ranked first; false claims: `evidence` on a clean "
              "document audited against the other clean ones (without the guard in brackets); collection: all "
-             "suspects against all clean documents; blind AUC: the model-free classifier on the same passages.", "",
+             "suspects against all clean documents (p; how many suspects the group test kept: those the style guard "
+             "finds unlike the clean documents by the text alone are left out of the group); blind AUC: the model-free classifier on the same passages.", "",
              "| model | kind | method | found (no guard) | median rank (first) | false claims (no guard) | "
              "collection (p) | blind AUC |", "|---|---|---|---|---|---|---|---|"]
     for r in table["rows"]:
         lines.append(
             f"| {r['model']} | {r['kind']} | {r['method']} | {r['found']}/{r['n_suspect']} ({r['found_unguarded']}) | "
             f"{r['median_rank']:g} of {r['of']} ({r['ranked_first']}) | "
-            f"{r['false_claims']}/{r['n_clean']} ({r['false_unguarded']}) | {r['collection']} ({_p(r['collection_p'])}) "
+            f"{r['false_claims']}/{r['n_clean']} ({r['false_unguarded']}) | {r['collection']} ({_p(r['collection_p'])}, "
+            f"{r['collection_tested'] or 0} in group) "
             f"| {r['blind_auc']} |" if r["median_rank"] is not None else
             f"| {r['model']} | {r['kind']} | {r['method']} | {r['found']}/{r['n_suspect']} | - | "
             f"{r['false_claims']}/{r['n_clean']} | {r['collection']} | {r['blind_auc']} |")
