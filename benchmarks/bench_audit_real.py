@@ -82,8 +82,8 @@ KINDS: dict[str, dict[str, str]] = {
         "why": ("the KJV (1611) is public domain and copied across the web, Project Gutenberg, Wikisource and "
                 "countless sites: every web-crawl pretraining corpus holds it many times over"),
         "source": "Debian bible-kjv (`bible -f`), benchmarks/kjv_books.py",
-        "clean": "benchmarks/data/audit_battery/archaic: 24 King James pastiches written for copyprobe on "
-                 "2026-11-25 (CC0)",
+        "clean": "benchmarks/data/audit_battery/archaic: the 18 of 24 King James pastiches written for copyprobe on "
+                 "2026-11-25 (CC0) that share no 7-word run with the KJV",
     },
     "licence": {
         "what": "licence texts Debian ships in /usr/share/common-licenses (base-files): " + ", ".join(LICENCE_FILES),
