@@ -17,13 +17,14 @@ Documents are written as .txt files under runs/real_exposure/ and read as `copyp
 reads them (``copyprobe.load_dataset(dir, passage_words=64)``); of each document the audit's
 passages are kept (``passages_to_read``: the same number, evenly spaced, for every document,
 here 3). ``score`` runs one model and saves every passage's scores, with their texts, so that
-``table`` and ``summary`` rerun in seconds with no model:
+``table`` and ``summary`` rerun with no model (a few minutes here, most of it the audits' style guard):
 
     python benchmarks/bench_audit_real.py check
     python benchmarks/bench_audit_real.py score --model smollm2-135m-instruct --cache runs/real.sqlite \\
         --out benchmarks/results/audit_real_smollm2-135m-instruct.json
-    python benchmarks/bench_audit_real.py table benchmarks/results/audit_real_*.json
-    python benchmarks/bench_audit_real.py summary benchmarks/results/audit_real_*.json \\
+    python benchmarks/bench_audit_real.py table benchmarks/results/audit_real_*.json \\
+        --json benchmarks/results/audit_real.json
+    python benchmarks/bench_audit_real.py summary benchmarks/results/audit_real.json \\
         --out copyprobe/evaluation/real_exposure.json
 
 Audits are the function `copyprobe audit` runs (``audit_verdicts``) at the audit's defaults
@@ -471,7 +472,7 @@ def main(argv=None) -> int:
     t.add_argument("scores", nargs="+")
     t.add_argument("--json", help="also write the tallied rows as JSON")
     s = sub.add_parser("summary", help="copyprobe/evaluation/real_exposure.json from saved scores")
-    s.add_argument("scores", nargs="+")
+    s.add_argument("scores", nargs="+", help="score files, or one table written by table --json")
     s.add_argument("--source", default="benchmarks/results/audit_real.md")
     s.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -498,7 +499,8 @@ def main(argv=None) -> int:
         print(json.dumps({"score_s": result["score_s"], "failed": result["failed_scores"]}))
         return 0
     results = [json.loads(Path(f).read_text()) for f in args.scores]
-    table = tally_results(results)
+    # a table already tallied (table --json) is read as it is
+    table = results[0] if len(results) == 1 and "rows" in results[0] else tally_results(results)
     if args.part == "table":
         print(render(table))
         if args.json:
