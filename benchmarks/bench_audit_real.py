@@ -63,6 +63,9 @@ LOGIT_METHODS = ("loss", "zlib", "min_k_pp", "reference", "topk_loss", "topk_ref
 # scored together: loss/zlib/min_k_pp read one forward pass; the others are timed on their own
 METHOD_GROUPS = (("loss", "zlib", "min_k_pp"), ("reference",), ("topk_loss",), ("topk_reference",))
 DEFAULT = "default"  # the row of what `copyprobe audit --method auto` would say (default_report)
+# what audit --method auto runs prefix probing with (copyprobe.audit.AUTO_PARAMS)
+SCORE_PARAMS = {"prefix_probe": {"similarity": "rouge_l"}}
+WITNESS = "+witness"  # a calibrated score as an audit runs it (topk_reference+witness); its plain row: the score alone
 
 # (book, chapter, why it is famous): the first ~200 words (whole verses) of each
 KJV_CHAPTERS = (
@@ -79,6 +82,7 @@ STDLIB_MODULES = ("bisect", "colorsys", "fnmatch", "glob", "shlex", "textwrap", 
 
 KINDS: dict[str, dict[str, str]] = {
     "kjv": {
+        "short": "King James chapters",
         "what": "King James Bible: ten well-known chapters, the first ~200 words of each",
         "why": ("the KJV (1611) is public domain and copied across the web, Project Gutenberg, Wikisource and "
                 "countless sites: every web-crawl pretraining corpus holds it many times over"),
@@ -87,6 +91,7 @@ KINDS: dict[str, dict[str, str]] = {
                  "2026-11-25 (CC0) that share no 7-word run with the KJV",
     },
     "licence": {
+        "short": "licence texts",
         "what": "licence texts Debian ships in /usr/share/common-licenses (base-files): " + ", ".join(LICENCE_FILES),
         "why": ("copied verbatim into millions of source repositories (LICENSE/COPYING files) and web pages: every "
                 "web and code corpus holds each of them thousands of times"),
@@ -95,6 +100,7 @@ KINDS: dict[str, dict[str, str]] = {
                  "2026-11-25 (CC0)",
     },
     "code": {
+        "short": "standard-library modules",
         "what": "Python 3.11 standard-library modules: " + ", ".join(STDLIB_MODULES),
         "why": ("each is in Python 2.7's standard library (2010) and in CPython's Lib/ ever since: in every public "
                 "code corpus (The Stack, GitHub crawls), CPython itself and its many vendored copies"),
@@ -254,7 +260,7 @@ def score(args) -> dict[str, Any]:
     passages = load_passages(args.kinds, check=check)
     examples = [copyprobe.Example(id=p["id"], text=p["text"], doc_id=p["doc_id"]) for p in passages]
     methods = list(args.methods)
-    params = {"prefix_probe": {"similarity": "rouge_l"}} if "prefix_probe" in methods else {}
+    params = {m: SCORE_PARAMS[m] for m in methods if m in SCORE_PARAMS}
     rows: dict[str, dict[str, Any]] = {p["id"]: {"id": p["id"]} for p in passages}
     timings: dict[str, float] = {}
     earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else None
@@ -328,15 +334,22 @@ def audit_rows(passages: list[dict], suspects: list[str], clean: list[str]) -> l
 
 def default_report(rows: list[dict], texts: Mapping[str, str], kind_settings: Mapping[str, Any]) -> dict[str, Any]:
     """What `copyprobe audit` (method auto, a model with log-probs) says on one audit: the
-    rows carry every scored column (``loss`` and ``reference`` included: the reference
-    model's own mean log-likelihood is loss - reference). Today this is the verdict of
-    DEFAULT_LOGIT_METHOD alone. Issue 40 items 2-5 (the reference model as a witness)
-    replace this body after merging: every "default" row of the table comes from here."""
+    calibrated score with its reference model asked as a witness (a suspect the reference
+    recognises is tested on the target's own likelihood; copyprobe.evaluation.witness). The
+    rows carry every scored column; the two halves come from ``loss`` and ``reference``
+    (the reference model's own mean log-likelihood is loss - reference)."""
     from copyprobe.audit import DEFAULT_LOGIT_METHOD
-    from copyprobe.evaluation.verdicts import audit_verdicts
 
-    return audit_verdicts(rows, DEFAULT_LOGIT_METHOD, {}, kind_settings["alpha"], texts,
-                          test=kind_settings["test"], guard_test=kind_settings["guard_test"])
+    return witnessed(rows, texts, DEFAULT_LOGIT_METHOD, kind_settings)
+
+
+def witnessed(rows: list[dict], texts: Mapping[str, str], method: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A calibrated method's verdicts as an audit gives them: with the witness."""
+    from copyprobe.evaluation.verdicts import audit_verdicts
+    from copyprobe.evaluation.witness import with_halves
+
+    return audit_verdicts(with_halves(rows, method), method, {}, settings["alpha"], texts, test=settings["test"],
+                          guard_test=settings["guard_test"])
 
 
 def one_audit(passages: list[dict], method: str, suspects: list[str], clean: list[str],
@@ -347,8 +360,11 @@ def one_audit(passages: list[dict], method: str, suspects: list[str], clean: lis
     texts = {r["id"]: r["text"] for r in rows}
     if method == DEFAULT:
         return default_report(rows, texts, settings)
+    if method.endswith(WITNESS):
+        return witnessed(rows, texts, method[:-len(WITNESS)], settings)
+    # a calibrated score's own row: the score alone, as before the witness
     return audit_verdicts(rows, method, {}, settings["alpha"], texts, test=settings["test"],
-                          guard_test=settings["guard_test"])
+                          guard_test=settings["guard_test"], use_witness=False)
 
 
 def kind_row(passages: list[dict], kind: str, method: str, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -395,8 +411,13 @@ def columns(result: Mapping[str, Any]) -> list[str]:
     """The methods scored without failure everywhere, and the default row when it can be computed."""
     from copyprobe.audit import DEFAULT_LOGIT_METHOD
 
+    from copyprobe.evaluation.witness import CALIBRATED
+
     scored = [m for m in result["methods"] if result["failed_scores"].get(m, 0) < len(result["passages"])]
-    return ([DEFAULT] if DEFAULT_LOGIT_METHOD in scored else []) + scored
+    # a calibrated score other than the default's, as an audit runs it (with its raw half scored)
+    witnessed = [m + WITNESS for m in scored if m in CALIBRATED and m != DEFAULT_LOGIT_METHOD
+                 and CALIBRATED[m] in scored]
+    return ([DEFAULT] if DEFAULT_LOGIT_METHOD in scored and "loss" in scored else []) + scored + witnessed
 
 
 def tally_results(results: list[dict[str, Any]], settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -443,16 +464,29 @@ def render(table: Mapping[str, Any]) -> str:
 
 def summary(table: Mapping[str, Any], source: str) -> dict[str, Any]:
     """What copyprobe/evaluation/real_exposure.json holds: per method, one entry per model and kind."""
+    from copyprobe.audit import DEFAULT_LOGIT_METHOD
+    from copyprobe.evaluation.witness import CALIBRATED
+
+    def audited_as(row_method: str) -> str:
+        """The method an audit quoting the row runs: the default row is `reference` (with its
+        witness, as every audit runs it), a calibrated score's own row is that score without it."""
+        if row_method == DEFAULT:
+            return DEFAULT_LOGIT_METHOD
+        if row_method.endswith(WITNESS):
+            return row_method[:-len(WITNESS)]
+        return f"{row_method}[no witness]" if row_method in CALIBRATED else row_method
+
     methods: dict[str, list[dict]] = {}
     for r in table["rows"]:
-        methods.setdefault(r["method"], []).append({
-            "model": r["model"], "kind": r["kind"], "found": r["found"], "of": r["n_suspect"],
+        methods.setdefault(audited_as(r["method"]), []).append({
+            "params": SCORE_PARAMS.get(r["method"], {}), "model": r["model"], "kind": r["kind"], "found": r["found"], "of": r["n_suspect"],
             "found_unguarded": r["found_unguarded"], "ranked_first": r["ranked_first"],
             "false_claims": r["false_claims"], "of_clean": r["n_clean"],
             "collection": r["collection"], "collection_p": None if r["collection_p"] is None
             else float(f"{r['collection_p']:.3g}"), "blind_auc": r["blind_auc"]})
     return {"source": source, "audit": dict(table["settings"]),
-            "kinds": {k: {"what": v["what"], "why": v["why"], "clean": v["clean"]} for k, v in KINDS.items()},
+            "kinds": {k: {"short": v["short"], "what": v["what"], "why": v["why"], "clean": v["clean"]}
+                      for k, v in KINDS.items()},
             "methods": dict(sorted(methods.items()))}
 
 

@@ -143,8 +143,9 @@ def real_rules_out(method: str, table: Mapping[str, Any] | None = None,
     for r in rows:
         by_model.setdefault(str(r["model"]), []).append(r)
     kinds = table.get("kinds") or {}
+    order = {k: i for i, k in enumerate(kinds)}
     parts = [f"on {model}, " + ", ".join(f"{r['found']} of {r['of']} {(kinds.get(r['kind']) or {}).get('short', r['kind'])}"
-                                       for r in mine)
+                                       for r in sorted(mine, key=lambda r: order.get(r["kind"], len(order))))
              for model, mine in sorted(by_model.items())]
     where = table.get("source", "benchmarks/results/audit_real.md")
     used = params_text(params)
