@@ -257,7 +257,7 @@ def detect(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     out: str | Path | None = None,
     cache: bool | str | Path = True,
-    batch_size: int = 8,
+    batch_size: int | str | None = None,
     device: str = "auto",
     dtype: str = "auto",
     seed: int = SETTINGS.default("seed"),

@@ -172,7 +172,7 @@ def execute(
     *,
     out: str | Path | None = None,
     cache: bool | str | Path = True,
-    batch_size: int = 8,
+    batch_size: int | str | None = None,
     device: str = "auto",
     dtype: str = "auto",
     api_options: Mapping[str, Any] | None = None,

@@ -21,7 +21,7 @@ class Session:
         target: str | Backend,
         *,
         cache: bool | str | Path = True,
-        batch_size: int | str = "auto",
+        batch_size: int | str | None = "auto",
         device: str = "auto",
         dtype: str = "auto",
         loader: Callable[..., Backend] | None = None,
@@ -31,11 +31,13 @@ class Session:
         from copyprobe.backends.hf.batching import check_batch_size
 
         # "auto" (batches by memory) or texts per forward pass; see copyprobe.backends.hf.batching
-        self.batch_size = check_batch_size(batch_size)
+        # None: not given (the Python API's detect and audit): 8 texts a pass for a local model,
+        # and nothing to refuse for an API model, which has no batches
+        self.batch_size = check_batch_size(8 if batch_size is None else batch_size)
         if isinstance(target, str):  # before the cache file opens: an option the model would ignore is refused
             from copyprobe.backends.specs import check_model_options
 
-            check_model_options(target, device=device, dtype=dtype, batch_size=self.batch_size, api_options=api_options)
+            check_model_options(target, device=device, dtype=dtype, batch_size=batch_size, api_options=api_options)
         self.device = device
         self.dtype = dtype
         self._loader = loader

@@ -482,9 +482,6 @@ def test_audit_auto_against_a_llama_server_without_logprobs(tmp_path, monkeypatc
     """llama-cpp-python's server started without logits_all answers every log-prob request
     with an error, as a generation-only API does: auto probes, then runs prefix probing."""
     import importlib.util
-    import socket
-    import sys
-    import urllib.request
 
     spec = importlib.util.spec_from_file_location("_server_conftest_42", REPO / "tests" / "server" / "conftest.py")
     helpers = importlib.util.module_from_spec(spec)
@@ -492,27 +489,7 @@ def test_audit_auto_against_a_llama_server_without_logprobs(tmp_path, monkeypatc
     reason = helpers._server_importable()
     if reason:
         pytest.skip(reason)
-    model = helpers.smollm2_gguf()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias",
-                             "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-                             "--n_threads", "2", "--logits_all", "False"], stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-800:]
-            try:
-                with urllib.request.urlopen(base_url + "/models", timeout=2) as resp:
-                    if json.load(resp).get("data"):
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.5)
+    with helpers.running_server(logits_all=False, log_path=tmp_path / "server.log") as (base_url, proc):
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         monkeypatch.setattr("copyprobe.backends.openai_compat.random.uniform", lambda a, b: 0.0)  # no backoff wait
         suspect, clean = audit_files(tmp_path, n_clean=3, n_suspect=1)
@@ -526,10 +503,6 @@ def test_audit_auto_against_a_llama_server_without_logprobs(tmp_path, monkeypatc
         assert code == 0, captured.err + (tmp_path / "server.log").read_text()[-1500:]
         run = json.loads((out / "run.json").read_text())
         assert run["audit"]["method"] == "prefix_probe" and run["model"]["prompt_logprobs"] is False
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_plant_refuses_a_lora_rank_without_lora(tmp_path, capsys):
@@ -587,3 +560,17 @@ def test_a_canary_test_that_scored_nothing_exits_2(tmp_path, fake_openai, monkey
     assert code == 2, err
     line = one_error_line(err)
     assert line.startswith("copyprobe: error:") and "has no score" in line
+
+
+def test_the_python_api_default_batch_size_is_not_refused_for_an_api_model(tmp_path, monkeypatch):
+    """detect()/audit() in Python leave batch_size unset (8 texts a pass for a local model):
+    that is no option given, so an openai: target is not refused; an explicit one still is."""
+    from copyprobe.errors import SettingError
+    from copyprobe.session import Session
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    session = Session("openai:m@http://127.0.0.1:9/v1", cache=False, batch_size=None)
+    assert session.batch_size == 8
+    session.close()
+    with pytest.raises(SettingError, match="batch_size 8 does not apply"):
+        Session("openai:m@http://127.0.0.1:9/v1", cache=False, batch_size=8)

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,21 +49,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def llama_server():
-    """Base URL (``http://127.0.0.1:<port>/v1``) of a running llama-cpp-python server."""
-    reason = _server_importable()
-    if reason:
-        pytest.skip(reason)
+@contextmanager
+def running_server(logits_all: bool = True, log_path: str | Path | None = None):
+    """(base URL, process) of a llama-cpp-python server on a free loopback port, until the
+    block ends; ``logits_all=False``: a server that refuses prompt log-probs, as a
+    generation-only API does."""
     model = smollm2_gguf()
     port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+    log = open(log_path, "w") if log_path else tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log",
+                                                                            mode="w", delete=False)
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model), "--model_alias", "smollm2",
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "2048", "--n_threads", os.environ.get("COPYPROBE_SERVER_THREADS", "2"),
-        "--logits_all", "True",  # prompt log-probs (echo + logprobs) need every position's logits
+        # prompt log-probs (echo + logprobs) need every position's logits
+        "--logits_all", str(bool(logits_all)),
     ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -81,7 +83,7 @@ def llama_server():
             if time.monotonic() > deadline:
                 pytest.fail("llama_cpp.server did not answer /v1/models within 180 s")
             time.sleep(0.5)
-        yield base_url
+        yield base_url, proc
     finally:
         proc.terminate()
         try:
@@ -90,3 +92,13 @@ def llama_server():
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """Base URL (``http://127.0.0.1:<port>/v1``) of a running llama-cpp-python server."""
+    reason = _server_importable()
+    if reason:
+        pytest.skip(reason)
+    with running_server() as (base_url, _):
+        yield base_url
