@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from copyprobe.backends.specs import GEMMA, QWEN_05B, QWEN_15B, SMOLLM2
-from copyprobe.errors import ConfigError
+from copyprobe.errors import SettingError
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,14 @@ def training_cutoff(spec: str | None) -> TrainingCutoff | None:
 
 def check_published(text: str | None) -> str | None:
     """``text`` if it is a publication date YYYY, YYYY-MM or YYYY-MM-DD (None stays None),
-    else a ConfigError naming the option."""
+    else a SettingError naming the setting (the command line names its option)."""
     if text is None:
         return None
     found = _DATE.match(str(text).strip())
     if not found or (found.group(2) and not 1 <= int(found.group(2)) <= 12) or \
             (found.group(3) and not 1 <= int(found.group(3)) <= 31):
-        raise ConfigError(f"--published must be a date YYYY, YYYY-MM or YYYY-MM-DD (when the suspect text was first "
-                          f"published), got {text!r}")
+        raise SettingError("published", f"must be a date YYYY, YYYY-MM or YYYY-MM-DD (when the suspect text was "
+                                        f"first published), got {text!r}")
     return str(text).strip()
 
 

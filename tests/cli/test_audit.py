@@ -393,5 +393,5 @@ def test_published_is_recorded_and_decides_whether_the_models_could_have_seen_th
     assert "the reference model (gemma-3-270m) cannot have seen the suspect text" in out
     assert main(args + ["--out", str(tmp_path / "bad"), "--published", "June 2025"]) == 2
     err = capsys.readouterr().err
-    assert "--published must be a date YYYY, YYYY-MM or YYYY-MM-DD" in err and "Traceback" not in err
+    assert "argument --published: must be a date YYYY, YYYY-MM or YYYY-MM-DD" in err and "Traceback" not in err
     assert not (tmp_path / "bad" / "run.json").exists()

@@ -155,7 +155,7 @@ def test_publication_dates_against_training_cutoffs():
     assert could_have_seen("hf:./my-model", "2025")[0] is None
     assert could_have_seen("gemma-3-270m", None)[0] is None
     for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32"):
-        with pytest.raises(ConfigError, match="--published"):
+        with pytest.raises(ConfigError, match="^published must be a date"):
             check_published(bad)
     assert check_published(" 2025-06 ") == "2025-06"
 

@@ -95,7 +95,7 @@ def test_reference():
     ref = response(np.array(FULL_RESPONSE.logprobs) - 0.7 + np.linspace(0, 1, T - 1))
     expected = official_ll(FULL_RESPONSE.logprobs) - official_ll(ref.logprobs)  # run_ref.py: ll - ll_ref
     method = make_method("reference", model="other")
-    assert method.score(EX, [FULL_RESPONSE, ref]) == pytest.approx(expected, abs=TOL)
+    assert method.score(EX, [FULL_RESPONSE, ref]).value == pytest.approx(expected, abs=TOL)
 
 
 # --- DC-PDD com_det_sco.py ---------------------------------------------------------------

@@ -136,7 +136,10 @@ def test_reference_subtracts_reference_loglik():
     method = make_method("reference", model="other")
     requests = method.requests(EX)
     assert [r.model for r in requests] == [None, "other"]
-    assert method.score(EX, [tl([-1.0, -1.0]), tl([-3.0, -2.0])]) == pytest.approx(1.5)
+    score = method.score(EX, [tl([-1.0, -1.0]), tl([-3.0, -2.0])])
+    assert score.value == pytest.approx(1.5)
+    # both halves kept: the audit asks the reference model as a witness
+    assert score.details == {"target": pytest.approx(-1.0), "reference": pytest.approx(-2.5)}
 
 
 # --- against the model --------------------------------------------------------------
