@@ -259,20 +259,27 @@ def test_decop_paraphrasers_are_judged_per_style_and_probability_scores_are_refu
                       {"paraphrase_style": "one_per_request", "score": "probability", "mode": "logit"})
 
 
-def test_default_audit_reason_reads_the_default_rows_though_the_reference_model_is_recorded_resolved(
-        tmp_path, monkeypatch, capsys):
+def fake_audit(tmp_path, monkeypatch, seed: int, n_books: int, n_clean: int) -> list[str]:
+    """Suspect books and clean documents of two passages each, every model a FakeBackend:
+    the audit command's arguments without --out."""
     import random
 
+    rng = random.Random(seed)
+    books = ["book"] if n_books == 1 else [f"book{d}" for d in range(n_books)]
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{b}-{p}", "text": pseudo_text(rng), "doc_id": b}
+                                       for b in books for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
+                                       for k in range(n_clean) for p in range(2)])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    return ["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
+            "--clean", str(tmp_path / "c.jsonl"), "--no-cache", "--no-progress", "--bootstrap", "0"]
+
+
+def test_default_audit_reason_reads_the_default_rows_though_the_reference_model_is_recorded_resolved(
+        tmp_path, monkeypatch, capsys):
     from copyprobe.evaluation.exposure import rules_out
 
-    rng = random.Random(5)
-    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
-    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
-                                       for k in range(8) for p in range(2)])
-    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
-    code = main(["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
-                 "--clean", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "run"), "--no-cache",
-                 "--no-progress", "--bootstrap", "0"])
+    code = main(fake_audit(tmp_path, monkeypatch, seed=5, n_books=1, n_clean=8) + ["--out", str(tmp_path / "run")])
     assert code == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["audit"]["method"] == "reference" and run["methods"]["reference"] == {"model": "gemma-3-270m"}
@@ -347,17 +354,8 @@ def test_an_audit_of_ten_documents_says_the_shared_clauses_once_and_a_short_line
     """The issue-40 report: 10 documents printed about 9,000 characters, the same 600-character
     'on planted models...' clause once per document. Now each document is one line and the
     clauses shared by all are printed once."""
-    import random
-
-    rng = random.Random(7)
-    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{d}-{p}", "text": pseudo_text(rng), "doc_id": f"book{d}"}
-                                       for d in range(10) for p in range(2)])
-    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
-                                       for k in range(8) for p in range(2)])
-    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
-    code = main(["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
-                 "--clean", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "run"), "--no-cache",
-                 "--no-progress", "--bootstrap", "0", "--method", "loss"])
+    code = main(fake_audit(tmp_path, monkeypatch, seed=7, n_books=10, n_clean=8)
+                + ["--out", str(tmp_path / "run"), "--method", "loss"])
     out = capsys.readouterr().out
     assert code == 0
     report = json.loads((tmp_path / "run" / "verdicts.json").read_text())
@@ -373,15 +371,7 @@ def test_an_audit_of_ten_documents_says_the_shared_clauses_once_and_a_short_line
 
 def test_published_is_recorded_and_decides_whether_the_models_could_have_seen_the_text(
         tmp_path, monkeypatch, capsys):
-    import random
-
-    rng = random.Random(11)
-    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
-    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}-{p}", "text": pseudo_text(rng), "doc_id": f"c{k}"}
-                                       for k in range(6) for p in range(2)])
-    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
-    args = ["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"),
-            "--clean", str(tmp_path / "c.jsonl"), "--no-cache", "--no-progress", "--bootstrap", "0"]
+    args = fake_audit(tmp_path, monkeypatch, seed=11, n_books=1, n_clean=6)
     assert main(args + ["--out", str(tmp_path / "run"), "--published", "2025-06"]) == 0
     out = capsys.readouterr().out
     run = json.loads((tmp_path / "run" / "run.json").read_text())
