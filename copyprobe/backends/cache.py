@@ -5,10 +5,20 @@ or a new method asking for the same texts, makes no new model calls. Misses are 
 in chunks and each chunk is committed in its own transaction: a crash loses at most one
 chunk, and a transaction either lands whole or not at all, so no entry is ever half
 written. WAL mode lets several processes share one file.
+
+An entry is its response as JSON, except that a list of floats (a token log-prob answer's
+``logprobs``, ``mu`` and ``sigma``) is stored as ``{"f8": base64 of its float64 bytes}``:
+exact, half the size, and encoded in a microsecond where printing each float took 0.2 ms
+an answer (most of the cache's cost in a run). Entries written before, with plain lists,
+are read as they are; a copyprobe from before this form reads such an entry as one of
+another shape, answers it again and overwrites it, as for any entry it does not know.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import inspect
 import json
 import os
@@ -17,6 +27,8 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
 
 from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed
 from copyprobe.errors import BackendError, ConfigError
@@ -144,10 +156,11 @@ class ResponseCache:
 
     @staticmethod
     def encode(value: dict) -> str:
-        """An entry's stored text."""
+        """An entry's stored text (a response's :func:`packed` JSON)."""
         return json.dumps(value, separators=(",", ":"))
 
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, dict]]) -> None:
+        """Entries given as JSON values (a response's :func:`packed` form), in one transaction."""
         self.put_encoded(fingerprint, kind, [(key, self.encode(value)) for key, value in items])
 
     def put_encoded(self, fingerprint: str, kind: str, items: Sequence[tuple[str, str]]) -> None:
@@ -170,6 +183,44 @@ class ResponseCache:
         self._db.close()
 
 
+PACKED_FLOATS = "f8"  # the key of a packed list of floats
+
+
+@functools.lru_cache(maxsize=None)
+def _float_list_fields(response_type: type) -> tuple[str, ...]:
+    """The fields of a response type annotated as lists of floats."""
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(response_type)
+                 if str(f.type).replace(" ", "").split("|")[0] == "list[float]")
+
+
+def packed(response: Any) -> dict[str, Any]:
+    """A response's JSON for the cache: ``to_json()`` with each list of floats as
+    ``{"f8": base64 of its little-endian float64 bytes}`` (see the module docstring)."""
+    data = response.to_json()
+    for name in _float_list_fields(type(response)):
+        values = data.get(name)
+        if isinstance(values, list):
+            array = np.asarray(values)
+            if array.dtype == np.float64 and array.ndim == 1:  # not ints, not None
+                data[name] = {PACKED_FLOATS: base64.b64encode(array.astype("<f8", copy=False).tobytes()).decode()}
+    return data
+
+
+def _unpacked(response_type: type, data: dict) -> dict | None:
+    """``data`` with its packed float lists read back; None when one is damaged."""
+    for name in _float_list_fields(response_type):
+        value = data.get(name)
+        if isinstance(value, dict) and set(value) == {PACKED_FLOATS} and isinstance(value[PACKED_FLOATS], str):
+            try:
+                raw = base64.b64decode(value[PACKED_FLOATS], validate=True)
+                data[name] = np.frombuffer(raw, dtype="<f8").tolist()
+            except (binascii.Error, ValueError):
+                return None
+    return data
+
+
 def _decode(response_type: type, data: Any) -> Any:
     """The stored entry as a response, or None when it has another shape than this
     copyprobe's (fields added, removed or of another JSON type: an entry written by
@@ -179,6 +230,9 @@ def _decode(response_type: type, data: Any) -> Any:
 
     fields = {f.name: f for f in dataclasses.fields(response_type)}
     if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    data = _unpacked(response_type, data)
+    if data is None:
         return None
     if not all(_json_type_fits(str(fields[name].type), value) for name, value in data.items()):
         return None
@@ -276,7 +330,10 @@ class CachedBackend(Backend):
         completed = getattr(self.backend, "completed", None)
         return completed(response) if completed is not None else response
 
-    def answer(self, requests: Sequence[Request], progress=None) -> list[Any]:
+    def answer(self, requests: Sequence[Request], progress=None, on_result=None) -> list[Any]:
+        """The answers, in order; ``on_result(i, response)`` as each is known: the hits at
+        once, the misses as the wrapped backend hands them over (so the caller can use them
+        while the rest are computed)."""
         if not requests:
             return []
         requests = [self.canonical(r) for r in requests]  # keys of what is really answered
@@ -295,6 +352,8 @@ class CachedBackend(Backend):
             if response is not None:
                 results[i] = completed(response) if completed is not None else response
                 self.hits += 1
+                if on_result is not None:
+                    on_result(i, results[i])
             else:
                 if can and key in stored:
                     self.stale += 1  # written in another shape (another version): recomputed, overwritten
@@ -305,19 +364,27 @@ class CachedBackend(Backend):
         if not missing:
             return results
         if self.backend.streams_results:
-            self._answer_streaming(requests, missing, keys, cacheable, results, progress)
+            self._answer_streaming(requests, missing, keys, cacheable, results, progress, on_result)
             return results
-        # answer misses in chunks, committing each, so an interrupted run keeps its work
+        # answer misses in chunks, committing each, so an interrupted run keeps its work; a
+        # backend that hands answers over as they finish gets them all in one call (its
+        # batches then run back to back on the device, one length-sorted plan) and every
+        # chunk's worth of its answers is committed as it is reached
         chunk_size = self.chunk_size
+        if self._hands_over:
+            self._answer_chunk(requests, missing, keys, cacheable, results, progress, on_result, chunk_size)
+            return results
         for start in range(0, len(missing), chunk_size):
-            self._answer_chunk(requests, missing[start : start + chunk_size], keys, cacheable, results, progress)
+            self._answer_chunk(requests, missing[start : start + chunk_size], keys, cacheable, results, progress,
+                               on_result)
         return results
 
-    def _answer_chunk(self, requests, part, keys, cacheable, results, progress) -> None:
-        """One call of the wrapped backend, committed in one transaction. An answer is
-        encoded as the backend hands it over (``on_result``: the HF backend does so while
-        its next batch runs on the device), and the answers that finished are committed
-        even when the call fails part way."""
+    def _answer_chunk(self, requests, part, keys, cacheable, results, progress, on_result=None,
+                      commit_every: int | None = None) -> None:
+        """One call of the wrapped backend, committed in one transaction, or in one every
+        ``commit_every`` answers. An answer is encoded as the backend hands it over
+        (``on_result``: the HF backend does so while its next batch runs on the device),
+        and the answers that finished are committed even when the call fails part way."""
         kind = requests[0].kind
         encoded: list[tuple[str, str]] = []
         kept: set[int] = set()
@@ -327,7 +394,12 @@ class CachedBackend(Backend):
             results[i] = response
             kept.add(local)
             if cacheable[i] and not isinstance(response, RequestFailed):
-                encoded.append((keys[i], self.cache.encode(response.to_json())))
+                encoded.append((keys[i], self.cache.encode(packed(response))))
+                if commit_every is not None and len(encoded) >= commit_every:
+                    self.cache.put_encoded(self.fingerprint, kind, encoded)
+                    encoded.clear()
+            if on_result is not None:
+                on_result(i, response)
 
         batch = [requests[i] for i in part]
         try:
@@ -342,7 +414,7 @@ class CachedBackend(Backend):
             self.cache.put_encoded(self.fingerprint, kind, encoded)
         self.misses += len(part)
 
-    def _answer_streaming(self, requests, missing, keys, cacheable, results, progress) -> None:
+    def _answer_streaming(self, requests, missing, keys, cacheable, results, progress, on_result=None) -> None:
         """Store every answer the moment it arrives: a crash or Ctrl-C loses only the
         requests still in flight, and no finished answer is ever asked for again."""
         kind = requests[0].kind
@@ -352,7 +424,9 @@ class CachedBackend(Backend):
             results[i] = response
             self.misses += 1
             if cacheable[i] and not isinstance(response, RequestFailed):
-                self.cache.put_many(self.fingerprint, kind, [(keys[i], response.to_json())])
+                self.cache.put_many(self.fingerprint, kind, [(keys[i], packed(response))])
+            if on_result is not None:
+                on_result(i, response)
 
         self.backend.answer([requests[i] for i in missing], progress=progress, on_result=keep)
 

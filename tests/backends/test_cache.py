@@ -143,3 +143,96 @@ def test_prompts_that_extend_one_another_are_sent_in_the_same_chunk(tmp_path):
     assert [o.text for o in out] == [o.text for o in answer([GenerateRequest(prompt=p, max_tokens=1, top_logprobs=3)
                                                             for p in prompts])]
     assert len(sent) == 3 and all(len({p.split()[0] for p in chunk}) == 1 for chunk in sent)
+
+
+def test_hits_are_handed_over_at_once_and_misses_as_the_backend_hands_them(tmp_path):
+    path = tmp_path / "c.sqlite"
+    CachedBackend(FakeBackend(), ResponseCache(path)).answer([TokenLogprobsRequest("known text")])
+    events = []
+
+    class Handing(FakeBackend):
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            events.append(f"backend asked for {len(requests)}")
+            return super()._answer_token_logprobs(requests, progress, on_result)
+
+    cached = CachedBackend(Handing(), ResponseCache(path))
+    requests = [TokenLogprobsRequest("new one"), TokenLogprobsRequest("known text"), TokenLogprobsRequest("new two")]
+    answers = cached.answer(requests, on_result=lambda i, r: events.append((i, r.token_ids)))
+    assert events[0] == (1, answers[1].token_ids)  # the hit, before the backend is asked
+    assert events[1] == "backend asked for 2"
+    assert sorted(e for e in events[2:]) == [(0, answers[0].token_ids), (2, answers[2].token_ids)]
+
+
+def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_committed_as_reached(tmp_path):
+    path = tmp_path / "c.sqlite"
+    calls, committed = [], []
+
+    class Handing(FakeBackend):
+        streams_results = False  # as the HF backend: not stored answer by answer
+
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            calls.append(len(requests))
+            out = []
+            for i, request in enumerate(requests):
+                out.append(self._token_logprobs(request))
+                on_result(i, out[-1])
+                committed.append(ResponseCache(path).count())  # what another process would see
+            return out
+
+    cached = CachedBackend(Handing(), ResponseCache(path), chunk_size=4)
+    cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
+    assert calls == [10]
+    assert committed == [0, 0, 0, 4, 4, 4, 4, 8, 8, 8]  # each 4th answer commits its chunk
+    assert ResponseCache(path).count() == 10
+
+
+def test_float_lists_are_stored_packed_and_read_back_exactly(tmp_path):
+    import json
+    import math
+
+    from copyprobe.backends.base import TokenLogprobs
+    from copyprobe.backends.cache import PACKED_FLOATS
+
+    values = [-0.0, 5e-324, -1.2345678901234567, math.nan, -math.inf, 1e300]
+    answer = TokenLogprobs(token_ids=list(range(7)), logprobs=values, mu=values[::-1], sigma=[0.5] * 6,
+                           rank=[1, 2, 3, 4, 5, 6])
+
+    class Fixed(FakeBackend):
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            for i in range(len(requests)):
+                on_result(i, answer)
+            return [answer] * len(requests)
+
+    path = tmp_path / "c.sqlite"
+    CachedBackend(Fixed(), ResponseCache(path)).answer([TokenLogprobsRequest("x")])
+    (text,) = sqlite3.connect(path).execute("SELECT response FROM responses").fetchone()
+    stored = json.loads(text)
+    assert set(stored["logprobs"]) == {PACKED_FLOATS} and stored["rank"] == [1, 2, 3, 4, 5, 6]
+    again = CachedBackend(FakeBackend(), ResponseCache(path))
+    (read,) = again.answer([TokenLogprobsRequest("x")])
+    assert again.hits == 1
+    for name in ("logprobs", "mu", "sigma"):
+        expected = getattr(answer, name)
+        got = getattr(read, name)
+        assert all(type(v) is float for v in got)
+        assert [repr(v) for v in got] == [repr(v) for v in expected]  # bitwise, -0.0 and nan too
+
+
+def test_entries_written_as_plain_lists_are_read_and_damaged_packed_ones_recomputed(tmp_path):
+    import json
+
+    fake = FakeBackend()
+    path = tmp_path / "c.sqlite"
+    requests = [TokenLogprobsRequest("plain old entry"), TokenLogprobsRequest("damaged entry")]
+    fresh = CachedBackend(fake, ResponseCache(path)).answer(requests)
+    db = sqlite3.connect(path)
+    plain, damaged = (fake.canonical(r).key() for r in requests)  # the key of what is answered
+    db.execute("UPDATE responses SET response = ? WHERE key = ?", (json.dumps(fresh[0].to_json()), plain))
+    (text,) = db.execute("SELECT response FROM responses WHERE key = ?", (damaged,)).fetchone()
+    broken = json.loads(text)
+    broken["logprobs"] = {"f8": "not base64!"}
+    db.execute("UPDATE responses SET response = ? WHERE key = ?", (json.dumps(broken), damaged))
+    db.commit()
+    again = CachedBackend(fake, ResponseCache(path))
+    assert again.answer(requests) == fresh
+    assert (again.hits, again.misses, again.stale) == (1, 1, 1)

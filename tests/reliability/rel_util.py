@@ -63,10 +63,12 @@ def cache_rows(path: Path) -> list[tuple[str, str, str, str]]:
 
 
 def assert_cache_entries_decode(path: Path) -> int:
-    """Every entry parses as JSON and rebuilds its response type; returns the count."""
+    """Every entry parses as JSON and rebuilds its response type in today's shape (the
+    cache's own reader, packed float lists included); returns the count."""
     from copyprobe.backends.base import RESPONSE_TYPES
+    from copyprobe.backends.cache import _decode
 
     rows = cache_rows(path)
     for fingerprint, kind, key, text in rows:
-        RESPONSE_TYPES[kind].from_json(json.loads(text))
+        assert _decode(RESPONSE_TYPES[kind], json.loads(text)) is not None, (kind, key, text[:200])
     return len(rows)
