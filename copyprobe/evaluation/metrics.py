@@ -5,7 +5,10 @@ Labels are 1 = member, 0 = non-member; scores are higher = more likely a member.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -22,6 +25,8 @@ Metric = Callable[[np.ndarray, np.ndarray], float]
 MAX_DEGENERATE_FRACTION = 0.1
 # cells of the (resamples x rows) weight matrix handled at once by the fast AUC path
 _CHUNK_CELLS = 4_000_000
+# threads computing the methods' metrics at once (one method each)
+MAX_METRIC_THREADS = 8
 
 
 def _first(values: np.ndarray) -> Any:
@@ -140,6 +145,16 @@ def _draw_counts(rng: np.random.Generator, n_groups: int, n_resamples: int) -> n
     return np.bincount(flat, minlength=n_resamples * n_groups).reshape(n_resamples, n_groups)
 
 
+@functools.lru_cache(maxsize=4)
+def _seeded_counts(seed: int, n_groups: int, n_resamples: int) -> np.ndarray:
+    """:func:`_draw_counts` of a fresh generator seeded ``seed``, read-only and kept: every
+    method of a run is bootstrapped with the same seed over the same rows, so they share
+    one draw (18 ms each for 1,650 rows and 1,000 resamples, a third of a method's interval)."""
+    counts = _draw_counts(np.random.default_rng(seed), n_groups, n_resamples)
+    counts.setflags(write=False)
+    return counts
+
+
 def bootstrap_ci(
     labels: Sequence[int],
     scores: Sequence[float],
@@ -170,8 +185,7 @@ def bootstrap_ci(
     codes, n_groups = _group_index(groups, len(y))
     if n_groups == 0:
         return BootstrapCI(math.nan, math.nan, n_resamples, n_resamples)
-    rng = np.random.default_rng(seed)
-    counts = _draw_counts(rng, n_groups, n_resamples)
+    counts = _seeded_counts(int(seed), n_groups, n_resamples)
     if metric is roc_auc:
         values = _weighted_auc(y, s, counts, codes)
     else:
@@ -343,21 +357,37 @@ def evaluate(
         return result
 
     ids = frame["id"].astype(str).to_numpy() if "id" in frame.columns else None
-    for m in methods:
-        keep, scores = _scored_rows(frame, m, ids, exclude.get(m), notes)
+
+    def one_method(m: str) -> tuple[dict | None, dict | None, list[str]]:
+        own: list[str] = []  # this method's notes, merged in method order below
+        passage = document = None
+        keep, scores = _scored_rows(frame, m, ids, exclude.get(m), own)
         if passage_ok:
             y, s = labels[keep], scores[keep]
             if len(np.unique(y)) == 2:
                 groups = frame["doc_id"].to_numpy()[keep] if has_docs else None
-                result["passage"][m] = _level(y, s, groups, n_bootstrap, seed,
-                                              f"{m} (passage)", notes)
+                passage = _level(y, s, groups, n_bootstrap, seed, f"{m} (passage)", own)
             else:
-                notes.append(f"{m}: the {len(y)} passages left are of one class; no passage "
-                             f"metrics")
+                own.append(f"{m}: the {len(y)} passages left are of one class; no passage "
+                           f"metrics")
         if doc_ok:
-            metrics = _document_level(frame, m, keep, scores[keep], n_bootstrap, seed, notes)
-            if metrics is not None:
-                result["document"][m] = metrics
+            document = _document_level(frame, m, keep, scores[keep], n_bootstrap, seed, own)
+        return passage, document, own
+
+    # The methods' bootstrap intervals in threads: numpy's array work releases the GIL, and
+    # the intervals are most of derive (50 ms a method for 1,650 passages and 1,000 resamples)
+    workers = min(len(methods), os.cpu_count() or 1, MAX_METRIC_THREADS) if n_bootstrap > 0 else 1
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(one_method, methods))
+    else:
+        done = [one_method(m) for m in methods]
+    for m, (passage, document, own) in zip(methods, done):
+        notes.extend(own)
+        if passage is not None:
+            result["passage"][m] = passage
+        if document is not None:
+            result["document"][m] = document
     return result
 
 

@@ -397,3 +397,31 @@ def test_precision_recall_fbeta_edge_cases():
 def test_bootstrap_single_class_input_is_all_degenerate():
     ci = bootstrap_ci([1, 1, 1], [0.1, 0.2, 0.3], n_resamples=20)
     assert not ci.ok and ci.n_degenerate == 20
+
+
+def test_evaluate_in_threads_equals_one_method_at_a_time(monkeypatch):
+    from copyprobe.evaluation import metrics
+
+    frame = _scores_frame()
+    rng = np.random.default_rng(5)
+    for name in ("a", "b", "c"):
+        frame[name] = rng.normal(size=len(frame)) + 0.3 * frame["label"]
+    frame["b"] = frame["b"].astype(object)
+    frame.loc[[2, 9], "b"] = None  # notes from one method among the others'
+    methods = ["good", "a", "b", "noise", "c"]
+    threaded = evaluate(frame, methods, n_bootstrap=200, seed=3, exclude={"c": {"p1"}})
+    monkeypatch.setattr(metrics, "MAX_METRIC_THREADS", 1)
+    metrics._seeded_counts.cache_clear()
+    serial = evaluate(frame, methods, n_bootstrap=200, seed=3, exclude={"c": {"p1"}})
+    assert json.dumps(threaded) == json.dumps(serial)  # values, keys in order, notes in order
+    assert threaded["notes"] == ["b: 2 of 200 passages have no score and are left out", "c: 1 training rows left out"]
+
+
+def test_the_shared_bootstrap_draw_is_the_seeded_draw_and_read_only():
+    from copyprobe.evaluation.metrics import _draw_counts, _seeded_counts
+
+    counts = _seeded_counts(11, 50, 30)
+    assert np.array_equal(counts, _draw_counts(np.random.default_rng(11), 50, 30))
+    assert (counts.sum(axis=1) == 50).all() and _seeded_counts(11, 50, 30) is counts
+    with pytest.raises(ValueError):
+        counts[0, 0] = 7
