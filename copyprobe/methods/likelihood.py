@@ -24,8 +24,17 @@ from copyprobe.params import FRACTION, param
 from copyprobe.registry import register
 
 
+def answer_array(response: TokenLogprobs, name: str) -> np.ndarray | None:
+    """The answer's list ``name`` as a float64 array: the one the answer keeps (shared by
+    every method, read-only), or a conversion of the list for other response objects."""
+    if isinstance(response, TokenLogprobs):
+        return response.array(name)
+    values = getattr(response, name)
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
 def token_logprobs(response: TokenLogprobs) -> np.ndarray:
-    values = np.asarray(response.logprobs, dtype=np.float64)
+    values = answer_array(response, "logprobs")
     if values.size == 0:
         raise RowError("text has fewer than two tokens: nothing to score")
     return values
@@ -117,8 +126,8 @@ def min_k_pp_values(response: TokenLogprobs) -> np.ndarray:
     values = token_logprobs(response)
     if response.mu is None or response.sigma is None:
         raise RowError("backend returned no next-token distribution statistics")
-    mu = np.asarray(response.mu, dtype=np.float64)
-    sigma = np.asarray(response.sigma, dtype=np.float64)
+    mu = answer_array(response, "mu")
+    sigma = answer_array(response, "sigma")
     # A (near-)deterministic position has sigma ~ 0; the authors' code divides anyway
     # and gets inf/nan. Clamp so one such token cannot dominate or poison the mean.
     return (values - mu) / np.maximum(sigma, 1e-6)

@@ -38,7 +38,7 @@ from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import RowError
 from copyprobe.methods.base import Method
-from copyprobe.methods.likelihood import token_logprobs
+from copyprobe.methods.likelihood import answer_array, token_logprobs
 from copyprobe.params import Integer, OneOf, param
 from copyprobe.registry import register
 
@@ -49,8 +49,16 @@ VARIANTS = ("notebook", "probability", "legacy")
 def fitted_slope(values: np.ndarray) -> float:
     """Least-squares slope of ``values`` against 0, 1, 2, ...: the covariance formula of
     scipy.stats.linregress (``np.cov(x, y, bias=1)``, then ssxy / ssx), bit for bit,
-    without its 1 ms of argument handling per call (1.6 s on WikiMIA's 1,650 passages)."""
-    covariance = np.cov(np.arange(len(values), dtype=np.float64), values, bias=1)
+    without its 1 ms of argument handling per call (1.6 s on WikiMIA's 1,650 passages).
+    np.cov's own steps, without its checks (half its 70 us a call): the rows of x and y
+    centred on their means, their products in one matrix product, scaled by 1/n."""
+    n = len(values)
+    rows = np.empty((2, n))
+    rows[0] = np.arange(n)
+    rows[1] = values
+    rows -= rows.mean(axis=1)[:, None]
+    covariance = np.dot(rows, rows.T)
+    covariance *= np.true_divide(1, n)
     return float(covariance[0, 1] / covariance[0, 0])
 
 
@@ -87,7 +95,7 @@ class Slope(Method):
         full = token_logprobs(responses[0])
         if not self.ngram:
             return full if self.variant == "notebook" else np.exp(full)
-        local = np.asarray(responses[1].logprobs, dtype=np.float64)
+        local = answer_array(responses[1], "logprobs")
         if self.variant == "legacy":
             if local.shape != full.shape:
                 raise RowError("n-gram and full-context scores have different lengths")
