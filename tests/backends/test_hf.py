@@ -100,6 +100,47 @@ def test_scores_match_a_direct_forward_pass(request, name):
         assert answer.rank == expected["rank"]
 
 
+@pytest.mark.parametrize("name", ["tiny_llama", "tiny_gemma2"])
+def test_the_gpu_layout_of_the_statistics_matches_a_direct_pass(request, name, monkeypatch):
+    # what a CUDA device runs (aligned vocabulary blocks, the targets' logits one dot
+    # product a row), here on the CPU with blocks small enough that every row spans
+    # several of them and several row chunks make a batch
+    from copyprobe.backends.hf import scoring
+
+    monkeypatch.setattr(scoring, "gpu_layout", lambda device: True)
+    monkeypatch.setattr(scoring, "GPU_BLOCK_ALIGN", 16)
+    monkeypatch.setitem(scoring.SCORE_BLOCKS, "cuda", (7, 7 * 50))  # 48-wide blocks of 7 rows
+    backend = request.getfixturevalue(name)
+    texts = [t for t in TEXTS[1:4] + [TEXTS[1][:100]] if len(backend.tokenizer(t).input_ids) <= backend.max_length]
+    for text, answer in zip(texts, backend.answer([TokenLogprobsRequest(t) for t in texts])):
+        expected = direct(backend, backend.tokenizer(text).input_ids)
+        assert_close(answer.logprobs, expected["logprobs"])
+        assert_close(answer.mu, expected["mu"])
+        assert_close(answer.sigma, expected["sigma"])
+        assert answer.rank == expected["rank"]
+
+
+def test_gpu_blocks_are_aligned_and_cover_the_vocabulary(monkeypatch):
+    from copyprobe.backends.hf import scoring
+
+    widths = []
+    real_linear = torch.nn.functional.linear
+
+    def linear(rows, weight, bias=None):
+        widths.append(weight.shape[0])
+        return real_linear(rows, weight, bias)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", linear)
+    monkeypatch.setattr(scoring, "gpu_layout", lambda device: True)
+    vocab, rows = 5000, 333
+    monkeypatch.setitem(scoring.SCORE_BLOCKS, "cuda", (4096, rows * 1001))  # 1,001 logits a row: 768 aligned
+    head = torch.nn.Linear(8, vocab, bias=False)
+    hidden = torch.randn(rows, 8)
+    targets = torch.randint(0, vocab, (rows,))
+    scoring.score_stats(hidden, targets, head)
+    assert widths == [768] * 6 + [vocab - 6 * 768]
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_batched_equals_unbatched(request, name):
     backend = request.getfixturevalue(name)

@@ -68,6 +68,11 @@ from copyprobe.errors import ConfigError
 # 2**19 float32 logits (2 MiB) stays in cache while the statistics read it; on a GPU fewer,
 # larger blocks keep kernel launches from dominating. Peak extra memory: two blocks.
 SCORE_BLOCKS = {"cpu": (256, 2**19), "cuda": (4096, 2**25)}
+# On a GPU a block's vocabulary width is a multiple of this: the block's logits are the
+# output rows of a matrix product, and rows of an odd width (2**25 // 3,301 rows = 10,167)
+# are unaligned for the tensor-core kernels, which cuBLAS then leaves for an sm75-era
+# fallback (1.1 ms a call instead of 0.1-0.3 ms, seen in issue 41's H100 profile).
+GPU_BLOCK_ALIGN = 256
 # Cap on n-gram contexts per forward pass; they are short, so this is cheap.
 MAX_NGRAM_BATCH = 2048
 
@@ -115,20 +120,20 @@ def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str
     if hidden.shape[0] == 0:  # nothing to score (a batch of windows without scored tokens)
         empty = torch.zeros(0, dtype=torch.float64)
         return {"logprobs": empty, "mu": empty, "sigma": empty, "rank": torch.zeros(0, dtype=torch.long)}
-    rows_per_chunk, block_elements = SCORE_BLOCKS["cuda" if hidden.device.type == "cuda" else "cpu"]
+    gpu = gpu_layout(hidden.device)
+    rows_per_chunk, block_elements = SCORE_BLOCKS["cuda" if gpu else "cpu"]
     parts = []
     for start in range(0, hidden.shape[0], rows_per_chunk):
         rows = hidden[start:start + rows_per_chunk]
         target = targets[start:start + rows_per_chunk]
         n = rows.shape[0]
-        # The target's logit from the same kernel and reduction length as the blocks, so
-        # the rank comparison below matches a full logits tensor (bitwise on CPU).
-        target_logit = soft_cap(F.linear(rows, weight[target], None if bias is None else bias[target])
-                                .diagonal().float(), softcap).unsqueeze(1)
+        target_logit = soft_cap(_target_logits(rows, weight, bias, target, gpu).float(), softcap).unsqueeze(1)
         running_max = torch.full((n, 1), -math.inf, device=rows.device)
         z_sum, y_sum, y2_sum = (torch.zeros(n, dtype=torch.float64, device=rows.device) for _ in range(3))
         above = torch.zeros(n, dtype=torch.long, device=rows.device)
         width = max(1, block_elements // n)
+        if gpu:
+            width = max(GPU_BLOCK_ALIGN, width // GPU_BLOCK_ALIGN * GPU_BLOCK_ALIGN)
         for begin in range(0, vocab_size, width):
             end = min(begin + width, vocab_size)
             block = soft_cap(F.linear(rows, weight[begin:end], None if bias is None else bias[begin:end]).float(),
@@ -160,6 +165,33 @@ def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str
         sigma = (y2_sum / z_sum - mean_y.square()).clamp_min(0).sqrt()
         parts.append({"logprobs": -log_norm, "mu": mean_y - log_norm, "sigma": sigma, "rank": above + 1})
     return {name: torch.cat([part[name] for part in parts]) for name in STATS}
+
+
+def gpu_layout(device) -> bool:
+    """Whether :func:`score_stats` lays its work out for a GPU on ``device`` (large aligned
+    blocks, one dot product a row for the targets) rather than for the CPU's cache; a
+    function so that tests can run the GPU layout on the CPU."""
+    return getattr(device, "type", str(device)) != "cpu"
+
+
+def _target_logits(rows, weight, bias, target, gpu: bool):
+    """The logit of each row's target token [N], in the head's dtype.
+
+    On the CPU from the same kernel and reduction length as the blocks of
+    :func:`score_stats` (the diagonal of rows x weight[target]), so the rank comparison
+    matches a full logits tensor bitwise. Elsewhere one dot product a row (a batched
+    product of 1 x H by H x 1, accumulated in float32 as the blocks' are): the N x N
+    product computes N^2 logits to keep N, and its output rows are unaligned for odd N
+    (see :data:`GPU_BLOCK_ALIGN`); a last-bit difference from the block's own value is
+    harmless, as the rank never counts the target itself (see there)."""
+    import torch
+    import torch.nn.functional as F
+
+    picked = weight[target]
+    if not gpu:
+        return F.linear(rows, picked, None if bias is None else bias[target]).diagonal()
+    logits = torch.bmm(rows.unsqueeze(1), picked.unsqueeze(2)).view(-1)
+    return logits if bias is None else logits + bias[target]
 
 
 class StackedScores:
@@ -436,7 +468,7 @@ class TokenLogprobsMixin:
     def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ArrayBuffer) -> TokenLogprobs:
         assert result.complete(), "every token must be scored exactly once"
         values = result.lists()
-        return TokenLogprobs(
+        answer = TokenLogprobs(
             token_ids=ids,
             logprobs=values["logprobs"],
             mu=values["mu"] if request.stats else None,
@@ -446,6 +478,10 @@ class TokenLogprobsMixin:
             # words; looked up only when one reads them (none of the logit methods does)
             tokens=self._token_strings(ids),
         )
+        if result.values is not None:  # the float64 arrays the lists came from, for the methods
+            kept = ("logprobs", "mu", "sigma") if request.stats else ("logprobs",)
+            answer.keep_arrays({name: result.values[name] for name in kept})
+        return answer
 
     def _token_strings(self, ids: list[int]) -> TokenStrings:
         return TokenStrings(ids, self.tokenizer.convert_ids_to_tokens)
