@@ -41,7 +41,8 @@ timeout "${EQ_TIMEOUT:-120}" "$PY" benchmarks/bench_device_equality.py --params 
 echo "== bench_gpu.py"
 timeout "${BENCH_TIMEOUT:-360}" "$PY" benchmarks/bench_gpu.py --params "${PARAMS:-1B}" --dtype "${DTYPE:-bfloat16}" \
   --passages "${PASSAGES:-wikimia}" --batch-size 32 --sizes 8,32,128 --budgets "${BUDGETS:-8192,32768}" \
-  --repeats 2 --cold 1 --load-repeats 1 --gguf '' --floor --profile --json "$OUT/gpu_cuda.json" 2>&1 \
+  --repeats "${REPEATS:-2}" --cold "${COLD:-1}" --load-repeats 1 --gguf '' --skip "${SKIP:-}" --floor --profile \
+  --json "$OUT/gpu_cuda.json" 2>&1 \
   | grep -v "Writing model" | tee "$OUT/gpu_cuda.txt" | tail -45
 
 echo "== bench_gpu.py, 135M"

@@ -141,6 +141,43 @@ def test_gpu_blocks_are_aligned_and_cover_the_vocabulary(monkeypatch):
     assert widths == [768] * 6 + [vocab - 6 * 768]
 
 
+def test_the_mask_built_for_a_gpu_is_the_one_transformers_builds(tiny_llama):
+    from transformers.masking_utils import create_causal_mask
+
+    from copyprobe.backends.hf.backend import causal_padding_mask
+
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
+    embeds = torch.zeros(3, 5, tiny_llama.model.config.hidden_size)
+    # the cache argument by position: its name changed within transformers 5
+    theirs = create_causal_mask(tiny_llama.model.config, embeds, mask, None, position_ids=torch.arange(5)[None])
+    ours = causal_padding_mask(mask)
+    assert ours.dtype == torch.bool and ours.shape == (3, 1, 5, 5)
+    assert torch.equal(ours, theirs.expand(3, 1, 5, 5))
+
+
+def test_answers_with_the_mask_built_here_are_those_of_transformers_mask(tiny_llama, monkeypatch):
+    # on a CUDA device the backend passes its own 4D mask (no host wait in transformers'
+    # mask checks); on the CPU that path gives the same answers, bit for bit
+    from copyprobe.backends.hf.backend import plain_causal_sdpa
+
+    assert plain_causal_sdpa(tiny_llama.model.config)
+    texts = [TEXTS[1][:120], TEXTS[2], TEXTS[3], "Hi there"]  # different lengths: padded batches
+    plain = tiny_llama.answer([TokenLogprobsRequest(t) for t in texts])
+    monkeypatch.setattr(tiny_llama, "_mask_built_here", True)
+    built = tiny_llama.answer([TokenLogprobsRequest(t) for t in texts])
+    assert [a.to_json() for a in built] == [a.to_json() for a in plain]
+
+
+def test_no_mask_is_built_for_sliding_window_or_eager_attention(tiny_gemma2):
+    from copyprobe.backends.hf.backend import plain_causal_sdpa
+
+    config = tiny_gemma2.model.config
+    assert not plain_causal_sdpa(config)
+    sdpa = config.__class__(**{**config.to_dict(), "sliding_window": None})
+    sdpa._attn_implementation = "sdpa"
+    assert not plain_causal_sdpa(sdpa)  # its layer types still alternate sliding and full attention
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_batched_equals_unbatched(request, name):
     backend = request.getfixturevalue(name)

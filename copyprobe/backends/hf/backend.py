@@ -53,6 +53,33 @@ from copyprobe.backends.hf.scoring import TokenLogprobsMixin, soft_cap
 from copyprobe.errors import BackendError, ConfigError
 
 
+def plain_causal_sdpa(config: Any) -> bool:
+    """Whether a model attends through PyTorch's SDPA with one causal mask for every layer
+    (no sliding-window or other per-layer pattern), so that :func:`causal_padding_mask` is
+    the mask transformers would build for a padded batch."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if getattr(text, "_attn_implementation", None) != "sdpa":
+        return False
+    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True) is not False:
+        return False
+    if any(kind != "full_attention" for kind in getattr(text, "layer_types", None) or []):
+        return False
+    return getattr(text, "attention_chunk_size", None) is None
+
+
+def causal_padding_mask(mask):
+    """The [B, 1, W, W] boolean mask of a right-padded batch (position i sees the real
+    tokens at j <= i) from its [B, W] 0/1 mask: what transformers builds for SDPA, made here
+    because transformers reads the 2D mask on the host first (is there padding at all?), two
+    waits for the device a forward pass that let no batch be queued while another runs
+    (101 stream synchronisations in one detect on an H200); a 4D mask is used as given."""
+    import torch
+
+    width = mask.shape[1]
+    causal = torch.ones(width, width, dtype=torch.bool, device=mask.device).tril_()
+    return causal[None, None] & mask.bool()[:, None, None, :]
+
+
 class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backend):
     """A causal LM from transformers.
 
@@ -107,6 +134,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         self.vocab_size = int(self._head.weight.shape[0])
         self.pad_id = self._pad_token_id()
         self.lead_ids = self._leading_special_ids()
+        self._mask_built_here = str(self.device).startswith("cuda") and plain_causal_sdpa(model.config)
         if len(self.lead_ids) >= self.max_length // 2:
             raise ConfigError(f"max length {self.max_length} is too small for this tokenizer")
 
@@ -293,6 +321,8 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
         return record
 
     def _hidden(self, input_ids, attention_mask=None):
+        if attention_mask is not None and self._mask_built_here:
+            attention_mask = causal_padding_mask(attention_mask)
         out = self._decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
 

@@ -568,11 +568,17 @@ class TokenLogprobsMixin:
         return StackedScores(score_stats(rows, targets, self._head, self._softcap), self.device)
 
     def _device_tensor(self, array):
-        """A CPU numpy array on the model's device (no copy on the CPU)."""
+        """A CPU numpy array on the model's device (no copy on the CPU). On a GPU through
+        pinned memory, so the copy is queued behind the device's work instead of staged
+        from pageable memory while the host waits."""
         import torch
 
         tensor = torch.from_numpy(array)
-        return tensor if self.device == "cpu" else tensor.to(self.device, non_blocking=True)
+        if self.device == "cpu":
+            return tensor
+        if str(self.device).startswith("cuda"):
+            tensor = tensor.pin_memory()
+        return tensor.to(self.device, non_blocking=True)
 
     def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ArrayBuffer],
                      tracker: Completion) -> None:
