@@ -164,8 +164,11 @@ def test_hits_are_handed_over_at_once_and_misses_as_the_backend_hands_them(tmp_p
 
 
 def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_committed_as_reached(tmp_path):
+    import threading
+    import time
+
     path = tmp_path / "c.sqlite"
-    calls, committed = [], []
+    calls, transactions = [], []
 
     class Handing(FakeBackend):
         streams_results = False  # as the HF backend: not stored answer by answer
@@ -176,14 +179,47 @@ def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_commit
             for i, request in enumerate(requests):
                 out.append(self._token_logprobs(request))
                 on_result(i, out[-1])
-                committed.append(ResponseCache(path).count())  # what another process would see
             return out
 
-    cached = CachedBackend(Handing(), ResponseCache(path), chunk_size=4)
+    cache = ResponseCache(path)
+    real_put = cache.put_encoded
+
+    def put_encoded(fingerprint, kind, items):
+        time.sleep(0.05)  # a slow disk: the answers go on meanwhile
+        transactions.append((len(items), threading.current_thread() is threading.main_thread()))
+        real_put(fingerprint, kind, items)
+
+    cache.put_encoded = put_encoded
+    cached = CachedBackend(Handing(), cache, chunk_size=4)
     cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
     assert calls == [10]
-    assert committed == [0, 0, 0, 4, 4, 4, 4, 8, 8, 8]  # each 4th answer commits its chunk
-    assert ResponseCache(path).count() == 10
+    assert transactions == [(4, False), (4, False), (2, False)]  # a chunk a transaction, off the main thread
+    assert ResponseCache(path).count() == 10  # all landed before answer() returned
+
+
+def test_a_failed_background_commit_fails_the_call_and_keeps_what_landed(tmp_path):
+    from copyprobe.errors import BackendError
+
+    path = tmp_path / "c.sqlite"
+
+    class Handing(FakeBackend):
+        streams_results = False
+
+    cache = ResponseCache(path)
+    real_put = cache.put_encoded
+    puts = []
+
+    def put_encoded(fingerprint, kind, items):
+        puts.append(len(items))
+        if len(puts) == 2:
+            raise BackendError("cannot write cache file: disk full")
+        real_put(fingerprint, kind, items)
+
+    cache.put_encoded = put_encoded
+    with pytest.raises(BackendError, match="disk full"):
+        CachedBackend(Handing(), cache, chunk_size=4).answer([TokenLogprobsRequest(f"t {i}") for i in range(10)])
+    assert puts == [4, 4, 2]
+    assert ResponseCache(path).count() == 6  # the chunks before and after the failed one landed
 
 
 def test_float_lists_are_stored_packed_and_read_back_exactly(tmp_path):
@@ -191,7 +227,6 @@ def test_float_lists_are_stored_packed_and_read_back_exactly(tmp_path):
     import math
 
     from copyprobe.backends.base import TokenLogprobs
-    from copyprobe.backends.cache import PACKED_FLOATS
 
     values = [-0.0, 5e-324, -1.2345678901234567, math.nan, -math.inf, 1e300]
     answer = TokenLogprobs(token_ids=list(range(7)), logprobs=values, mu=values[::-1], sigma=[0.5] * 6,
@@ -207,7 +242,7 @@ def test_float_lists_are_stored_packed_and_read_back_exactly(tmp_path):
     CachedBackend(Fixed(), ResponseCache(path)).answer([TokenLogprobsRequest("x")])
     (text,) = sqlite3.connect(path).execute("SELECT response FROM responses").fetchone()
     stored = json.loads(text)
-    assert set(stored["logprobs"]) == {PACKED_FLOATS} and stored["rank"] == [1, 2, 3, 4, 5, 6]
+    assert set(stored["logprobs"]) == {"f8"} and set(stored["rank"]) == {"i8"} and set(stored["token_ids"]) == {"i8"}
     again = CachedBackend(FakeBackend(), ResponseCache(path))
     (read,) = again.answer([TokenLogprobsRequest("x")])
     assert again.hits == 1
@@ -216,6 +251,22 @@ def test_float_lists_are_stored_packed_and_read_back_exactly(tmp_path):
         got = getattr(read, name)
         assert all(type(v) is float for v in got)
         assert [repr(v) for v in got] == [repr(v) for v in expected]  # bitwise, -0.0 and nan too
+    for name in ("token_ids", "rank"):
+        assert getattr(read, name) == getattr(answer, name) and all(type(v) is int for v in getattr(read, name))
+
+
+def test_lists_numpy_cannot_pack_stay_json():
+    import json
+
+    from copyprobe.backends.base import TokenLogprobs
+    from copyprobe.backends.cache import _decode, packed
+
+    odd = TokenLogprobs(token_ids=[2**70, 1], logprobs=[], mu=None, sigma=[1, 2.5], rank=[True, False])
+    data = packed(odd)
+    assert data["token_ids"] == [2**70, 1] and data["logprobs"] == [] and data["mu"] is None
+    assert data["rank"] == [True, False]  # bools are not ints here
+    assert set(data["sigma"]) == {"f8"}  # an int among floats reads back as the float it equals
+    assert _decode(TokenLogprobs, json.loads(json.dumps(data))).sigma == [1.0, 2.5]
 
 
 def test_entries_written_as_plain_lists_are_read_and_damaged_packed_ones_recomputed(tmp_path):
