@@ -154,8 +154,8 @@ class TokenLogprobs(Response):
         return data
 
     def array(self, name: str):
-        """The per-token list ``name`` (``logprobs``, ``mu``, ``sigma``: float64; ``rank``:
-        int64) as a read-only numpy array, made once per answer and shared by every method
+        """The per-token list ``name`` (``logprobs``, ``mu``, ``sigma``: float64; ``rank``,
+        ``token_ids``: int64) as a read-only numpy array, made once per answer and shared by every method
         that reads it (five logit methods converted the same lists five times: 15,000
         conversions for 1,650 passages). None where the answer has no such list. A backend
         that holds the values as arrays already hands them over with :meth:`keep_arrays`."""
@@ -166,7 +166,7 @@ class TokenLogprobs(Response):
             values = getattr(self, name)
             if values is None:
                 return None
-            array = np.array(values, dtype=np.int64 if name == "rank" else np.float64)
+            array = np.array(values, dtype=np.int64 if name in ("rank", "token_ids") else np.float64)
             array.setflags(write=False)
             memo[name] = array
         return memo[name]

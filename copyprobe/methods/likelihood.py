@@ -40,15 +40,21 @@ def token_logprobs(response: TokenLogprobs) -> np.ndarray:
     return values
 
 
+def mean(values: np.ndarray) -> float:
+    """``values.mean()`` bit for bit (the same pairwise sum, divided by the count) without
+    its Python-level argument handling: 4 us of a 5 us call, five times a passage."""
+    return float(np.add.reduce(values)) / len(values)
+
+
 def mean_loglik(response: TokenLogprobs) -> float:
     """Mean log-probability of the scored tokens, i.e. minus the LM loss."""
-    return float(token_logprobs(response).mean())
+    return mean(token_logprobs(response))
 
 
 def lowest_k_mean(values: np.ndarray, k: float) -> float:
     """Mean of the lowest floor(k*T) values, at least one (Min-K% / Min-K%++)."""
     count = max(1, int(len(values) * k))
-    return float(np.sort(values)[:count].mean())
+    return mean(np.sort(values)[:count])
 
 
 def zlib_length(text: str) -> int:
