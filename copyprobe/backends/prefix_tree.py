@@ -63,7 +63,9 @@ def shared_prefix_logprobs(model: Any, sequences: Sequence[Sequence[int]], targe
         end = start + n
         finished = [i for i in indices if len(seqs[i]) == end]
         if finished:
-            logprobs = torch.log_softmax(last_logits, dim=-1)[target_idx.to(last_logits.device)].tolist()
+            # normalised in float64, as the token log-probs are: a float32 log-sum-exp over
+            # Gemma's 262,144 logits was off by 1e-4 in every choice
+            logprobs = torch.log_softmax(last_logits.double(), dim=-1)[target_idx.to(last_logits.device)].tolist()
             for i in finished:
                 results[i] = logprobs
             if progress:

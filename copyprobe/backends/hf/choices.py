@@ -55,7 +55,7 @@ class ChoiceLogprobsMixin:
             chunk = order[start:start + self.batch_size]
             hidden = self._padded_hidden([prompts[i] for i in chunk])
             last = torch.stack([hidden[row, len(prompts[i]) - 1] for row, i in enumerate(chunk)])
-            logp = torch.log_softmax(self._logits(last), dim=-1).cpu()[:, index]
+            logp = torch.log_softmax(self._logits(last).double(), dim=-1).cpu()[:, index]  # as the prefix tree's
             for row, i in enumerate(chunk):
                 rows[i] = logp[row].tolist()
             if progress:
