@@ -15,13 +15,12 @@ hit) then have the methods' scoring done while the device works, instead of afte
 from __future__ import annotations
 
 import gc
-import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
-from copyprobe.backends.base import Backend, Request, RequestFailed
+from copyprobe.backends.base import Backend, Request, RequestFailed, hands_over
 from copyprobe.errors import CopyprobeError, RowError
 
 
@@ -187,7 +186,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             tick = progress(label, len(group))
             backend = backend_for(model)
             asked = [unique[slot] for slot in group]
-            if _hands_over(backend):
+            if hands_over(backend):
                 responses = backend.answer(asked, progress=tick,
                                            on_result=lambda index, response, group=group: answered(group[index],
                                                                                                     response))
@@ -202,15 +201,6 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
                     stats.tokens_by_model[name] = stats.tokens_by_model.get(name, 0) + len(response.token_ids)
         assert not current, "every generator of the round has its responses"
     return results
-
-
-def _hands_over(backend: Backend) -> bool:
-    """Whether ``backend.answer`` takes ``on_result`` (every Backend does; test doubles and
-    wrappers from elsewhere may not)."""
-    try:
-        return "on_result" in inspect.signature(backend.answer).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _identity(request: Request) -> tuple:

@@ -155,10 +155,11 @@ class TokenLogprobs(Response):
 
     def array(self, name: str):
         """The per-token list ``name`` (``logprobs``, ``mu``, ``sigma``: float64; ``rank``,
-        ``token_ids``: int64) as a read-only numpy array, made once per answer and shared by every method
-        that reads it (five logit methods converted the same lists five times: 15,000
-        conversions for 1,650 passages). None where the answer has no such list. A backend
-        that holds the values as arrays already hands them over with :meth:`keep_arrays`."""
+        ``token_ids``: int64) as a read-only numpy array, made once per answer and shared by
+        every method that reads it (five logit methods converted the same lists five times:
+        15,000 conversions for 1,650 passages). None where the answer has no such list. A
+        backend that holds the values as arrays already hands them over with
+        :meth:`keep_arrays`."""
         memo = self.__dict__.setdefault("_arrays", {})  # not a field: equality and JSON ignore it
         if name not in memo:
             import numpy as np
@@ -235,6 +236,15 @@ def with_fields(request: Request, **changes: Any) -> Request:
     copy.__dict__.update(request.__dict__)
     copy.__dict__.update(changes)
     return copy
+
+
+def hands_over(backend: Any) -> bool:
+    """Whether ``backend.answer`` takes ``on_result`` (every :class:`Backend` does; test
+    doubles and wrappers from elsewhere may not)."""
+    try:
+        return "on_result" in inspect.signature(backend.answer).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def checked_max_length(max_length: int | None, context: int) -> int:

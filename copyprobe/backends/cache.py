@@ -10,9 +10,9 @@ An entry is its response as JSON, except that a list of numbers (a token log-pro
 ``logprobs``, ``mu`` and ``sigma``; its ``token_ids`` and ``rank``) is stored as
 ``{"f8": base64 of its float64 bytes}`` (``"i8"``: int64): exact, half the size, and
 encoded in a microsecond where printing each number took 0.2 ms an answer (most of the
-cache's cost in a run). Entries written before, with plain lists,
-are read as they are; a copyprobe from before this form reads such an entry as one of
-another shape, answers it again and overwrites it, as for any entry it does not know.
+cache's cost in a run). Entries written before, with plain lists, are read as they are; a
+copyprobe from before this form reads such an entry as one of another shape, answers it
+again and overwrites it, as for any entry it does not know.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import inspect
 import json
 import os
 import random
@@ -31,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed
+from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed, hands_over
 from copyprobe.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 1
@@ -312,7 +311,7 @@ class CachedBackend(Backend):
         # neighbourhood proposals): one batch per call would cut all of that to 8 requests.
         self._chunk_size = chunk_size
         # whether the backend's answer() takes on_result (test doubles may not)
-        self._hands_over = "on_result" in inspect.signature(backend.answer).parameters
+        self._hands_over = hands_over(backend)
         self.hits = 0
         self.misses = 0
         self.stale = 0  # entries found in another shape, recomputed (counted in misses too)

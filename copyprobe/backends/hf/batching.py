@@ -43,11 +43,12 @@ DEFAULT_SEQUENCES = 8
 # Padded tokens per forward pass on the CPU: the fastest of 1k-16k measured with
 # SmolLM2-135M on WikiMIA (benchmarks/bench_gpu.py --budgets; results/batch_budget_cpu.json).
 CPU_TOKEN_BUDGET = 4096
-# A GPU is saturated long before this many tokens per pass (a 1B model on an H100 ran
-# WikiMIA as fast at 32 texts a batch, ~3,300 tokens, as at 128); larger batches only delay
-# the first results, make an out-of-memory retry costlier, and leave more of the host's work
-# unhidden: the answers of a run's last batch are made after the device has finished, and
-# 65,536 tokens (up to 650 WikiMIA passages) made auto 1.14x the best fixed size there.
+# A GPU is saturated long before this many tokens per pass; larger batches only delay the
+# first results, make an out-of-memory retry costlier, and leave more of the host's work
+# unhidden (the answers of a run's last batch are made after the device has finished).
+# 65,536 made auto 1.14x the best fixed size on an H100; on an H200 16,384 took 1.54 s, as
+# 8,192 did, against 1.64 s at 32,768 and 1.62 s for the best fixed size, 128 texts
+# (benchmarks/results/gpu_cuda.md).
 GPU_MAX_TOKENS = 16384
 # Share of the free device memory the activations may take (the allocator fragments, and
 # the estimate leaves out small temporaries).
