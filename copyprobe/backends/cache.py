@@ -34,6 +34,7 @@ from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFai
 from copyprobe.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 1
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # an entry's text; json.dumps with an option builds one a call
 BUSY_WAIT_S = 60.0  # how long opening a cache waits for other processes creating it
 
 
@@ -163,7 +164,7 @@ class ResponseCache:
     @staticmethod
     def encode(value: dict) -> str:
         """An entry's stored text (a response's :func:`packed` JSON)."""
-        return json.dumps(value, separators=(",", ":"))
+        return _ENCODER.encode(value)
 
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, dict]]) -> None:
         """Entries given as JSON values (a response's :func:`packed` form), in one transaction."""
@@ -191,6 +192,7 @@ class ResponseCache:
 
 # The keys of packed lists, and the little-endian numpy dtypes they hold.
 PACKED = {"f8": "<f8", "i8": "<i8"}
+_NATIVE = {key: np.dtype(dtype).newbyteorder("=") for key, dtype in PACKED.items()}  # the same, this machine's order
 _PACKED_FOR = {"list[float]": "f8", "list[int]": "i8"}  # a field's annotation -> its packed form
 
 
@@ -219,7 +221,7 @@ def packed(response: Any) -> dict[str, Any]:
         values = data.get(name)
         if isinstance(values, list) and values:
             array = kept[name] if name in kept else np.asarray(values)
-            if array.ndim == 1 and array.dtype == np.dtype(PACKED[key]).newbyteorder("="):
+            if array.ndim == 1 and array.dtype == _NATIVE[key]:
                 data[name] = {key: base64.b64encode(array.astype(PACKED[key], copy=False).tobytes()).decode()}
     return data
 
