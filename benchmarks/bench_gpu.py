@@ -367,13 +367,39 @@ def section_floor(args, backend, token_ids: list[list[int]]) -> dict:
     return {level: {"s": best[level], "ratio": best[level] / best["bare"]} for level in levels}
 
 
+HOST_COPIES = (".cpu()", ".tolist()", ".item()", ".numpy()")
+
+
+def host_calls(backend, examples) -> dict[str, int]:
+    """cProfile around one detect (no cache): how often it built a tensor from Python lists
+    (``torch.tensor``), copied to the host (:data:`HOST_COPIES`) and looked up token strings
+    (``id_to_token``, ``convert_ids_to_tokens``): the calls that stall a GPU."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    detect_pass(backend, examples, False)
+    profile.disable()
+    counts = dict.fromkeys(("torch.tensor", *HOST_COPIES, "id_to_token", "convert_ids_to_tokens"), 0)
+    copies = {f"<method '{name[1:-2]}' of 'torch._C.TensorBase' objects>": name for name in HOST_COPIES}
+    for (_file, _line, name), (_cc, calls, *_rest) in pstats.Stats(profile).stats.items():
+        if name in ("<built-in method torch.tensor>", "<built-in method tensor>") or \
+                name.startswith("<built-in method tensor of type object"):
+            counts["torch.tensor"] += calls
+        if name in copies:
+            counts[copies[name]] += calls
+        if "id_to_token" in name:
+            counts["id_to_token"] += calls
+        if name == "convert_ids_to_tokens":
+            counts["convert_ids_to_tokens"] += calls
+    return counts
+
+
 def section_profile(args, backend, examples) -> dict:
     """One warm detect (no cache) under torch.profiler: kernel launches and stream
     synchronisations per batch; and under cProfile: tensors built from Python lists, host
     copies and token-string look-ups per passage (what stalls a GPU)."""
-    import cProfile
-    import pstats
-
     import torch
 
     detect_pass(backend, examples[:64], False)
@@ -392,18 +418,9 @@ def section_profile(args, backend, examples) -> dict:
         if "Synchronize" in event.key:
             syncs += event.count
         kernel_us += getattr(event, "self_device_time_total", 0.0) or 0.0
-    profile = cProfile.Profile()
-    profile.enable()
-    detect_pass(backend, examples, False)
-    profile.disable()
-    counts = {"torch.tensor": 0, "host copies": 0, "id_to_token": 0}
-    for (_file, _line, name), (_cc, calls, *_rest) in pstats.Stats(profile).stats.items():
-        if name.startswith("<built-in method tensor"):
-            counts["torch.tensor"] += calls
-        if name in {f"<method '{m}' of 'torch._C.TensorBase' objects>" for m in ("cpu", "tolist", "item", "numpy")}:
-            counts["host copies"] += calls
-        if "id_to_token" in name:
-            counts["id_to_token"] += calls
+    calls = host_calls(backend, examples)
+    counts = {"torch.tensor": calls["torch.tensor"], "host copies": sum(calls[k] for k in HOST_COPIES),
+              "id_to_token": calls["id_to_token"]}
     out = {"kernel_launches": launches, "synchronisations": syncs, "device_busy_s": kernel_us / 1e6,
            "batches": batches, "launches_per_batch": launches / max(1, batches), **counts}
     out["per_passage"] = {k: counts[k] / len(examples) for k in counts}

@@ -35,9 +35,7 @@ Writes ``benchmarks/results/gpu_stages.json`` (one block per ``--label``) and th
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
-import pstats
 import sys
 import tempfile
 import time
@@ -179,28 +177,11 @@ def timed_detect(backend, examples, cache, stages: Stages) -> dict:
 
 
 def host_counts(backend, examples) -> dict:
-    """cProfile around one warm detect (no cache): calls that build tensors from Python
-    lists, copy to the host, or look up token strings."""
-    profile = cProfile.Profile()
-    profile.enable()
-    B.detect_pass(backend, examples, False)
-    profile.disable()
-    counts = {"torch.tensor": 0, ".cpu()": 0, ".tolist()": 0, ".item()": 0, ".numpy()": 0,
-              "id_to_token": 0, "convert_ids_to_tokens": 0}
-    for (_file, _line, name), (_cc, calls, *_rest) in pstats.Stats(profile).stats.items():
-        if name in ("<built-in method torch.tensor>", "<built-in method tensor>") or \
-                name.startswith("<built-in method tensor of type object"):
-            counts["torch.tensor"] += calls
-        for method in ("cpu", "tolist", "item", "numpy"):
-            if name == f"<method '{method}' of 'torch._C.TensorBase' objects>":
-                counts[f".{method}()"] += calls
-        if "id_to_token" in name:
-            counts["id_to_token"] += calls
-        if name == "convert_ids_to_tokens":
-            counts["convert_ids_to_tokens"] += calls
+    """bench_gpu's host calls of one warm detect (no cache), and per passage."""
+    counts = B.host_calls(backend, examples)
     n = len(examples)
     counts["tensors + host copies per passage"] = round(
-        sum(counts[k] for k in ("torch.tensor", ".cpu()", ".tolist()", ".item()", ".numpy()")) / n, 3)
+        sum(counts[k] for k in ("torch.tensor", *B.HOST_COPIES)) / n, 3)
     counts["token-string look-ups per passage"] = round(counts["id_to_token"] / n, 3)
     return counts
 
