@@ -124,18 +124,30 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
     hi = np.searchsorted(un, up, side="right")
     out = np.empty(counts.shape[0])
     step = max(1, _CHUNK_CELLS // max(1, len(y)))
+    work = _count_dtype(counts, len(pos), len(neg))
     for a in range(0, counts.shape[0], step):
-        c = counts[a:a + step].astype(float)
+        c = counts[a:a + step].astype(work, copy=False)
         wp, wn = c[:, codes[pos]], c[:, codes[neg]]
         p = wp if len(starts_p) == len(pos) else np.add.reduceat(wp, starts_p, axis=1)
         q = wn if len(starts_n) == len(neg) else np.add.reduceat(wn, starts_n, axis=1)
-        cq = np.zeros((q.shape[0], q.shape[1] + 1))
+        cq = np.zeros((q.shape[0], q.shape[1] + 1), dtype=work)
         np.cumsum(q, axis=1, out=cq[:, 1:])
         num = (p * (cq[:, lo] + cq[:, hi])).sum(axis=1) * 0.5
         den = p.sum(axis=1) * cq[:, -1]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[a:a + step] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
     return out
+
+
+def _count_dtype(counts: np.ndarray, n_pos: int, n_neg: int) -> type:
+    """The integer type :func:`_weighted_auc` counts in: int32 where no product it forms
+    can overflow it, else int64. Counts are whole numbers, so the sums are exact in either
+    (and in float64, which it used before: the same AUCs bit for bit) and int32 arrays are
+    half the memory traffic: 13 ms a method instead of 50 for 1,650 rows and 1,000
+    resamples. The largest product is a distinct positive score's weight (at most every
+    positive row at the largest count) times twice the negatives' total weight."""
+    most = int(counts.max(initial=0))
+    return np.int32 if 2 * (most * n_pos) * (most * n_neg) < np.iinfo(np.int32).max else np.int64
 
 
 def _draw_counts(rng: np.random.Generator, n_groups: int, n_resamples: int) -> np.ndarray:
@@ -151,6 +163,8 @@ def _seeded_counts(seed: int, n_groups: int, n_resamples: int) -> np.ndarray:
     method of a run is bootstrapped with the same seed over the same rows, so they share
     one draw (18 ms each for 1,650 rows and 1,000 resamples, a third of a method's interval)."""
     counts = _draw_counts(np.random.default_rng(seed), n_groups, n_resamples)
+    if n_groups < np.iinfo(np.int32).max:  # a count is at most n_groups; int32 is what _weighted_auc counts in
+        counts = counts.astype(np.int32)
     counts.setflags(write=False)
     return counts
 

@@ -126,6 +126,36 @@ def test_fast_auc_path_equals_sklearn_with_groups():
     assert (fast_ci.low, fast_ci.high) == pytest.approx((slow_ci.low, slow_ci.high), abs=1e-12)
 
 
+def test_weighted_auc_counts_in_int32_and_int64_alike_and_equals_weighted_sklearn(monkeypatch):
+    from copyprobe.evaluation import metrics
+
+    rng = np.random.default_rng(8)
+    n, n_groups = 300, 60
+    y = rng.integers(0, 2, n)
+    s = np.round(rng.normal(size=n), 1)  # many tied scores, within and across classes
+    codes = rng.integers(0, n_groups, n)
+    counts = metrics._draw_counts(rng, n_groups, 40)
+    assert metrics._count_dtype(counts, int(y.sum()), int((1 - y).sum())) is np.int32
+    small = metrics._weighted_auc(y, s, counts.astype(np.int32), codes)
+    monkeypatch.setattr(metrics, "_count_dtype", lambda *args: np.int64)
+    wide = metrics._weighted_auc(y, s, counts, codes)
+    assert np.array_equal(small, wide)  # bit for bit: whole numbers are exact in both
+    for b in range(len(counts)):
+        weights = counts[b, codes]
+        kept = weights > 0
+        assert small[b] == pytest.approx(roc_auc_score(y[kept], s[kept], sample_weight=weights[kept]), abs=1e-12)
+
+
+def test_weighted_auc_counts_in_int64_where_int32_could_overflow():
+    from copyprobe.evaluation.metrics import _count_dtype
+
+    counts = np.array([[0, 3, 9]])
+    assert _count_dtype(counts, 825, 825) is np.int32  # WikiMIA's size
+    # 2 * (9 * 3000) * (9 * 3000) = 1.46e9 fits; 2 * (9 * 4000)^2 = 2.6e9 does not
+    assert _count_dtype(counts, 3000, 3000) is np.int32
+    assert _count_dtype(counts, 4000, 4000) is np.int64
+
+
 def test_grouped_bootstrap_draws_whole_groups():
     n_groups, size = 12, 4
     groups = [f"doc{g}" for g in range(n_groups) for _ in range(size)]
