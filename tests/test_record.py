@@ -186,3 +186,14 @@ def test_session_closes_what_it_loaded_and_leaves_the_callers_backend(tmp_path):
     with copyprobe.Session("by-spec", cache=False, loader=loader) as session:
         pass
     assert loaded[-1].spec == "by-spec" and loaded[-1].closed
+
+
+def test_recorded_versions_are_the_installed_ones_and_each_caller_gets_its_own_copy():
+    from importlib import metadata
+
+    from copyprobe.files import versions
+
+    first = versions()
+    assert first["numpy"] == metadata.version("numpy") and first["copyprobe"] == metadata.version("copyprobe")
+    first["numpy"] = "edited by a caller"
+    assert versions()["numpy"] == metadata.version("numpy")
