@@ -221,6 +221,21 @@ def test_requests_without_stats_share_the_pass_that_gives_them(tiny_llama):
     assert_same_scores(plain, full)
 
 
+def test_the_arrays_an_answer_keeps_equal_its_lists(tiny_llama):
+    # the methods and the cache read these arrays instead of converting the lists again
+    long = "the arrays kept beside the lists " * 20
+    small = HFBackend(tiny_llama.model, tiny_llama.tokenizer, device="cpu", dtype="float32", max_length=32)
+    answers = small.answer([TokenLogprobsRequest("abcdef", stats=True), TokenLogprobsRequest(long, stats=True),
+                            TokenLogprobsRequest("abcdef", ngram=2, stats=True)])
+    for answer in answers:
+        kept = answer.__dict__["_arrays"]
+        assert set(kept) == {"logprobs", "mu", "sigma", "rank"}
+        for name, array in kept.items():
+            assert array.tolist() == getattr(answer, name) and not array.flags.writeable
+            assert array.dtype == ("int64" if name == "rank" else "float64")
+            assert answer.array(name) is array
+
+
 def test_progress_counts_every_request_once(tiny_llama):
     calls = []
     requests = [TokenLogprobsRequest("a" * k) for k in range(0, 300, 25)] + [TokenLogprobsRequest("abcdef", ngram=2)]

@@ -385,12 +385,17 @@ class ArrayBuffer:
     def complete(self) -> bool:
         return self.whole or self.size == 0 or (self.filled is not None and bool(self.filled.all()))
 
+    def arrays(self) -> dict[str, Any] | None:
+        """The statistics as arrays (float64; ``rank`` int64), or None when nothing was scored."""
+        if self.values is None:
+            return None
+        return {**self.values, "rank": self.values["rank"].astype("int64")}
+
     def lists(self) -> dict[str, list]:
-        if self.values is None:  # nothing to score
+        arrays = self.arrays()
+        if arrays is None:  # nothing to score
             return {name: [] for name in STATS}
-        values = {name: array.tolist() for name, array in self.values.items()}
-        values["rank"] = self.values["rank"].astype("int64").tolist()
-        return values
+        return {name: array.tolist() for name, array in arrays.items()}
 
 
 class TokenLogprobsMixin:
@@ -467,7 +472,9 @@ class TokenLogprobsMixin:
 
     def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ArrayBuffer) -> TokenLogprobs:
         assert result.complete(), "every token must be scored exactly once"
-        values = result.lists()
+        arrays = result.arrays()
+        values = ({name: array.tolist() for name, array in arrays.items()} if arrays is not None
+                  else {name: [] for name in STATS})
         answer = TokenLogprobs(
             token_ids=ids,
             logprobs=values["logprobs"],
@@ -478,9 +485,9 @@ class TokenLogprobsMixin:
             # words; looked up only when one reads them (none of the logit methods does)
             tokens=self._token_strings(ids),
         )
-        if result.values is not None:  # the float64 arrays the lists came from, for the methods
-            kept = ("logprobs", "mu", "sigma") if request.stats else ("logprobs",)
-            answer.keep_arrays({name: result.values[name] for name in kept})
+        if arrays is not None:  # the arrays the lists came from, for the methods and the cache
+            kept = ("logprobs", "mu", "sigma", "rank") if request.stats else ("logprobs",)
+            answer.keep_arrays({name: arrays[name] for name in kept})
         return answer
 
     def _token_strings(self, ids: list[int]) -> TokenStrings:
