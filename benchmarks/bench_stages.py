@@ -24,6 +24,8 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
   of each passage, the driver, de-duplication).
 
 ``host outside the forward`` is the detect call's time less forward and statistics.
+``tokenizer alone``: the tokenizer's call on all the texts outside detect, least of the
+repeats: the floor under the tokenization stage on this machine.
 cProfile counts, around one warm detect at batch 32 without the cache: tensors built
 from Python lists (``torch.tensor``), host copies (``Tensor.cpu/.tolist/.item/.numpy``)
 and token-string look-ups (``id_to_token``, ``convert_ids_to_tokens``).
@@ -186,6 +188,27 @@ def host_counts(backend, examples) -> dict:
     return counts
 
 
+def tokenizer_floor(backend, examples, repeats: int) -> dict:
+    """Seconds (least of ``repeats``) the tokenizer alone takes for the texts, outside
+    detect: what tokenization costs here however little else the host does. ``call`` is the
+    transformers call detect makes; ``rust`` the tokenizers library's own batch call
+    without offsets (``encode_batch_fast``), where it has one."""
+    texts = [e.text for e in examples]
+    calls = {"call": lambda: backend.tokenizer(texts).input_ids}
+    rust = getattr(getattr(backend.tokenizer, "_tokenizer", None), "encode_batch_fast", None)
+    if rust is not None:
+        calls["rust"] = lambda: rust(texts)
+    out = {}
+    for name, call in calls.items():
+        times = []
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        out[name] = min(times)
+    return out
+
+
 def best(runs: list[dict]) -> dict:
     """Per stage the least time over the repeats (each stage its own minimum)."""
     out = {"detect_s": min(r["detect_s"] for r in runs), "collect_s": min(r["collect_s"] for r in runs),
@@ -227,6 +250,12 @@ def render(report: dict) -> str:
                           ("host outside forward and statistics", "host_outside_forward_s")):
             lines.append(f"| **{name}** | {plain[key] * 1000 * k_pass:.1f} | {plain[key] * 1000 * k_tok:.1f} | "
                          f"{cached[key] * 1000 * k_pass:.1f} |")
+        floor = block.get("tokenizer_floor_s")
+        if floor:
+            rust = (f"; tokenizers' encode_batch_fast, no wrapper or offsets: {floor['rust'] * 1000 * k_pass:.1f}"
+                    if "rust" in floor else "")
+            lines.append(f"| tokenizer alone, outside detect (least of {block['repeats']}{rust}) | "
+                         f"{floor['call'] * 1000 * k_pass:.1f} | {floor['call'] * 1000 * k_tok:.1f} | |")
         bare = block.get("bare_s")
         if bare is not None:
             lines.append(f"| bare forward (bench_gpu.py's) | {bare * 1000 * k_pass:.1f} | "
@@ -269,6 +298,7 @@ def main() -> None:
         B.detect_pass(backend, examples[:64], False)  # warm-up
         B.bare_pass(backend, token_ids[:64], args.batch_size)
         counts = host_counts(backend, examples)
+        floor = tokenizer_floor(backend, examples, args.repeats)
         stages = Stages()
         hook(stages, backend)
         runs: dict[str, list[dict]] = {"detect": [], "detect+cache": []}
@@ -291,6 +321,7 @@ def main() -> None:
              "passages": len(examples), "tokens": sum(map(len, token_ids)), "batch_size": args.batch_size,
              "repeats": args.repeats, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
              "machine": B.machine("cpu"), "bare_s": min(bare) if bare else None, "counts": counts,
+             "tokenizer_floor_s": floor,
              "detect": best(runs["detect"]), "detect+cache": best(runs["detect+cache"]),
              "runs": runs, "command": ["python", "benchmarks/bench_stages.py", *sys.argv[1:]]}
     report = json.loads(out.read_text()) if out.exists() else {}
