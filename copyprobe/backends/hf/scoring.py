@@ -341,8 +341,8 @@ class ScoreBuffer:
 class ArrayBuffer:
     """:class:`ScoreBuffer` over float64 numpy arrays (the HF backend's): a window's values
     are copied in with one slice assignment per statistic, and the answer's lists are
-    made once, when the request is complete. A request scored whole by one window (most
-    passages) keeps views of its batch's arrays and allocates nothing."""
+    made once, from :meth:`arrays`, when the request is complete. A request scored whole
+    by one window (most passages) keeps views of its batch's arrays and allocates nothing."""
 
     def __init__(self, size: int):
         self.size = size
@@ -390,12 +390,6 @@ class ArrayBuffer:
         if self.values is None:
             return None
         return {**self.values, "rank": self.values["rank"].astype("int64")}
-
-    def lists(self) -> dict[str, list]:
-        arrays = self.arrays()
-        if arrays is None:  # nothing to score
-            return {name: [] for name in STATS}
-        return {name: array.tolist() for name, array in arrays.items()}
 
 
 class TokenLogprobsMixin:
