@@ -198,15 +198,12 @@ def tokenizer_floor(backend, examples, repeats: int) -> dict:
     rust = getattr(getattr(backend.tokenizer, "_tokenizer", None), "encode_batch_fast", None)
     if rust is not None:
         calls["rust"] = lambda: rust(texts)
-    out = {}
-    for name, call in calls.items():
-        times = []
-        for _ in range(max(1, repeats)):
-            start = time.perf_counter()
+    def seconds(call) -> float:
+        with B.Timer() as timer:
             call()
-            times.append(time.perf_counter() - start)
-        out[name] = min(times)
-    return out
+        return timer.wall
+
+    return {name: min(seconds(call) for _ in range(max(1, repeats))) for name, call in calls.items()}
 
 
 def best(runs: list[dict]) -> dict:
