@@ -15,6 +15,7 @@ import os
 import pkgutil
 import signal
 import sys
+import threading
 import warnings
 
 from copyprobe.errors import CopyprobeError, DataWarning, Interrupted, SettingError, one_line
@@ -181,7 +182,33 @@ def entry(argv: list[str] | None = None) -> None:
         # interrupted, the line said: a second Ctrl-C during the exit (Python resets its
         # handlers while it finalizes) must not turn exit 130 into death by SIGINT
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _daemons_alive():
+        _exit_now(code)
     sys.exit(code)
+
+
+def _daemons_alive() -> bool:
+    """Whether a daemon thread is still running while only the main thread must finish, as
+    after a Ctrl-C or an error while the blind baseline is still fitting in the background."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
+    return bool(others) and all(t.daemon for t in others)
+
+
+def _exit_now(code: int) -> None:
+    """Exit without finalizing the interpreter. Python (up to 3.13) ends a daemon thread that
+    wakes during finalization with pthread_exit; inside C++ code (scikit-learn, scipy) that
+    aborts the process ("terminate called without an active exception", exit -6, not the
+    code the user was told). Everything a run keeps is written atomically before this point,
+    so only the exit handlers and the flush of the standard streams are kept."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream has nothing left to give
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
