@@ -404,35 +404,42 @@ class CachedBackend(Backend):
         (``on_result``: the HF backend does so while its next batch runs on the device),
         and the answers that finished are committed even when the call fails part way.
 
-        The transactions every ``commit_every`` answers are written on a thread of their
-        own, one after another, so the thread that queues the device's work does not wait
-        for the disk (a commit of 1,024 answers took 0.1 s here, the device idle all the
-        while); the call returns, or fails, only once every one of them has landed."""
+        The transactions every ``commit_every`` answers are encoded and written on a thread
+        of their own, one after another, so the thread that queues the device's work waits
+        neither for the disk (a commit of 1,024 answers took 0.1 s here, the device idle all
+        the while) nor for the encoding (0.11 s per 1,000 passages of the 5 logit methods:
+        the answers' lists packed and the JSON made); the call returns, or fails, only once
+        every one of them has landed. Answers are not changed once handed over, so reading
+        them on the writer's thread is safe."""
         from concurrent.futures import ThreadPoolExecutor
 
         kind = requests[0].kind
-        encoded: list[tuple[str, str]] = []
+        fingerprint = self.fingerprint
+        answered: list[tuple[str, Any]] = []  # (key, answer) not yet committed
         kept: set[int] = set()
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="copyprobe-cache") if commit_every else None
         writes: list[Any] = []
 
-        def commit(rows: list[tuple[str, str]]) -> None:
+        def write(rows: list[tuple[str, Any]]) -> None:
+            self.cache.put_encoded(fingerprint, kind, [(key, self.cache.encode(packed(r))) for key, r in rows])
+
+        def commit(rows: list[tuple[str, Any]]) -> None:
             if writer is None:
-                self.cache.put_encoded(self.fingerprint, kind, rows)
+                write(rows)
                 return
             for done in [w for w in writes if w.done()]:
                 done.result()  # a write that failed stops the run now, not at the end
-            writes.append(writer.submit(self.cache.put_encoded, self.fingerprint, kind, rows))
+            writes.append(writer.submit(write, rows))
 
         def keep(local: int, response: Any) -> None:
             i = part[local]
             results[i] = response
             kept.add(local)
             if cacheable[i] and not isinstance(response, RequestFailed):
-                encoded.append((keys[i], self.cache.encode(packed(response))))
-                if commit_every is not None and len(encoded) >= commit_every:
-                    commit(encoded[:])
-                    encoded.clear()
+                answered.append((keys[i], response))
+                if commit_every is not None and len(answered) >= commit_every:
+                    commit(answered[:])
+                    answered.clear()
             if on_result is not None:
                 on_result(i, response)
 
@@ -447,7 +454,7 @@ class CachedBackend(Backend):
                     keep(local, response)
         finally:
             try:
-                commit(encoded)
+                commit(answered)
             finally:
                 if writer is not None:
                     writer.shutdown(wait=True)  # every transaction landed (or failed) before we go on

@@ -190,11 +190,23 @@ def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_commit
         real_put(fingerprint, kind, items)
 
     cache.put_encoded = put_encoded
+    real_encode = cache.encode
+    encoded_on_main = []
+
+    def encode(value):
+        encoded_on_main.append(threading.current_thread() is threading.main_thread())
+        return real_encode(value)
+
+    cache.encode = encode
     cached = CachedBackend(Handing(), cache, chunk_size=4)
-    cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
+    answers = cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
     assert calls == [10]
     assert transactions == [(4, False), (4, False), (2, False)]  # a chunk a transaction, off the main thread
+    assert encoded_on_main == [False] * 10  # encoded there too: the main thread only hands the answers over
     assert ResponseCache(path).count() == 10  # all landed before answer() returned
+    reader = CachedBackend(FakeBackend(), ResponseCache(path))
+    again = reader.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
+    assert reader.hits == 10 and again == answers  # what the writer thread encoded reads back as given
 
 
 def test_a_failed_background_commit_fails_the_call_and_keeps_what_landed(tmp_path):
