@@ -23,9 +23,16 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
   writes, background thread``), overlapping the others (blocks measured before 053dcd8
   counted the writer's transactions, on one stack shared by both threads, in ``cache
   writes`` and so left them out of the rest of collect);
+* **answers handed over (methods' scores)**: what runs on each answer as the backend hands
+  it over between batches (``on_result``: the cache's queue, the driver, the methods' scores);
 * **derive**: metrics, bootstrap, records (the blind baseline off, as in bench_gpu.py);
-* **methods and the rest of collect**: the rest of the collect part (the methods' scores
-  of each passage, the driver, de-duplication).
+* **methods and the rest of collect**: the rest of the collect part (the driver,
+  de-duplication, the scores of answers not handed over).
+
+Blocks measured before 053dcd8's successor took another path than a real run: the
+wrappers hid ``answer``'s ``on_result`` from ``hands_over``, so the answers were not
+handed over as they finished (the methods ran after the backend, the cache committed chunk
+by chunk on the main thread); their rows are not comparable with later blocks.
 
 ``host outside the forward`` is the detect call's time less forward and statistics.
 ``tokenizer alone``: the tokenizer's call on all the texts outside detect, least of the
@@ -41,6 +48,8 @@ Writes ``benchmarks/results/gpu_stages.json`` (one block per ``--label``) and th
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
 import sys
 import tempfile
@@ -55,8 +64,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpu as B  # noqa: E402
 
+HANDED_OVER = "answers handed over (methods' scores)"
 STAGES = ["tokenization", "planning/padding", "forward", "statistics", "to host/rows", "token strings",
-          "cache writes", "methods and the rest of collect", "derive"]
+          "cache writes", HANDED_OVER, "methods and the rest of collect", "derive"]
 
 
 def _set(owner, attr: str, value) -> None:
@@ -87,13 +97,13 @@ class Stages:
             self.local.stack = []
         return self.local.stack
 
-    def wrap(self, owner, attr: str, stage: str) -> None:
-        if attr not in owner.__dict__ and not hasattr(owner, attr):
-            return
-        raw = owner.__dict__.get(attr, getattr(owner, attr))
-        real = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    def timed(self, real, stage: str):
+        """``real`` with its calls' time counted in ``stage``. functools.wraps: callers that
+        read the signature (``hands_over``, which picks the path where answers are handed over
+        as they finish and the cache commits on its writer thread) must see the real one."""
         stages = self
 
+        @functools.wraps(real)
         def wrapper(*args, **kwargs):
             stack = stages.stack
             name = stage if threading.current_thread() is threading.main_thread() else stage + BACKGROUND
@@ -111,6 +121,28 @@ class Stages:
                     stack[-1][0] += wall
                     stack[-1][1] += cpu
 
+        return wrapper
+
+    def wrap(self, owner, attr: str, stage: str, callback: str | None = None, callback_stage: str = "") -> None:
+        """Count ``owner.attr``'s calls in ``stage``; with ``callback``, the function its
+        caller passes as that argument (``on_result``) is counted in ``callback_stage``
+        instead: work the caller does inside the call is not the callee's."""
+        if attr not in owner.__dict__ and not hasattr(owner, attr):
+            return
+        raw = owner.__dict__.get(attr, getattr(owner, attr))
+        real = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+        if callback is not None:
+            signature = inspect.signature(real)
+            inner = real
+
+            @functools.wraps(inner)
+            def real(*args, **kwargs):
+                bound = signature.bind(*args, **kwargs)
+                if bound.arguments.get(callback) is not None:
+                    bound.arguments[callback] = self.timed(bound.arguments[callback], callback_stage)
+                return inner(*bound.args, **bound.kwargs)
+
+        wrapper = self.timed(real, stage)
         if isinstance(raw, staticmethod):
             wrapper = staticmethod(wrapper)
         elif isinstance(raw, classmethod):
@@ -146,7 +178,9 @@ def hook(stages: Stages, backend) -> None:
     stages.wrap(tok, "__call__", "tokenization")
     stages.wrap(tok, "convert_ids_to_tokens", "token strings")
     hf = hf_backend.HFBackend
-    stages.wrap(hf, "answer", "planning/padding")
+    # the answers handed over as each finishes (on_result: the cache's queue and the methods'
+    # scores) run inside answer, between batches: counted apart from the backend's own work
+    stages.wrap(hf, "answer", "planning/padding", callback="on_result", callback_stage=HANDED_OVER)
     stages.wrap(hf, "_hidden", "forward")
     stages.wrap(scoring, "score_stats", "statistics")
     for name in ("QueuedScores", "StackedScores"):
