@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from copyprobe.backends.base import GenerateRequest, RequestFailed, TokenLogprobsRequest
-from copyprobe.backends.cache import CachedBackend, ResponseCache
+from copyprobe.backends.cache import COMMITS_PER_CHUNK, CachedBackend, ResponseCache
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.errors import ConfigError
 
@@ -198,10 +198,10 @@ def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_commit
         return real_encode(value)
 
     cache.encode = encode
-    cached = CachedBackend(Handing(), cache, chunk_size=4)
+    cached = CachedBackend(Handing(), cache, chunk_size=4 * COMMITS_PER_CHUNK)  # a commit every 4 answers
     answers = cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
     assert calls == [10]
-    assert transactions == [(4, False), (4, False), (2, False)]  # a chunk a transaction, off the main thread
+    assert transactions == [(4, False), (4, False), (2, False)]  # an eighth of a chunk a transaction, off the main thread
     assert encoded_on_main == [False] * 10  # encoded there too: the main thread only hands the answers over
     assert ResponseCache(path).count() == 10  # all landed before answer() returned
     reader = CachedBackend(FakeBackend(), ResponseCache(path))
@@ -229,7 +229,8 @@ def test_a_failed_background_commit_fails_the_call_and_keeps_what_landed(tmp_pat
 
     cache.put_encoded = put_encoded
     with pytest.raises(BackendError, match="disk full"):
-        CachedBackend(Handing(), cache, chunk_size=4).answer([TokenLogprobsRequest(f"t {i}") for i in range(10)])
+        CachedBackend(Handing(), cache, chunk_size=4 * COMMITS_PER_CHUNK).answer(
+            [TokenLogprobsRequest(f"t {i}") for i in range(10)])
     assert puts == [4, 4, 2]
     assert ResponseCache(path).count() == 6  # the chunks before and after the failed one landed
 
