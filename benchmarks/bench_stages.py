@@ -29,7 +29,7 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
 * **methods and the rest of collect**: the rest of the collect part (the driver,
   de-duplication, the scores of answers not handed over).
 
-Blocks measured before 053dcd8's successor took another path than a real run: the
+Blocks measured before e062230 took another path than a real run: the
 wrappers hid ``answer``'s ``on_result`` from ``hands_over``, so the answers were not
 handed over as they finished (the methods ran after the backend, the cache committed chunk
 by chunk on the main thread); their rows are not comparable with later blocks.
@@ -285,6 +285,10 @@ def render(report: dict) -> str:
              "`python benchmarks/bench_stages.py --label LABEL` (see its docstring for what each stage holds).",
              "Milliseconds per 1,000 passages / per 100k tokens, each stage's least wall time over the repeats",
              "(exclusive: nested stages subtracted); the 5 logit methods, no cache unless named, blind baseline off.",
+             "",
+             "Blocks measured before e062230 (those without an `answers handed over` row) ran another path than a",
+             "real run: the timing wrappers hid `answer`'s `on_result`, so answers were not handed over as they",
+             "finished (methods after the backend; the cache committed chunk by chunk on the main thread).",
              ""]
     for label, block in report.items():
         m = block["machine"]
