@@ -286,8 +286,8 @@ def _json_type_fits(annotation: str, value: Any) -> bool:
 CHUNK_BATCHES = 32
 # A backend that hands its answers over has them committed on the writer thread in this
 # many transactions per chunk (4 batches each at CHUNK_BATCHES = 32): the caller waits at
-# the end for the last one only (a whole chunk's, 626 of WikiMIA's 1,650 answers, kept it
-# waiting ~50 ms per 1,000 passages here), and an interruption loses fewer answers. In WAL
+# the end for the last one only (it waited for a whole chunk's: 626 of WikiMIA's 1,650
+# answers at batch 32), and an interruption loses fewer answers. In WAL
 # mode with synchronous = NORMAL a commit does not sync the disk, so more of them cost little.
 COMMITS_PER_CHUNK = 8
 
@@ -407,17 +407,18 @@ class CachedBackend(Backend):
     def _answer_chunk(self, requests, part, keys, cacheable, results, progress, on_result=None,
                       commit_every: int | None = None) -> None:
         """One call of the wrapped backend, committed in one transaction, or in one every
-        ``commit_every`` answers. An answer is encoded as the backend hands it over
-        (``on_result``: the HF backend does so while its next batch runs on the device),
-        and the answers that finished are committed even when the call fails part way.
+        ``commit_every`` answers. An answer is kept for the cache as the backend hands it
+        over (``on_result``: the HF backend does so while its next batch runs on the
+        device), and the answers that finished are committed even when the call fails part
+        way.
 
         The transactions every ``commit_every`` answers are encoded and written on a thread
         of their own, one after another, so the thread that queues the device's work waits
         neither for the disk (a commit of 1,024 answers took 0.1 s here, the device idle all
-        the while) nor for the encoding (0.11 s per 1,000 passages of the 5 logit methods:
-        the answers' lists packed and the JSON made); the call returns, or fails, only once
-        every one of them has landed. Answers are not changed once handed over, so reading
-        them on the writer's thread is safe."""
+        the while) nor for the encoding (about 0.1 s per 1,000 passages of the 5 logit
+        methods under cProfile: the answers' lists packed and the JSON made); the call
+        returns, or fails, only once every one of them has landed. Answers are not changed
+        once handed over, so reading them on the writer's thread is safe."""
         from concurrent.futures import ThreadPoolExecutor
 
         kind = requests[0].kind
