@@ -20,9 +20,7 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
 * **token strings**: ``convert_ids_to_tokens`` (token strings for word-level methods);
 * **cache writes**: answers encoded and written to the SQLite cache (the ``+cache`` run),
   on the main thread; what the cache's writer thread spends is its own row (``cache
-  writes, background thread``), overlapping the others (blocks measured before 053dcd8
-  counted the writer's transactions, on one stack shared by both threads, in ``cache
-  writes`` and so left them out of the rest of collect);
+  writes, background thread``), overlapping the others;
 * **answers handed over (methods' scores)**: what runs on each answer as the backend hands
   it over between batches (``on_result``: the cache's queue, the driver, the methods' scores);
 * **derive**: metrics, bootstrap, records (the blind baseline off, as in bench_gpu.py);
