@@ -429,7 +429,7 @@ class CachedBackend(Backend):
         writes: list[Any] = []
 
         def write(rows: list[tuple[str, Any]]) -> None:
-            self.cache.put_encoded(fingerprint, kind, [(key, self.cache.encode(packed(r))) for key, r in rows])
+            self.cache.put_many(fingerprint, kind, [(key, packed(r)) for key, r in rows])
 
         def commit(rows: list[tuple[str, Any]]) -> None:
             if writer is None:
