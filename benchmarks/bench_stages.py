@@ -9,7 +9,7 @@ per 100k tokens, plus the host calls that stall a GPU counted under cProfile.
 
 Stages (each function's own time, nested stages subtracted, so they add up to the call):
 
-* **tokenization**: the tokenizer's calls (texts to ids);
+* **tokenization**: the tokenizer's calls (texts to ids; ``batch_token_ids`` since 86d2c2f);
 * **planning/padding**: the backend's answer call outside every other stage (windows,
   batches, padded input tensors, masks, targets);
 * **forward**: the decoder's forward pass (the model; not host work);
@@ -174,6 +174,8 @@ def hook(stages: Stages, backend) -> None:
 
     tok = type(backend.tokenizer)
     stages.wrap(tok, "__call__", "tokenization")
+    if hasattr(scoring, "batch_token_ids"):  # since 86d2c2f the backend's batch call goes past __call__
+        stages.wrap(scoring, "batch_token_ids", "tokenization")
     stages.wrap(tok, "convert_ids_to_tokens", "token strings")
     hf = hf_backend.HFBackend
     # the answers handed over as each finishes (on_result: the cache's queue and the methods'
@@ -247,8 +249,9 @@ def host_counts(backend, examples) -> dict:
 def tokenizer_floor(backend, examples, repeats: int) -> dict:
     """Seconds (least of ``repeats``) the tokenizer alone takes for the texts, outside
     detect: what tokenization costs here however little else the host does. ``call`` is the
-    transformers call detect makes; ``rust`` the tokenizers library's own batch call
-    without offsets (``encode_batch_fast``), where it has one."""
+    transformers call (what detect made before 86d2c2f); ``rust`` the tokenizers library's
+    own batch call without offsets (``encode_batch_fast``), where it has one: what detect
+    makes since (``batch_token_ids``) for a tokenizer whose call comes to it."""
     texts = [e.text for e in examples]
     calls = {"call": lambda: backend.tokenizer(texts).input_ids}
     rust = getattr(getattr(backend.tokenizer, "_tokenizer", None), "encode_batch_fast", None)
