@@ -36,6 +36,7 @@ them, and :func:`prefetch` starts it on a thread as soon as the data is known.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import math
@@ -249,9 +250,11 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.nd
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
+    _check_stop()
     char_counts, word_counts = ngram_counts(texts)
     scores = {kind: np.full(len(y), np.nan) for kind in KINDS}
     for train, test in splits:
+        _check_stop()
         if len(np.unique(y[train])) < 2:  # cannot happen with stratified folds; guard anyway
             for kind in KINDS:
                 scores[kind][test] = 0.0
@@ -268,6 +271,7 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.nd
             "length_date": (scaler.transform(meta[train]), scaler.transform(meta[test])),
         }
         for kind, (x_train, x_test) in features.items():
+            _check_stop()
             model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_train, y[train])
             scores[kind][test] = model.decision_function(x_test)
     return scores
@@ -392,9 +396,14 @@ def blind_baseline(
     for k, (_, test) in enumerate(splits):
         fold_of[test] = k
 
-    oof_by_kind = _out_of_fold(texts, text_features(texts), date_features(texts), y, splits, seed)
+    _check_stop()
+    meta = text_features(texts)
+    _check_stop()
+    dates = date_features(texts)
+    oof_by_kind = _out_of_fold(texts, meta, dates, y, splits, seed)
     oof = oof_by_kind["combined"]
     auc = within_fold_auc(y, oof, fold_of)
+    _check_stop()
     low, high = _within_fold_ci(y, oof, fold_of, g, n_bootstrap, seed)
     result["auc"] = auc
     result["auc_low"], result["auc_high"] = low, high
@@ -518,6 +527,45 @@ def baseline_inputs(rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str],
 
 _RUNNING: dict[str, Any] = {}  # key -> concurrent.futures.Future of a prefetch
 _RUNNING_LOCK = threading.Lock()
+_PREFETCH_THREADS: list[threading.Thread] = []
+# Set while the program exits (see finish_prefetches): a prefetch stops at its next step.
+_STOP = threading.Event()
+
+
+class PrefetchStopped(Exception):
+    """A prefetch stopped because the program is exiting; nothing of it is stored."""
+
+
+def _check_stop() -> None:
+    if _STOP.is_set():
+        raise PrefetchStopped("the blind baseline was stopped: the program is exiting")
+
+
+def finish_prefetches(timeout: float = 60.0) -> None:
+    """Ask the prefetches still running to stop at their next step (between the
+    classifiers' fits) and wait for them, at most ``timeout`` seconds. Registered to run at
+    exit: Python (up to 3.13) ends a daemon thread still running when the interpreter
+    finalizes with pthread_exit, which inside scikit-learn's or scipy's C++ code aborts
+    the process ("terminate called without an active exception"), as when a script
+    exits right after catching a KeyboardInterrupt out of ``detect``."""
+    import time
+
+    with _RUNNING_LOCK:
+        threads = [t for t in _PREFETCH_THREADS if t.is_alive()]
+    if not threads:
+        return
+    _STOP.set()
+    try:
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    except KeyboardInterrupt:  # another Ctrl-C: the user would rather not wait
+        pass
+    finally:
+        _STOP.clear()
+
+
+atexit.register(finish_prefetches)
 
 
 def baseline_key(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] | None, seed: int) -> str:
@@ -607,9 +655,13 @@ def prefetch(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] 
         except BaseException as exc:  # handed to whoever waits for it
             future.set_exception(exc)
 
+    # a daemon: a program that ends does not wait for the fits, only for the step in
+    # progress (finish_prefetches, at exit)
+    thread = threading.Thread(target=work, name="copyprobe-blind-baseline", daemon=True)
     with _RUNNING_LOCK:
         _RUNNING[key] = future
-    threading.Thread(target=work, name="copyprobe-blind-baseline", daemon=True).start()
+        _PREFETCH_THREADS[:] = [t for t in _PREFETCH_THREADS if t.is_alive()] + [thread]
+    thread.start()
     return future
 
 

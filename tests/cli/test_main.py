@@ -67,3 +67,37 @@ def test_exit_waits_for_threads_that_are_not_daemons():
     proc = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == "joined"
+
+
+def test_the_program_does_not_wait_for_the_blind_baselines_fit():
+    """A library's exit waits for the baseline's step in progress (finish_prefetches); the
+    program ends with os._exit, where nothing is finalized, so it need not wait."""
+    pytest.importorskip("scipy")
+    program = textwrap.dedent("""
+        import sys, threading
+        import numpy as np, scipy.fft
+        import copyprobe.cli.main as cli
+        from copyprobe.evaluation import blind
+
+        x = np.random.default_rng(0).random(1 << 20)
+        inside = threading.Event()
+
+        def endless_step(batch):  # a fit that would not stop when asked
+            inside.set()
+            while True:
+                scipy.fft.fft(x)
+
+        blind.text_features = endless_step
+        blind.prefetch([f"text {i}" for i in range(20)], [i % 2 for i in range(20)], None, 0, cache_dir=sys.argv[1])
+        inside.wait(60)
+        cli.main = lambda argv: 130
+        cli.entry([])
+    """)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        # finish_prefetches would wait its full 60 s here
+        proc = subprocess.run([sys.executable, "-c", program, cache], cwd=REPO, capture_output=True,
+                              text=True, timeout=45)
+    assert proc.returncode == 130, proc.stderr
+    assert "terminate called" not in proc.stderr

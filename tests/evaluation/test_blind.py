@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import textwrap
 
 import numpy as np
 import pytest
@@ -412,3 +413,74 @@ def test_detect_and_rescore_compute_the_baseline_once(tmp_path, monkeypatch):
     monkeypatch.setattr(ScoringCollection, "begin", lambda self: None)
     uncached = copyprobe.detect(FakeBackend(), examples, ["loss"], cache=False, n_bootstrap=50)
     assert len(fitted) == 2 and uncached.metrics == run.metrics
+
+
+def test_a_prefetch_running_at_exit_stops_at_its_next_step_and_stores_nothing(tmp_path, monkeypatch):
+    """finish_prefetches (run at exit) stops a running prefetch between steps and waits
+    for it; afterwards the baseline of the same data is computed as if nothing happened."""
+    import threading
+
+    from copyprobe.evaluation import blind
+
+    texts, labels = shifted_dataset(20)
+    entered = threading.Event()
+    real = blind.text_features
+
+    def slow_features(batch):  # a step that lasts until the program asks the baseline to stop
+        entered.set()
+        assert blind._STOP.wait(60), "finish_prefetches never asked the prefetch to stop"
+        return real(batch)
+
+    monkeypatch.setattr(blind, "text_features", slow_features)
+    future = blind.prefetch(texts, labels, None, 0, cache_dir=tmp_path)
+    assert entered.wait(60)
+    blind.finish_prefetches()
+    assert future.done() and isinstance(future.exception(), blind.PrefetchStopped)
+    assert not blind._STOP.is_set()  # cleared: later baselines run
+    assert not (tmp_path / "blind").exists() or not list((tmp_path / "blind").glob("*.json"))
+    monkeypatch.setattr(blind, "text_features", real)
+    assert blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path) == blind_baseline(texts, labels)
+    blind.finish_prefetches()  # nothing running: returns at once
+
+
+# A program that exits while the baseline's prefetch is inside C++ code that releases the
+# GIL (scipy's FFT stands in for scikit-learn's fit): Python (<=3.13) ends a daemon thread
+# that wakes during finalization with pthread_exit, which C++ turns into an abort.
+_EXITING_PROGRAM = textwrap.dedent("""
+    import sys, threading
+    import numpy as np, scipy.fft
+    from copyprobe.evaluation import blind
+    sys.path.insert(0, {tests!r})
+    from test_blind import shifted_dataset
+
+    x = np.random.default_rng(0).random(1 << 21)
+    inside = threading.Event()
+    stop = getattr(blind, "_STOP", threading.Event())
+    real = blind.text_features
+
+    def native_features(batch):
+        inside.set()
+        while not stop.is_set():
+            scipy.fft.fft(x)
+        return real(batch)
+
+    blind.text_features = native_features
+    texts, labels = shifted_dataset(20)
+    blind.prefetch(texts, labels, None, 0, cache_dir={cache!r})
+    inside.wait(60)
+    sys.exit(0)
+""")
+
+
+def test_a_program_that_exits_during_a_prefetch_exits_cleanly(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("scipy")
+    program = _EXITING_PROGRAM.format(tests=str(Path(__file__).parent), cache=str(tmp_path))
+    for _ in range(3):  # without finish_prefetches this aborted (exit -6) in 3 of 3 tries
+        proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "terminate called" not in proc.stderr and proc.stderr == "", proc.stderr
+    assert not list(tmp_path.glob("blind/*.json"))  # stopped, so nothing half-done was stored
