@@ -397,8 +397,8 @@ def batch_token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     is transformers' own and whose Rust tokenizer is set as that call sets it (no
     truncation, no padding, special tokens in the text read as ``split_special_tokens``
     says) is asked through its Rust tokenizer's batch call without offsets: that call's
-    own ids, without its conversion of every text's encoding into dicts of lists (60-80 of
-    220-260 ms for WikiMIA's 1,650 passages on 2 cores; that part runs on one core, the
+    own ids, without its conversion of every text's encoding into dicts of lists (about 40
+    of 190-230 ms for WikiMIA's 1,650 passages on 2 cores; that part runs on one core, the
     Rust part on all of them). Any other tokenizer is called as it is."""
     if not texts:  # transformers' call fails on an empty batch
         return []
