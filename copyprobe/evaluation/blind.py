@@ -658,10 +658,10 @@ def prefetch(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] 
     # a daemon: a program that ends does not wait for the fits, only for the step in
     # progress (finish_prefetches, at exit)
     thread = threading.Thread(target=work, name="copyprobe-blind-baseline", daemon=True)
-    with _RUNNING_LOCK:
+    with _RUNNING_LOCK:  # started inside: finish_prefetches, at exit, sees it alive
         _RUNNING[key] = future
+        thread.start()
         _PREFETCH_THREADS[:] = [t for t in _PREFETCH_THREADS if t.is_alive()] + [thread]
-    thread.start()
     return future
 
 
