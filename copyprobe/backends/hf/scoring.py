@@ -397,9 +397,11 @@ def batch_token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     is transformers' own and whose Rust tokenizer is set as that call sets it (no
     truncation, no padding, special tokens in the text read as ``split_special_tokens``
     says) is asked through its Rust tokenizer's batch call without offsets: that call's
-    own ids, without its conversion of every text's encoding into dicts of lists (about 40
-    of 190-230 ms for WikiMIA's 1,650 passages on 2 cores; that part runs on one core, the
-    Rust part on all of them). Any other tokenizer is called as it is."""
+    own ids, without its conversion of every text's encoding into dicts of lists, which
+    runs on one core where the Rust part runs on all (WikiMIA on 2 cores, outside detect:
+    117-120 ms per 1,000 passages through the call, 85-92 through the Rust one; inside
+    detect, where the garbage collector is held back, bench_stages.py resolves no
+    difference). Any other tokenizer is called as it is."""
     if not texts:  # transformers' call fails on an empty batch
         return []
     rust = _plain_rust_tokenizer(tokenizer)
