@@ -437,7 +437,7 @@ def test_a_prefetch_running_at_exit_stops_at_its_next_step_and_stores_nothing(tm
     blind.finish_prefetches()
     assert future.done() and isinstance(future.exception(), blind.PrefetchStopped)
     assert not blind._STOP.is_set()  # cleared: later baselines run
-    assert not (tmp_path / "blind").exists() or not list((tmp_path / "blind").glob("*.json"))
+    assert not list(tmp_path.glob("blind/*.json"))
     monkeypatch.setattr(blind, "text_features", real)
     assert blind.cached_blind_baseline(texts, labels, None, 0, cache_dir=tmp_path) == blind_baseline(texts, labels)
     blind.finish_prefetches()  # nothing running: returns at once
@@ -479,7 +479,7 @@ def test_a_program_that_exits_during_a_prefetch_exits_cleanly(tmp_path):
 
     pytest.importorskip("scipy")
     program = _EXITING_PROGRAM.format(tests=str(Path(__file__).parent), cache=str(tmp_path))
-    for _ in range(3):  # without finish_prefetches this aborted (exit -6) in 3 of 3 tries
+    for _ in range(3):  # before finish_prefetches its first try aborted (exit -6)
         proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert "terminate called" not in proc.stderr and proc.stderr == "", proc.stderr
