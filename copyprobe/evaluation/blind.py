@@ -527,7 +527,7 @@ def baseline_inputs(rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str],
 
 _RUNNING: dict[str, Any] = {}  # key -> concurrent.futures.Future of a prefetch
 _RUNNING_LOCK = threading.Lock()
-_PREFETCH_THREADS: list[threading.Thread] = []
+_THREAD_NAME = "copyprobe-blind-baseline"  # how finish_prefetches finds the prefetches running
 # Set while the program exits (see finish_prefetches): a prefetch stops at its next step.
 _STOP = threading.Event()
 
@@ -550,8 +550,7 @@ def finish_prefetches(timeout: float = 60.0) -> None:
     exits right after catching a KeyboardInterrupt out of ``detect``."""
     import time
 
-    with _RUNNING_LOCK:
-        threads = [t for t in _PREFETCH_THREADS if t.is_alive()]
+    threads = [t for t in threading.enumerate() if t.name == _THREAD_NAME]
     if not threads:
         return
     _STOP.set()
@@ -655,13 +654,11 @@ def prefetch(texts: Sequence[str], labels: Sequence[int], groups: Sequence[Any] 
         except BaseException as exc:  # handed to whoever waits for it
             future.set_exception(exc)
 
+    with _RUNNING_LOCK:
+        _RUNNING[key] = future
     # a daemon: a program that ends does not wait for the fits, only for the step in
     # progress (finish_prefetches, at exit)
-    thread = threading.Thread(target=work, name="copyprobe-blind-baseline", daemon=True)
-    with _RUNNING_LOCK:  # started inside: finish_prefetches, at exit, sees it alive
-        _RUNNING[key] = future
-        thread.start()
-        _PREFETCH_THREADS[:] = [t for t in _PREFETCH_THREADS if t.is_alive()] + [thread]
+    threading.Thread(target=work, name=_THREAD_NAME, daemon=True).start()
     return future
 
 
