@@ -159,14 +159,14 @@ def bare_pass(backend, token_ids: list[list[int]], batch_size: int) -> Timer:
     return timer
 
 
-def detect_pass(backend, examples, cache) -> tuple[Timer, float]:
+def detect_pass(backend, examples, cache, methods=LOGIT_METHODS) -> tuple[Timer, float]:
     """(the whole detect call's times, the seconds of its collect part)."""
     import copyprobe
 
     synchronize(backend.device)
     with Timer() as timer:
-        result = copyprobe.detect(backend, examples, LOGIT_METHODS, cache=cache, blind_baseline=False)
-    failed = int(result.scores[LOGIT_METHODS].isna().any(axis=1).sum())
+        result = copyprobe.detect(backend, examples, list(methods), cache=cache, blind_baseline=False)
+    failed = int(result.scores[list(methods)].isna().any(axis=1).sum())
     if failed:
         raise SystemExit(f"{failed} passages failed to score")
     return timer, result.record.timings["score_s"]
@@ -370,7 +370,7 @@ def section_floor(args, backend, token_ids: list[list[int]]) -> dict:
 HOST_COPIES = (".cpu()", ".tolist()", ".item()", ".numpy()")
 
 
-def host_calls(backend, examples) -> dict[str, int]:
+def host_calls(backend, examples, methods=LOGIT_METHODS) -> dict[str, int]:
     """cProfile around one detect (no cache): how often it built a tensor from Python lists
     (``torch.tensor``), copied to the host (:data:`HOST_COPIES`) and looked up token strings
     (``id_to_token``, ``convert_ids_to_tokens``): the calls that stall a GPU."""
@@ -379,7 +379,7 @@ def host_calls(backend, examples) -> dict[str, int]:
 
     profile = cProfile.Profile()
     profile.enable()
-    detect_pass(backend, examples, False)
+    detect_pass(backend, examples, False, methods)
     profile.disable()
     counts = dict.fromkeys(("torch.tensor", *HOST_COPIES, "id_to_token", "convert_ids_to_tokens"), 0)
     copies = {f"<method '{name[1:-2]}' of 'torch._C.TensorBase' objects>": name for name in HOST_COPIES}

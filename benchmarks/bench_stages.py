@@ -6,6 +6,7 @@ per 100k tokens, plus the host calls that stall a GPU counted under cProfile.
 
     python benchmarks/bench_stages.py --label before      # adds/replaces that label's block
     python benchmarks/bench_stages.py --label after
+    python benchmarks/bench_stages.py --label LABEL --methods recall,con_recall   # requests with a context
 
 Stages (each function's own time, nested stages subtracted, so they add up to the call):
 
@@ -182,6 +183,8 @@ def hook(stages: Stages, backend) -> None:
     # scores) run inside answer, between batches: counted apart from the backend's own work
     stages.wrap(hf, "answer", "planning/padding", callback="on_result", callback_stage=HANDED_OVER)
     stages.wrap(hf, "_hidden", "forward")
+    # passes after a context's KV cache (ReCaLL's prefix) call the decoder without _hidden
+    stages.wrap(type(backend._decoder), "forward", "forward")
     stages.wrap(scoring, "score_stats", "statistics")
     for name in ("QueuedScores", "StackedScores"):
         cls = getattr(scoring, name, None)
@@ -219,9 +222,9 @@ def stand_in_statistics() -> None:
     scoring.score_stats = stand_in
 
 
-def timed_detect(backend, examples, cache, stages: Stages) -> dict:
+def timed_detect(backend, examples, cache, stages: Stages, methods) -> dict:
     stages.reset()
-    timer, collect = B.detect_pass(backend, examples, cache)
+    timer, collect = B.detect_pass(backend, examples, cache, methods)
     out = {"detect_s": timer.wall, "detect_cpu_s": timer.cpu, "collect_s": collect}
 
     def on_main(times: dict[str, float]) -> float:
@@ -236,9 +239,9 @@ def timed_detect(backend, examples, cache, stages: Stages) -> dict:
     return out
 
 
-def host_counts(backend, examples) -> dict:
+def host_counts(backend, examples, methods) -> dict:
     """bench_gpu's host calls of one warm detect (no cache), and per passage."""
-    counts = B.host_calls(backend, examples)
+    counts = B.host_calls(backend, examples, methods)
     n = len(examples)
     counts["tensors + host copies per passage"] = round(
         sum(counts[k] for k in ("torch.tensor", *B.HOST_COPIES)) / n, 3)
@@ -281,11 +284,19 @@ def best(runs: list[dict]) -> dict:
     return out
 
 
+def _methods(block: dict) -> str:
+    """The block's methods when they are not bench_gpu's 5 logit methods (blocks before
+    the option ran those)."""
+    methods = block.get("methods", B.LOGIT_METHODS)
+    return "" if list(methods) == list(B.LOGIT_METHODS) else f"methods {', '.join(methods)}, "
+
+
 def render(report: dict) -> str:
     lines = ["# Stage timings of detect on CPU (issue 41)", "",
              "`python benchmarks/bench_stages.py --label LABEL` (see its docstring for what each stage holds).",
              "Milliseconds per 1,000 passages / per 100k tokens, each stage's least wall time over the repeats",
-             "(exclusive: nested stages subtracted); the 5 logit methods, no cache unless named, blind baseline off.",
+             "(exclusive: nested stages subtracted); the 5 logit methods unless a block names others, no cache unless",
+             "named, blind baseline off.",
              "",
              "Blocks measured before e062230 (those without an `answers handed over` row) ran another path than a",
              "real run: the timing wrappers hid `answer`'s `on_result`, so answers were not handed over as they",
@@ -294,7 +305,7 @@ def render(report: dict) -> str:
     for label, block in report.items():
         m = block["machine"]
         lines += [f"## {label}", "",
-                  f"{block['model']}, {block['passages']} passages ({block['tokens']} tokens), batch "
+                  f"{block['model']}, {_methods(block)}{block['passages']} passages ({block['tokens']} tokens), batch "
                   f"{block['batch_size']}, {m['torch_threads']} torch thread(s), torch {m['torch']}, "
                   f"{m['cpu_count']} CPUs, load {m.get('loadavg')}; commit {block.get('commit', '?')}; "
                   f"{block['repeats']} repeats; {block['date']}", ""]
@@ -340,6 +351,9 @@ def main() -> None:
     parser.add_argument("--label", required=True, help="name of this block (before, after, ...)")
     parser.add_argument("--params", default="micro", choices=sorted(B.PRESETS))
     parser.add_argument("--passages", default="256")
+    parser.add_argument("--methods", default=",".join(B.LOGIT_METHODS),
+                        help="comma-separated methods detect runs (default: the 5 logit methods; "
+                        "recall,con_recall for the path of requests with a context)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
@@ -349,6 +363,7 @@ def main() -> None:
                         "values, no vocabulary pass): the host's stages without the CPU's 97%% of the time "
                         "that a GPU does (its noise hid differences of 100 ms here); scores are then random")
     args = parser.parse_args()
+    methods = [name.strip() for name in args.methods.split(",") if name.strip()]
     if args.no_statistics:
         stand_in_statistics()
 
@@ -363,9 +378,9 @@ def main() -> None:
         backend = B.make_backend(f"hf:{directory}", "cpu", "float32", args.batch_size)
         examples = B.load_texts(args.passages)
         token_ids = [list(ids) for ids in backend.tokenizer([e.text for e in examples]).input_ids]
-        B.detect_pass(backend, examples[:64], False)  # warm-up
+        B.detect_pass(backend, examples[:64], False, methods)  # warm-up
         B.bare_pass(backend, token_ids[:64], args.batch_size)
-        counts = host_counts(backend, examples)
+        counts = host_counts(backend, examples, methods)
         floor = tokenizer_floor(backend, examples, args.repeats)
         stages = Stages()
         hook(stages, backend)
@@ -375,9 +390,9 @@ def main() -> None:
             for _ in range(args.repeats):
                 if not args.no_statistics:  # the bare pass builds whole logits: nothing to compare with then
                     bare.append(B.bare_pass(backend, token_ids, args.batch_size).wall)
-                runs["detect"].append(timed_detect(backend, examples, False, stages))
+                runs["detect"].append(timed_detect(backend, examples, False, stages, methods))
                 cache = str(Path(tmp) / f"cache-{time.time_ns()}.sqlite")
-                runs["detect+cache"].append(timed_detect(backend, examples, cache, stages))
+                runs["detect+cache"].append(timed_detect(backend, examples, cache, stages, methods))
                 print(f"  bare {bare[-1] if bare else float('nan'):.3f} s, detect {runs['detect'][-1]['detect_s']:.3f} s, "
                       f"+cache {runs['detect+cache'][-1]['detect_s']:.3f} s", file=sys.stderr, flush=True)
         finally:
@@ -386,6 +401,7 @@ def main() -> None:
                             check=False).stdout.strip()
     block = {"model": f"random-weight Llama {args.params} (SmolLM2's tokenizer), float32, CPU"
              + (", statistics replaced by a stand-in" if args.no_statistics else ""),
+             "methods": methods,
              "passages": len(examples), "tokens": sum(map(len, token_ids)), "batch_size": args.batch_size,
              "repeats": args.repeats, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
              "machine": B.machine("cpu"), "bare_s": min(bare) if bare else None, "counts": counts,
