@@ -68,6 +68,29 @@ def test_hf_context_matches_one_forward_pass(kind, batch_size):
     assert len(plain.logprobs) == len(plain.token_ids) - 1  # the plain request is unchanged
 
 
+def test_hf_tokenizes_texts_in_batches_and_each_context_once(monkeypatch):
+    from copyprobe.backends.hf import scoring
+
+    calls = []
+
+    def counted(tokenizer, texts, add_special_tokens=True):
+        calls.append((list(texts), add_special_tokens))
+        return real(tokenizer, texts, add_special_tokens)
+
+    real = scoring.batch_token_ids
+    monkeypatch.setattr(scoring, "batch_token_ids", counted)
+    backend = make_tiny_backend("llama", batch_size=3)
+    requests = [TokenLogprobsRequest(t, context=c) for c in (CONTEXT, "Another context. ") for t in TEXTS]
+    requests += [TokenLogprobsRequest("", context=CONTEXT), TokenLogprobsRequest(TEXTS[2])]
+    answers = backend.answer(requests)
+    assert calls == [([TEXTS[2]], True), ([r.text for r in requests[:-1]], False),
+                     ([CONTEXT, "Another context. "], True)]
+    for request, answer in zip(requests[:-1], answers):
+        expected = reference_logprobs(backend, request.context, request.text)
+        assert answer.logprobs == pytest.approx(expected, abs=2e-6)
+    assert answers[-2].token_ids == [] and answers[-2].logprobs == []
+
+
 def test_hf_context_longer_than_max_length_uses_windows():
     length = 48
     backend = make_tiny_backend("llama", max_length=length)

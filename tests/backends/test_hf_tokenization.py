@@ -20,8 +20,8 @@ TEXTS = [
 ]
 
 
-def _called(tokenizer, texts):
-    return [list(ids) for ids in tokenizer(texts).input_ids]
+def _called(tokenizer, texts, **options):
+    return [list(ids) for ids in tokenizer(texts, **options).input_ids]
 
 
 @pytest.mark.parametrize("name", ["byte", pytest.param("smollm2", marks=pytest.mark.model),
@@ -33,6 +33,11 @@ def test_the_rust_path_gives_the_ids_of_the_call(request, name):
     assert got == _called(tokenizer, TEXTS)
     assert all(type(ids) is list for ids in got)
     assert len(got[-1]) > 700  # nothing cut
+    # texts after a context (ReCaLL's) without the leading special tokens, as a call per text gave them
+    bare = batch_token_ids(tokenizer, TEXTS, add_special_tokens=False)
+    assert bare == [list(tokenizer(text, add_special_tokens=False).input_ids) for text in TEXTS]
+    if name != "smollm2":  # SmolLM2 adds no special tokens; the byte tokenizer and Gemma add <s> / <bos>
+        assert bare != got
 
 
 def test_a_tokenizer_set_to_truncate_is_called_as_the_call_would_be():
@@ -78,3 +83,20 @@ def test_a_plain_callable_tokenizer_is_called():
 
     assert batch_token_ids(Plain(), ["ab", "c"]) == [[2], [1]]
     assert batch_token_ids(make_byte_tokenizer(), []) == []
+
+
+def test_the_call_is_given_the_special_tokens_option_only_when_it_is_off():
+    seen = []
+
+    class Plain:  # a tokenizer without the option still tokenizes plain texts
+        def __call__(self, texts, **options):
+            seen.append(options)
+            return type("Encoded", (), {"input_ids": [(len(t),) for t in texts]})()
+
+    batch_token_ids(Plain(), ["ab"])
+    batch_token_ids(Plain(), ["ab"], add_special_tokens=False)
+    assert seen == [{}, {"add_special_tokens": False}]
+    tokenizer = make_byte_tokenizer()
+    tokenizer.backend_tokenizer.enable_truncation(max_length=40)  # the call's path
+    assert batch_token_ids(tokenizer, ["ab", "c"], add_special_tokens=False) == _called(
+        tokenizer, ["ab", "c"], add_special_tokens=False) != _called(tokenizer, ["ab", "c"])
