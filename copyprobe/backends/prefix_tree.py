@@ -9,8 +9,32 @@ with a reused KV cache. Two walks of the prefix tree, for two shapes of work:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
+
+
+def _cache_keyword(model: Any) -> str:
+    """The forward's keyword for a KV cache: ``cache`` where the forward names it
+    (transformers 5.x, which deprecates ``past_key_values`` and removes it in 5.40; a
+    keyword the forward no longer knows could be passed on and ignored, scoring each text
+    as if nothing came before it), ``past_key_values`` in earlier versions. ``model`` is a
+    module (its ``forward`` is read) or any callable."""
+    try:
+        parameters = inspect.signature(getattr(model, "forward", model)).parameters
+    except (TypeError, ValueError):  # a forward without a signature: the keyword every version knows
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def run_with_cache(model: Any, cache: Any, **inputs: Any) -> tuple[Any, Any]:
+    """``model(**inputs)`` on top of the KV ``cache`` (None: a new one), with
+    ``use_cache=True``: (its output, the extended cache), under the keyword and output field
+    of the installed transformers (:func:`_cache_keyword`)."""
+    keyword = _cache_keyword(model)
+    out = model(**inputs, **{keyword: cache}, use_cache=True)
+    extended = getattr(out, "cache", None) if keyword == "cache" else None
+    return out, extended if extended is not None else out.past_key_values
 
 
 def shared_prefix_logprobs(model: Any, sequences: Sequence[Sequence[int]], targets: Sequence[int],
@@ -55,10 +79,9 @@ def shared_prefix_logprobs(model: Any, sequences: Sequence[Sequence[int]], targe
         if n > 0:
             segment = torch.tensor([seqs[indices[0]][start : start + n]], dtype=torch.long, device=device)
             try:  # only the last position's logits are needed (skips most of the LM head)
-                out = model(input_ids=segment, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                out, cache = run_with_cache(model, cache, input_ids=segment, logits_to_keep=1)
             except TypeError:  # transformers < 4.50
-                out = model(input_ids=segment, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                out, cache = run_with_cache(model, cache, input_ids=segment)
             last_logits = out.logits[0, -1].float()
         end = start + n
         finished = [i for i in indices if len(seqs[i]) == end]
@@ -117,8 +140,7 @@ def context_states(decoder: Any, keys: Sequence[Sequence[int]], device: Any):
         input_ids = torch.tensor(tokens, device=device).unsqueeze(1)
         if cache is not None:
             cache.reorder_cache(torch.tensor(parents, device=device))
-        out = decoder(input_ids=input_ids, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
+        out, cache = run_with_cache(decoder, cache, input_ids=input_ids)
         hidden = out.last_hidden_state[:, -1]
         index = index_here
     return hidden[torch.tensor([index[key] for key in keys], device=device)]

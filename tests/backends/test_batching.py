@@ -4,6 +4,8 @@ memory (CUDA mocked), and what the run record keeps."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from model_helpers import make_byte_tokenizer, make_tiny_backend, make_tiny_model
@@ -39,6 +41,7 @@ def failing_above(backend: HFBackend, rows: int, seen: list[int]):
     """Replace the decoder by one that raises torch.OutOfMemoryError for more than ``rows`` rows."""
     real = backend._decoder
 
+    @functools.wraps(real.forward)  # its signature: the KV cache's keyword
     def decoder(*args, **kwargs):
         seen.append(rows_of(kwargs))
         if rows_of(kwargs) > rows:
@@ -116,6 +119,7 @@ def test_auto_batches_fill_the_token_budget(monkeypatch):
     seen: list[tuple[int, int]] = []
     real = backend._decoder
 
+    @functools.wraps(real.forward)  # its signature: the KV cache's keyword
     def decoder(*args, **kwargs):
         seen.append(tuple(kwargs["input_ids"].shape))
         return real(*args, **kwargs)
@@ -284,6 +288,7 @@ def test_answers_finished_before_a_failure_are_committed(tmp_path):
     real = backend._decoder
     calls = []
 
+    @functools.wraps(real.forward)  # its signature: the KV cache's keyword
     def fails_third(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:

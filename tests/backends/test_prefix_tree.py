@@ -1,3 +1,4 @@
+import functools
 import itertools
 
 import pytest
@@ -41,3 +42,37 @@ def test_progress_counts_each_sequence_once(model):
 def test_empty_sequence_is_refused(model):
     with pytest.raises(ValueError, match="empty"):
         shared_prefix_logprobs(model, [[1], []], [5])
+
+
+def test_the_kv_cache_goes_under_the_keyword_the_forward_names():
+    from copyprobe.backends.prefix_tree import _cache_keyword, run_with_cache
+
+    class Output:
+        def __init__(self, **fields):
+            self.__dict__.update(fields)
+
+    class Old:  # transformers 4.x: past_key_values in and out
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None):
+            raise AssertionError("called through __call__")
+
+        def __call__(self, **kwargs):
+            return Output(seen=kwargs, past_key_values=("old", kwargs["past_key_values"]))
+
+    class New:  # transformers 5.x: cache in and out (past_key_values deprecated)
+        def forward(self, input_ids=None, cache=None, use_cache=None, **kwargs):
+            raise AssertionError("called through __call__")
+
+        def __call__(self, **kwargs):
+            return Output(seen=kwargs, cache=("new", kwargs["cache"]), past_key_values="deprecated")
+
+    assert (_cache_keyword(Old()), _cache_keyword(New())) == ("past_key_values", "cache")
+
+    def wrapper(**kwargs):  # a callable: its own signature
+        return New()(**kwargs)
+
+    assert _cache_keyword(wrapper) == "past_key_values"
+    assert _cache_keyword(functools.wraps(New().forward)(wrapper)) == "cache"  # signature follows __wrapped__
+    out, extended = run_with_cache(Old(), "kv", input_ids=1)
+    assert out.seen == {"input_ids": 1, "past_key_values": "kv", "use_cache": True} and extended == ("old", "kv")
+    out, extended = run_with_cache(New(), None, input_ids=2)
+    assert out.seen == {"input_ids": 2, "cache": None, "use_cache": True} and extended == ("new", None)

@@ -581,9 +581,10 @@ class TokenLogprobsMixin:
         import numpy as np
         import torch
 
+        from copyprobe.backends.prefix_tree import run_with_cache
+
         for context, indices in prefixed.items():
-            out = self._decoder(input_ids=torch.tensor([context], device=self.device), use_cache=True)
-            context_cache = out.past_key_values
+            out, context_cache = run_with_cache(self._decoder, None, input_ids=torch.tensor([context], device=self.device))
             context_last = out.last_hidden_state[0, -1:]
             del out
             indices = sorted(indices, key=lambda i: len(token_ids[i]), reverse=True)
@@ -595,8 +596,8 @@ class TokenLogprobsMixin:
                 cache = copy.deepcopy(context_cache)
                 if len(batch) > 1:
                     cache.batch_repeat_interleave(len(batch))
-                hidden = self._decoder(input_ids=self._device_tensor(ids), attention_mask=self._device_tensor(mask),
-                                       past_key_values=cache, use_cache=True).last_hidden_state
+                hidden = run_with_cache(self._decoder, cache, input_ids=self._device_tensor(ids),
+                                        attention_mask=self._device_tensor(mask))[0].last_hidden_state
                 # text position j is scored by hidden state j - 1 of its row, position 0 by the
                 # context's last state: the real positions in row-major order, as store reads them
                 scored = np.flatnonzero(text_mask)
