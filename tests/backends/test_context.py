@@ -83,12 +83,14 @@ def test_hf_tokenizes_texts_in_batches_and_each_context_once(monkeypatch):
     requests = [TokenLogprobsRequest(t, context=c) for c in (CONTEXT, "Another context. ") for t in TEXTS]
     requests += [TokenLogprobsRequest("", context=CONTEXT), TokenLogprobsRequest(TEXTS[2])]
     answers = backend.answer(requests)
-    assert calls == [([TEXTS[2]], True), ([r.text for r in requests[:-1]], False),
-                     ([CONTEXT, "Another context. "], True)]
+    # each distinct text once, though each comes after two contexts
+    assert calls == [([TEXTS[2]], True), ([*TEXTS, ""], False), ([CONTEXT, "Another context. "], True)]
     for request, answer in zip(requests[:-1], answers):
         expected = reference_logprobs(backend, request.context, request.text)
         assert answer.logprobs == pytest.approx(expected, abs=2e-6)
     assert answers[-2].token_ids == [] and answers[-2].logprobs == []
+    first, again = answers[0].token_ids, answers[len(TEXTS)].token_ids  # one text after each context
+    assert first == again and first is not again
 
 
 def test_hf_context_longer_than_max_length_uses_windows():

@@ -510,16 +510,22 @@ class TokenLogprobsMixin:
         """(each request's text ids, each distinct context's ids), in three batch calls of
         the tokenizer: texts without a context with the leading special tokens, texts after a
         context without them (the context has them), and each context once however many
-        requests share it (ReCaLL's prefix is every text's). A call a text and a context cost
-        recall and con_recall 6.6 ms a WikiMIA passage on 2 cores (bench_stages.py), more
-        than the micro model's forward passes (5.2)."""
+        requests share it (ReCaLL's prefix is every text's). Each distinct text is tokenized
+        once a call (con_recall asks for every text after two contexts). A call a text and a
+        context cost recall and con_recall 6.6 ms a WikiMIA passage on 2 cores
+        (bench_stages.py), more than the micro model's forward passes (5.2)."""
         plain = [i for i, request in enumerate(requests) if not request.context]
         after = [i for i, request in enumerate(requests) if request.context]
         token_ids: list[list[int]] = [[]] * len(requests)
         for indices, special in ((plain, True), (after, False)):
-            texts = [requests[i].text for i in indices]
-            for i, ids in zip(indices, batch_token_ids(self.tokenizer, texts, add_special_tokens=special)):
-                token_ids[i] = ids
+            texts = list(dict.fromkeys(requests[i].text for i in indices))
+            by_text = dict(zip(texts, batch_token_ids(self.tokenizer, texts, add_special_tokens=special)))
+            given: set[str] = set()
+            for i in indices:
+                text = requests[i].text
+                # a text asked for again gets its own copy: the lists become answers' token_ids
+                token_ids[i] = list(by_text[text]) if text in given else by_text[text]
+                given.add(text)
         contexts = list(dict.fromkeys(requests[i].context for i in after))
         return token_ids, dict(zip(contexts, batch_token_ids(self.tokenizer, contexts)))
 
