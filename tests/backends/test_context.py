@@ -4,6 +4,8 @@ context + text."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from model_helpers import make_tiny_backend
@@ -91,6 +93,27 @@ def test_hf_tokenizes_texts_in_batches_and_each_context_once(monkeypatch):
     assert answers[-2].token_ids == [] and answers[-2].logprobs == []
     first, again = answers[0].token_ids, answers[len(TEXTS)].token_ids  # one text after each context
     assert first == again and first is not again
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma2"])
+def test_hf_contexts_of_one_request_each_run_in_one_batch(kind):
+    # VeilProbe's shape: every text after a context of its own; as windows over context +
+    # text they share forward passes (on a KV cache each would cost two passes of one row)
+    backend = make_tiny_backend(kind, batch_size=8)
+    decoder = backend._decoder
+    rows = []
+
+    @functools.wraps(decoder.forward)  # its signature: the KV cache's keyword
+    def counting(*args, **kwargs):
+        rows.append(kwargs["input_ids"].shape[0])
+        return decoder(*args, **kwargs)
+
+    backend._decoder = counting
+    requests = [TokenLogprobsRequest(text, context=f"Context {i}: {text[:4]}. ") for i, text in enumerate(TEXTS)]
+    answers = backend.answer(requests + [TokenLogprobsRequest(TEXTS[0])])
+    assert rows == [len(TEXTS) + 1]  # the plain text joins the same batch
+    for request, answer in zip(requests, answers):
+        assert answer.logprobs == pytest.approx(reference_logprobs(backend, request.context, request.text), abs=2e-6)
 
 
 def test_hf_context_longer_than_max_length_uses_windows():
