@@ -14,13 +14,19 @@ batch of texts) and not once per text. Measured variants, on the same passages:
   more than the line above, since LL(x) is the plain pass;
 * ``prefix per text (no reuse)``: the bare forward pass over prefix + passage for each
   passage, what an implementation without KV reuse does; timed on ``--naive`` passages
-  and scaled to all of them.
+  and scaled to all of them;
+* ``a context of its own per text`` (with ``--own-contexts``): each passage after the
+  passage before it, so no two requests share a context (VeilProbe's shape: each
+  removed word's text is its own context). Its floor is the bare pass over twice the
+  tokens; since issue 41 these run as windows over context + passage, batched, where they
+  ran as two forward passes of one row each.
 
 Each variant runs ``--repeats`` times, alternating, and the fastest run is kept.
 
     python benchmarks/bench_recall.py [--passages 200] [--tokens 128] [--prefix-passages 5]
         [--batch-size 8] [--repeats 1] [--naive 20] [--detect] [--json benchmarks/results/recall.json]
         [--threads 1 --clock cpu]   # on a busy machine: one thread, CPU seconds
+        [--own-contexts]            # also each passage after a context of its own
 
 It also prints the multiply-add floor of the prefixed pass against the bare one
 (:func:`multiply_add_floor`): the attention over the prefix is work no reuse removes.
@@ -46,6 +52,15 @@ def after_prefix(backend, texts: list[str], prefix: str) -> float:
 
     start = Clock.now()
     backend.answer([TokenLogprobsRequest(t, context=prefix) for t in texts])
+    return Clock.now() - start
+
+
+def own_contexts(backend, texts: list[str]) -> float:
+    """Each text after the one before it (the first after the last): no context shared."""
+    from copyprobe.backends.base import TokenLogprobsRequest
+
+    start = Clock.now()
+    backend.answer([TokenLogprobsRequest(t, context=c) for c, t in zip(texts[-1:] + texts[:-1], texts)])
     return Clock.now() - start
 
 
@@ -105,6 +120,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--naive", type=int, default=20, help="passages timed for the no-reuse variant")
     parser.add_argument("--detect", action="store_true", help="also time the whole method through detect")
+    parser.add_argument("--own-contexts", action="store_true",
+                        help="also time each passage after a context of its own (no context shared)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
@@ -136,6 +153,8 @@ def main() -> None:
             "prefix per text (no reuse)": lambda: prefix_per_text(backend, naive, prefix, args.batch_size)
             * len(texts) / len(naive),
         }
+        if args.own_contexts:
+            variants["a context of its own per text"] = lambda: own_contexts(backend, texts)
         if args.detect:
             variants["recall through detect"] = lambda: recall_detect(backend, texts, prefix_file)
         bare_forward(backend, texts[: args.batch_size * 2], args.batch_size)  # warm-up
@@ -146,8 +165,18 @@ def main() -> None:
                 print(f"  ... {name}: {best[name]:.2f} s", flush=True)
     base = best["bare forward pass"]
     target = {"after the prefix (KV reuse)": 1.3}
+    import subprocess
+
+    import copyprobe
+
+    code = Path(copyprobe.__file__).resolve().parents[1]  # PYTHONPATH=<a checkout> times another commit's code
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=code, capture_output=True, text=True,
+                            check=False).stdout.strip()
     report = {
         "model": args.model,
+        "copyprobe": {"path": str(code), "commit": commit,
+                      "changed": bool(subprocess.run(["git", "status", "--porcelain", "copyprobe"], cwd=code,
+                                                     capture_output=True, text=True, check=False).stdout.strip())},
         "device": str(backend.model.device),
         "torch_threads": torch.get_num_threads(),
         "clock": args.clock,

@@ -46,9 +46,9 @@ tokenized with the leading special tokens, the text without, and every text toke
 scored. Texts that fit in ``max_length`` after a context that several requests share are
 grouped by context: the context runs once with a KV cache, each batch of texts extends a
 copy of it (right-padded, masked), and the context's last hidden state scores each text's
-first token (:meth:`TokenLogprobsMixin._run_prefixed`). A context of one request alone
-(VeilProbe's), or a text too long for that, becomes windows over context + text whose
-context positions are not scored, batched with all other windows.
+first token (:meth:`TokenLogprobsMixin._run_prefixed`). A context of one request alone,
+or a text too long for that, becomes windows over context + text whose context positions
+are not scored, batched with all other windows.
 
 A new per-position statistic of the next-token distribution is one more accumulator in
 :func:`score_rows` and one more name in :data:`STATS`; Shannon entropy needs none, as it
@@ -564,8 +564,9 @@ class TokenLogprobsMixin:
         extended by each text); the others become windows over context + text whose context
         positions are not scored, one window where they fit, run in batches with every other
         window: a context of one request alone would cost two forward passes of one row
-        (VeilProbe gives each removed word's text its own context; 300 such requests took
-        169 s on the CPU with a 135M Llama, against 41 s after one shared context).
+        (200 passages each after a context of its own: 333 s on one CPU thread with
+        SmolLM2-135M, 2.48x a bare pass; as windows 239 s, 1.79x; ``bench_recall.py
+        --own-contexts``).
         ``token_ids[index]`` holds the text's ids without leading special tokens. Returns
         them, or None when there are none."""
         if request.ngram is not None:
