@@ -9,6 +9,7 @@ with a reused KV cache. Two walks of the prefix tree, for two shapes of work:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,12 +20,21 @@ def _cache_keyword(model: Any) -> str:
     (transformers 5.x, which deprecates ``past_key_values`` and removes it in 5.40; a
     keyword the forward no longer knows could be passed on and ignored, scoring each text
     as if nothing came before it), ``past_key_values`` in earlier versions. ``model`` is a
-    module (its ``forward`` is read) or any callable."""
+    module (its class's ``forward`` is read, once per class: the prefix walks run the model
+    once per node) or any callable."""
+    forward = getattr(type(model), "forward", None)
+    return _keyword_of_forward(forward) if forward is not None else _keyword_in(model)
+
+
+def _keyword_in(function: Callable[..., Any]) -> str:
     try:
-        parameters = inspect.signature(getattr(model, "forward", model)).parameters
+        parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):  # a forward without a signature: the keyword every version knows
         return "past_key_values"
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+_keyword_of_forward = functools.lru_cache(maxsize=None)(_keyword_in)  # a class's forward: read once
 
 
 def run_with_cache(model: Any, cache: Any, **inputs: Any) -> tuple[Any, Any]:
