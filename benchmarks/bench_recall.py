@@ -16,8 +16,8 @@ batch of texts) and not once per text. Measured variants, on the same passages:
   passage, what an implementation without KV reuse does; timed on ``--naive`` passages
   and scaled to all of them;
 * ``a context of its own per text`` (with ``--own-contexts``): each passage after the
-  passage before it, so no two requests share a context (VeilProbe's shape: each
-  removed word's text is its own context). Its floor is the bare pass over twice the
+  passage before it, so no two requests share a context (any caller's per-text
+  context; VeilProbe's blocks share theirs among up to 8 texts). Its floor is the bare pass over twice the
   tokens; since issue 41 these run as windows over context + passage, batched, where they
   ran as two forward passes of one row each.
 
@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_single_pass import Clock, bare_forward, passages  # noqa: E402
+from timed_cli import code_version  # noqa: E402
 
 from copyprobe.files import write_json  # noqa: E402
 
@@ -165,18 +166,12 @@ def main() -> None:
                 print(f"  ... {name}: {best[name]:.2f} s", flush=True)
     base = best["bare forward pass"]
     target = {"after the prefix (KV reuse)": 1.3}
-    import subprocess
-
     import copyprobe
 
     code = Path(copyprobe.__file__).resolve().parents[1]  # PYTHONPATH=<a checkout> times another commit's code
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=code, capture_output=True, text=True,
-                            check=False).stdout.strip()
     report = {
         "model": args.model,
-        "copyprobe": {"path": str(code), "commit": commit,
-                      "changed": bool(subprocess.run(["git", "status", "--porcelain", "copyprobe"], cwd=code,
-                                                     capture_output=True, text=True, check=False).stdout.strip())},
+        "copyprobe": {"path": str(code), "version": code_version(code)},
         "device": str(backend.model.device),
         "torch_threads": torch.get_num_threads(),
         "clock": args.clock,

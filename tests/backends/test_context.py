@@ -97,8 +97,8 @@ def test_hf_tokenizes_texts_in_batches_and_each_context_once(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["llama", "gemma2"])
 def test_hf_contexts_of_one_request_each_run_in_one_batch(kind):
-    # VeilProbe's shape: every text after a context of its own; as windows over context +
-    # text they share forward passes (on a KV cache each would cost two passes of one row)
+    # every text after a context of its own: as windows over context + text they share
+    # forward passes (on a KV cache each would cost two passes of one row)
     backend = make_tiny_backend(kind, batch_size=8)
     decoder = backend._decoder
     rows = []
