@@ -114,6 +114,34 @@ def test_batches_by_count_and_by_padded_tokens():
     assert Batcher(count=2, tokens=100).next_batch(widths, 3, int) == [5, 4]
 
 
+def test_more_items_are_asked_for_once_the_items_are_queued():
+    events = []
+
+    def forward(batch):
+        events.append(("forward", batch))
+        return len(batch)
+
+    def store(batch, handle):
+        assert handle == len(batch)
+        events.append(("store", batch))
+
+    def more():
+        events.append(("more",))
+        return [2, 1]
+
+    Batcher(count=2, tokens=None).run([5, 4, 3], int, forward, store, more)
+    # asked for after the last batch of the items is queued and before it is stored: on a GPU
+    # the planning of what follows runs while that batch does
+    assert events == [("forward", [5, 4]), ("forward", [3]), ("store", [5, 4]), ("more",),
+                      ("forward", [2, 1]), ("store", [3]), ("store", [2, 1])]
+    events.clear()
+    Batcher(count=2, tokens=None).run([], int, forward, store, more)
+    assert events == [("more",), ("forward", [2, 1]), ("store", [2, 1])]
+    events.clear()
+    Batcher(count=2, tokens=None).run([7], int, forward, store, lambda: [])
+    assert events == [("forward", [7]), ("store", [7])]
+
+
 def test_auto_batches_fill_the_token_budget(monkeypatch):
     backend = make_tiny_backend()
     seen: list[tuple[int, int]] = []

@@ -100,3 +100,99 @@ def test_the_call_is_given_the_special_tokens_option_only_when_it_is_off():
     tokenizer.backend_tokenizer.enable_truncation(max_length=40)  # the call's path
     assert batch_token_ids(tokenizer, ["ab", "c"], add_special_tokens=False) == _called(
         tokenizer, ["ab", "c"], add_special_tokens=False) != _called(tokenizer, ["ab", "c"])
+
+
+# -- many plain texts: the longest tokenized first, the rest while they run ----------------
+
+
+def _many_requests(n: int):
+    from copyprobe.backends.base import TokenLogprobsRequest
+
+    # distinct lengths (3 to 3 + n characters), not in length order
+    return [TokenLogprobsRequest(f"{i:03d} " + "ab c" * ((i * 37) % n // 4 + 1)) for i in range(n)]
+
+
+def test_later_texts_are_all_but_the_longest_plain_ones():
+    from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.backends.hf import scoring
+
+    requests = _many_requests(600)
+    requests.append(TokenLogprobsRequest("x" * 10, context="a context"))  # never later
+    requests.append(TokenLogprobsRequest("y" * 10, ngram=2))  # never later
+    later = scoring.later_texts(requests)
+    assert later == sorted(later) and len(later) == 600 - scoring.FIRST_TEXTS
+    longest_later = max(len(requests[i].text) for i in later)
+    first_plain = [i for i in range(600) if i not in set(later)]
+    assert min(len(requests[i].text) for i in first_plain) >= longest_later
+    assert scoring.later_texts(requests[:scoring.FIRST_TEXTS * 2 - 1]) == []  # too few left: no thread
+    many = _many_requests(8 * 300)
+    assert len(scoring.later_texts(many)) == 8 * 300 - 300  # an eighth first when that is more
+
+
+def test_later_texts_are_tokenized_on_a_thread_after_the_first_batches_with_the_same_answers(monkeypatch):
+    import threading
+
+    from model_helpers import make_tiny_backend
+
+    from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.backends.hf import HFBackend, scoring
+
+    backend = make_tiny_backend(batch_size=32)
+    requests = _many_requests(600)
+    requests += [TokenLogprobsRequest(requests[5].text, context="Shared. "),
+                 TokenLogprobsRequest(requests[7].text, context="Shared. "),
+                 TokenLogprobsRequest(requests[9].text, ngram=3), TokenLogprobsRequest(requests[9].text)]
+    monkeypatch.setattr(scoring, "FIRST_TEXTS", 10**6)
+    expected = backend.answer(requests)  # everything tokenized before the first batch
+
+    monkeypatch.setattr(scoring, "FIRST_TEXTS", 256)
+    events = []
+    real_tokenize, real_plan, real_hidden = scoring.batch_token_ids, HFBackend._plan, HFBackend._hidden
+
+    def tokenize(tokenizer, texts, add_special_tokens=True):
+        events.append(("tokenize", threading.current_thread() is threading.main_thread(), len(texts)))
+        return real_tokenize(tokenizer, texts, add_special_tokens)
+
+    def plan(self, *args):
+        events.append(("plan", len(args[-2])))
+        return real_plan(self, *args)
+
+    def hidden(self, *args, **kwargs):
+        events.append(("forward",))
+        return real_hidden(self, *args, **kwargs)
+
+    monkeypatch.setattr(scoring, "batch_token_ids", tokenize)
+    monkeypatch.setattr(HFBackend, "_plan", plan)
+    monkeypatch.setattr(HFBackend, "_hidden", hidden)
+    answers = backend.answer(requests)
+    later = scoring.later_texts(requests)
+    # the later texts (each distinct one once), on another thread
+    assert ("tokenize", False, len({requests[i].text for i in later})) in events
+    on_main = [e for e in events if e[0] != "tokenize" or e[1]]
+    plans = [i for i, e in enumerate(on_main) if e[0] == "plan"]
+    assert [on_main[i][1] for i in plans] == [len(requests) - len(later), len(later)]
+    assert ("forward",) in on_main[plans[0]:plans[1]]  # batches ran before the later texts were planned
+    for got, want in zip(answers, expected):
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+        assert got.mu == pytest.approx(want.mu, abs=1e-5)
+        assert got.sigma == pytest.approx(want.sigma, abs=1e-5)
+
+
+def test_an_error_of_the_tokenizer_thread_reaches_the_caller(monkeypatch):
+    import threading
+
+    from model_helpers import make_tiny_backend
+
+    from copyprobe.backends.hf import scoring
+
+    real = scoring.batch_token_ids
+
+    def failing_off_the_main_thread(tokenizer, texts, add_special_tokens=True):
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("tokenizer broke")
+        return real(tokenizer, texts, add_special_tokens)
+
+    monkeypatch.setattr(scoring, "batch_token_ids", failing_off_the_main_thread)
+    with pytest.raises(RuntimeError, match="tokenizer broke"):
+        make_tiny_backend(batch_size=32).answer(_many_requests(600))

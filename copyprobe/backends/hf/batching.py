@@ -149,13 +149,20 @@ class Batcher:
         return list(items[start:end])
 
     def run(self, items: Sequence[Any], width: Callable[[Any], int], forward: Callable[[list[Any]], Any],
-            store: Callable[[list[Any], Any], None]) -> None:
+            store: Callable[[list[Any], Any], None], more: Callable[[], Sequence[Any]] | None = None) -> None:
         """``forward(batch)`` queues a batch's work and returns a handle to its results;
-        ``store(batch, handle)`` takes them (one batch later, see the module docstring)."""
+        ``store(batch, handle)`` takes them (one batch later, see the module docstring).
+        ``more()``, once ``items`` are all queued, gives the items that follow them: it is
+        called before the last batch's ``store``, so on a GPU it runs while that batch does."""
         halves: deque[list[Any]] = deque()  # parts of a batch that ran out of memory, to run first
         cursor = 0
         pending: tuple[list[Any], Any] | None = None
-        while halves or cursor < len(items):
+        while True:
+            if not halves and cursor >= len(items):
+                if more is None:
+                    break
+                items, cursor, more = more(), 0, None
+                continue
             if halves:  # cut by the current limits, which may have shrunk since the split
                 part = halves.popleft()
                 batch = self.next_batch(part, 0, width)

@@ -57,6 +57,7 @@ equals ``-mu`` (:func:`copyprobe.backends.base.entropies`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -80,6 +81,9 @@ MAX_NGRAM_BATCH = 2048
 
 # What score_rows returns per scored position, and the value of a slot not yet filled.
 STATS = {"logprobs": math.nan, "mu": math.nan, "sigma": math.nan, "rank": 0}
+# Plain texts tokenized before the first batch of a call when there are many: at least
+# this many, or an eighth of them (see later_texts). The rest are tokenized while those run.
+FIRST_TEXTS = 256
 
 
 def soft_cap(logits, softcap: float | None):
@@ -394,6 +398,36 @@ class ArrayBuffer:
         return {**self.values, "rank": self.values["rank"].astype("int64")}
 
 
+def check_ngrams(requests: Sequence[TokenLogprobsRequest], longest: int) -> None:
+    """A ConfigError for a request whose n-gram settings cannot be answered, before any
+    work: ``ngram`` must be an integer in [1, ``longest``], ``ngram_drop_short`` needs it,
+    and a request with a context cannot have it."""
+    for request in requests:
+        if request.ngram_drop_short and request.ngram is None:
+            raise ConfigError("ngram_drop_short needs an ngram")
+        if request.ngram is None:
+            continue
+        if request.context:
+            raise ConfigError("a token log-probs request cannot have both a context and ngram")
+        if isinstance(request.ngram, bool) or not isinstance(request.ngram, int) or not 1 <= request.ngram <= longest:
+            raise ConfigError(f"ngram must be an integer in [1, {longest}], got {request.ngram!r}")
+
+
+def later_texts(requests: Sequence[TokenLogprobsRequest]) -> list[int]:
+    """The plain requests (no context, no n-gram) that can be tokenized while the others
+    run: all but the :data:`FIRST_TEXTS` (or an eighth, if more) longest texts, by
+    characters, when at least as many are left; else none. The first batches, the longest,
+    then start after the tokenizer has read the longest texts alone: before, the device
+    waited for every text (WikiMIA's 1,650 passages on 2 cores: 73 of the 108 ms per 1,000
+    passages from detect's start to its first forward pass, bench_stages.py)."""
+    plain = [i for i, request in enumerate(requests) if not request.context and request.ngram is None]
+    first = max(FIRST_TEXTS, len(plain) // 8)
+    if len(plain) - first < FIRST_TEXTS:
+        return []
+    plain.sort(key=lambda i: len(requests[i].text), reverse=True)
+    return sorted(plain[first:])
+
+
 def batch_token_ids(tokenizer: Any, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
     """``tokenizer(texts, add_special_tokens=...).input_ids``, each a list. A transformers fast tokenizer whose call
     is transformers' own and whose Rust tokenizer is set as that call sets it (no
@@ -445,7 +479,11 @@ class TokenLogprobsMixin:
         """See the module docstring for windows and n-gram contexts. Each answer is made,
         and given to ``on_result(index, answer)``, as soon as its last token is scored: on
         a GPU that happens while the next batch runs (see :mod:`.batching`), so the
-        caller's work on it (the response cache encodes it) overlaps the device's."""
+        caller's work on it (the response cache encodes it) overlaps the device's.
+
+        Many plain texts (no context, no n-gram) are not all tokenized before the first
+        batch: the longest (by characters) are, and the rest on a thread while those run
+        (:func:`later_texts`); the rest are planned when the first ones are all queued."""
         answers: list[TokenLogprobs | None] = [None] * len(requests)
 
         def finish(index: int) -> None:
@@ -453,29 +491,59 @@ class TokenLogprobsMixin:
             if on_result is not None:
                 on_result(index, answers[index])
 
+        check_ngrams(requests, self.max_length - len(self.lead_ids) - 1)
         tracker = Completion(progress, finish)
-        token_ids, context_ids = self._request_token_ids(requests)
-        results = [ArrayBuffer(max(len(ids) - 1, 0)) for ids in token_ids]
+        later = later_texts(requests) if _plain_rust_tokenizer(self.tokenizer) is not None else []
+        first = sorted(set(range(len(requests))) - set(later))
+        token_ids, context_ids = self._request_token_ids(requests, first)
+        tokenized_later = None
+        if later:  # the Rust tokenizer's call releases the GIL: it runs beside the batches
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="copyprobe-tokenize")
+            tokenized_later = pool.submit(self._request_token_ids, requests, later)
+            pool.shutdown(wait=False)  # the thread ends with its one task
+        results: list[ArrayBuffer | None] = [None] * len(requests)
         jobs: list[tuple[int, Window]] = []  # (request, window)
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
-        n_lead = len(self.lead_ids)
-        empty: list[int] = []
         prefixed: dict[tuple[int, ...], list[int]] = {}  # context ids -> requests run on its KV cache
         uses = Counter(request.context for request in requests if request.context)
-        for index, (request, ids) in enumerate(zip(requests, token_ids)):
-            if request.ngram_drop_short and request.ngram is None:
-                raise ConfigError("ngram_drop_short needs an ngram")
+        plan = functools.partial(self._plan, requests, token_ids, context_ids, uses, results, contexts, prefixed,
+                                 tracker)
+        plan(first, jobs)
+
+        def more() -> list[tuple[int, Window]]:
+            tokenized = tokenized_later.result()[0]  # (None at the first texts)
+            for index in later:
+                token_ids[index] = tokenized[index]
+            planned: list[tuple[int, Window]] = []
+            plan(later, planned)
+            return planned
+
+        with self._guard():
+            self._run_prefixed(prefixed, token_ids, results, tracker)
+            self._run_windows(jobs, results, tracker, more if later else None)
+            self._run_contexts(contexts, results, tracker)
+
+        assert all(answer is not None for answer in answers), "every request must finish"
+        return answers
+
+    def _plan(self, requests: list[TokenLogprobsRequest], token_ids: list, context_ids: dict[str, list[int]],
+              uses: Counter, results: list, contexts: dict, prefixed: dict, tracker: Completion,
+              indices: list[int], jobs: list[tuple[int, Window]]) -> None:
+        """The work of the requests at ``indices`` (tokenized): windows into ``jobs``, n-gram
+        contexts, texts after a shared context; those with nothing to score are finished."""
+        n_lead = len(self.lead_ids)
+        empty: list[int] = []
+        for index in indices:
+            request, ids = requests[index], token_ids[index]
             if request.context:
                 ids = self._plan_context(index, request, context_ids[request.context], uses[request.context] > 1,
                                          token_ids, results, prefixed, jobs, tracker)
                 if ids is None:
                     empty.append(index)
                 continue
-            if request.ngram is not None and (
-                    isinstance(request.ngram, bool) or not isinstance(request.ngram, int)
-                    or not 1 <= request.ngram <= self.max_length - n_lead - 1):
-                raise ConfigError(f"ngram must be an integer in [1, {self.max_length - n_lead - 1}], "
-                                  f"got {request.ngram!r}")
+            results[index] = ArrayBuffer(max(len(ids) - 1, 0))
             lead = ids[:n_lead] if ids[:n_lead] == self.lead_ids else []
             first_ngram = len(lead) + (request.ngram or 0)  # first position with n text predecessors
             if request.ngram_drop_short:
@@ -501,30 +569,25 @@ class TokenLogprobsMixin:
                 tracker.add(index)
         tracker.finish_empty(empty)
 
-        with self._guard():
-            self._run_prefixed(prefixed, token_ids, results, tracker)
-            self._run_windows(jobs, results, tracker)
-            self._run_contexts(contexts, results, tracker)
-
-        assert all(answer is not None for answer in answers), "every request must finish"
-        return answers
-
-    def _request_token_ids(self, requests: list[TokenLogprobsRequest]) -> tuple[list[list[int]], dict[str, list[int]]]:
-        """(each request's text ids, each distinct context's ids), in three batch calls of
-        the tokenizer: texts without a context with the leading special tokens, texts after a
-        context without them (the context has them), and each context once however many
-        requests share it (ReCaLL's prefix is every text's). Each distinct text is tokenized
-        once a call (con_recall asks for every text after two contexts). A call a text and a
-        context cost recall and con_recall 6.6 ms a WikiMIA passage on 2 cores
-        (bench_stages.py), more than the micro model's forward passes (5.2)."""
-        plain = [i for i, request in enumerate(requests) if not request.context]
-        after = [i for i, request in enumerate(requests) if request.context]
-        token_ids: list[list[int]] = [[]] * len(requests)
-        for indices, special in ((plain, True), (after, False)):
-            texts = list(dict.fromkeys(requests[i].text for i in indices))
+    def _request_token_ids(self, requests: list[TokenLogprobsRequest], indices: Sequence[int] | None = None,
+                           ) -> tuple[list[list[int] | None], dict[str, list[int]]]:
+        """(the text ids of the requests at ``indices``, all by default, None for the
+        others; each distinct context's ids), in three batch calls of the tokenizer: texts
+        without a context with the leading special tokens, texts after a context without
+        them (the context has them), and each context once however many requests share it
+        (ReCaLL's prefix is every text's). Each distinct text is tokenized once a call
+        (con_recall asks for every text after two contexts). A call a text and a context
+        cost recall and con_recall 6.6 ms a WikiMIA passage on 2 cores (bench_stages.py),
+        more than the micro model's forward passes (5.2)."""
+        chosen = range(len(requests)) if indices is None else indices
+        plain = [i for i in chosen if not requests[i].context]
+        after = [i for i in chosen if requests[i].context]
+        token_ids: list[list[int] | None] = [None] * len(requests)
+        for part, special in ((plain, True), (after, False)):
+            texts = list(dict.fromkeys(requests[i].text for i in part))
             by_text = dict(zip(texts, batch_token_ids(self.tokenizer, texts, add_special_tokens=special)))
             given: set[str] = set()
-            for i in indices:
+            for i in part:
                 text = requests[i].text
                 # a text asked for again gets its own copy: the lists become answers' token_ids
                 token_ids[i] = list(by_text[text]) if text in given else by_text[text]
@@ -569,9 +632,7 @@ class TokenLogprobsMixin:
         --own-contexts``).
         ``token_ids[index]`` holds the text's ids without leading special tokens. Returns
         them, or None when there are none."""
-        if request.ngram is not None:
-            raise ConfigError("a token log-probs request cannot have both a context and ngram")
-        ids = token_ids[index]
+        ids = token_ids[index]  # (check_ngrams turned away a context with an n-gram)
         results[index] = ArrayBuffer(len(ids))
         check_context(context_ids, request.context, self.max_length, len(ids))
         if not ids:
@@ -656,10 +717,15 @@ class TokenLogprobsMixin:
         return tensor.to(self.device, non_blocking=True)
 
     def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ArrayBuffer],
-                     tracker: Completion) -> None:
+                     tracker: Completion, more: Callable[[], list[tuple[int, Window]]] | None = None) -> None:
+        """Run the windows ``jobs`` in length-sorted batches; then those ``more()`` gives
+        (planned once the jobs are queued, see :meth:`Batcher.run`), sorted too."""
         import numpy as np
 
-        jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
+        def longest_first(jobs: Sequence[tuple[int, Window]]) -> list[tuple[int, Window]]:
+            return sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
+
+        jobs = longest_first(jobs)
 
         def forward(batch: list[tuple[int, Window]]) -> StackedScores:
             ids, mask = padded_arrays([window.ids for _, window in batch], self.pad_id)
@@ -682,7 +748,8 @@ class TokenLogprobsMixin:
                 tracker.done(index)
             tracker.flush()
 
-        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store)
+        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store,
+                                 None if more is None else lambda: longest_first(more()))
 
     def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
                       results: list[ArrayBuffer], tracker: Completion) -> None:
