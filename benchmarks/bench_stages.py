@@ -34,6 +34,10 @@ handed over as they finished (the methods ran after the backend, the cache commi
 by chunk on the main thread); their rows are not comparable with later blocks.
 
 ``host outside the forward`` is the detect call's time less forward and statistics.
+``before the first forward`` and ``after the last statistics``: the wall time from the call's
+start to the first forward pass, and from the last statistics to the call's end (least of
+the repeats). Between the two, a GPU runs one batch while the host hands over the one
+before; at either end it has nothing to do.
 ``tokenizer alone``: the tokenizer's call on all the texts outside detect, least of the
 repeats: the floor under the tokenization stage on this machine.
 cProfile counts, around one warm detect at batch 32 without the cache: tensors built
@@ -76,6 +80,8 @@ def _set(owner, attr: str, value) -> None:
 
 
 BACKGROUND = ", background thread"  # suffix of a stage's time spent off the calling thread
+DEVICE_STAGES = ("forward", "statistics")  # the work a GPU does (on a CPU, the host does it too)
+BEFORE, AFTER = "before the first forward", "after the last statistics"
 
 
 class Stages:
@@ -89,6 +95,10 @@ class Stages:
         self.cpu: dict[str, float] = defaultdict(float)
         self.local = threading.local()  # each thread's own stack of nested stages
         self.undo: list = []
+        # perf_counter at the first start and the last end of the device's stages (forward,
+        # statistics): the host's work before and after them is what a GPU cannot hide
+        self.device_first: float | None = None
+        self.device_last: float | None = None
 
     @property
     def stack(self) -> list[list[float]]:
@@ -109,10 +119,15 @@ class Stages:
             stack.append([0.0, 0.0])
             # thread_time: process_time would add the other threads' CPU to this one's stage
             wall, cpu = time.perf_counter(), time.thread_time()
+            if stage in DEVICE_STAGES and stages.device_first is None:
+                stages.device_first = wall
             try:
                 return real(*args, **kwargs)
             finally:
-                wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                end = time.perf_counter()
+                if stage in DEVICE_STAGES:
+                    stages.device_last = end
+                wall, cpu = end - wall, time.thread_time() - cpu
                 child = stack.pop()
                 stages.wall[name] += wall - child[0]
                 stages.cpu[name] += cpu - child[1]
@@ -161,6 +176,7 @@ class Stages:
     def reset(self) -> None:
         self.wall.clear()
         self.cpu.clear()
+        self.device_first = self.device_last = None
 
 
 def hook(stages: Stages, backend) -> None:
@@ -224,8 +240,12 @@ def stand_in_statistics() -> None:
 
 def timed_detect(backend, examples, cache, stages: Stages, methods) -> dict:
     stages.reset()
+    start = time.perf_counter()
     timer, collect = B.detect_pass(backend, examples, cache, methods)
+    end = time.perf_counter()
     out = {"detect_s": timer.wall, "detect_cpu_s": timer.cpu, "collect_s": collect}
+    if stages.device_first is not None:  # the host's work a GPU would wait on (the call's ends)
+        out["edges_s"] = {BEFORE: stages.device_first - start, AFTER: end - stages.device_last}
 
     def on_main(times: dict[str, float]) -> float:
         return sum(v for k, v in times.items() if not k.endswith(BACKGROUND))
@@ -278,6 +298,9 @@ def best(runs: list[dict]) -> dict:
     out["host_outside_forward_s"] = min(
         r["detect_s"] - r["stages_wall_s"].get("forward", 0.0) - r["stages_wall_s"].get("statistics", 0.0)
         for r in runs)
+    edges = [r["edges_s"] for r in runs if "edges_s" in r]
+    if edges:
+        out["edges_s"] = {name: min(e[name] for e in edges) for name in (BEFORE, AFTER)}
     out["host_outside_forward_cpu_s"] = min(
         r["detect_cpu_s"] - r["stages_cpu_s"].get("forward", 0.0) - r["stages_cpu_s"].get("statistics", 0.0)
         for r in runs)
@@ -329,6 +352,11 @@ def render(report: dict) -> str:
                           ("host outside forward and statistics", "host_outside_forward_s")):
             lines.append(f"| **{name}** | {plain[key] * 1000 * k_pass:.1f} | {plain[key] * 1000 * k_tok:.1f} | "
                          f"{cached[key] * 1000 * k_pass:.1f} |")
+        if "edges_s" in plain:  # blocks before the rows existed lack them
+            for name in (BEFORE, AFTER):
+                a, c = plain["edges_s"][name], cached.get("edges_s", {}).get(name, 0.0)
+                lines.append(f"| {name} (host only: a GPU waits) | {a * 1000 * k_pass:.1f} | "
+                             f"{a * 1000 * k_tok:.1f} | {c * 1000 * k_pass:.1f} |")
         floor = block.get("tokenizer_floor_s")
         if floor:
             rust = (f"; tokenizers' encode_batch_fast, no wrapper or offsets: {floor['rust'] * 1000 * k_pass:.1f}"
