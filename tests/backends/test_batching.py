@@ -114,7 +114,7 @@ def test_batches_by_count_and_by_padded_tokens():
     assert Batcher(count=2, tokens=100).next_batch(widths, 3, int) == [5, 4]
 
 
-def test_more_items_are_asked_for_once_the_items_are_queued():
+def test_more_items_join_the_last_batch_of_the_items_until_there_are_none():
     events = []
 
     def forward(batch):
@@ -125,21 +125,30 @@ def test_more_items_are_asked_for_once_the_items_are_queued():
         assert handle == len(batch)
         events.append(("store", batch))
 
-    def more():
-        events.append(("more",))
-        return [2, 1]
+    def parts(*given):
+        left = [list(part) for part in given]
 
-    Batcher(count=2, tokens=None).run([5, 4, 3], int, forward, store, more)
-    # asked for after the last batch of the items is queued and before it is stored: on a GPU
-    # the planning of what follows runs while that batch does
-    assert events == [("forward", [5, 4]), ("forward", [3]), ("store", [5, 4]), ("more",),
-                      ("forward", [2, 1]), ("store", [3]), ("store", [2, 1])]
+        def more():
+            events.append(("more",))
+            return left.pop(0) if left else []
+        return more
+
+    Batcher(count=2, tokens=None).run([5, 4, 3], int, forward, store, parts([3, 1], [2]))
+    # asked for when the items left make one batch, before the batch before is stored (on a
+    # GPU it runs while that batch does); what is left joins the new items, sorted, so the
+    # batch at the boundary is full; asked again until it gives none
+    assert events == [("forward", [5, 4]), ("more",), ("forward", [3, 3]), ("store", [5, 4]), ("more",),
+                      ("more",), ("forward", [2, 1]), ("store", [3, 3]), ("store", [2, 1])]
     events.clear()
-    Batcher(count=2, tokens=None).run([], int, forward, store, more)
-    assert events == [("more",), ("forward", [2, 1]), ("store", [2, 1])]
+    Batcher(count=2, tokens=None).run([], int, forward, store, parts([1]))
+    assert events == [("more",), ("more",), ("forward", [1]), ("store", [1])]
     events.clear()
-    Batcher(count=2, tokens=None).run([7], int, forward, store, lambda: [])
-    assert events == [("forward", [7]), ("store", [7])]
+    Batcher(count=2, tokens=None).run([7], int, forward, store, parts())
+    assert events == [("more",), ("forward", [7]), ("store", [7])]
+    events.clear()
+    Batcher(count=None, tokens=9).run([4, 4, 1], int, forward, store, parts([3, 2]))
+    assert events == [("forward", [4, 4]), ("more",), ("more",), ("forward", [3, 2, 1]), ("store", [4, 4]),
+                      ("store", [3, 2, 1])]
 
 
 def test_auto_batches_fill_the_token_budget(monkeypatch):

@@ -112,7 +112,7 @@ def _many_requests(n: int):
     return [TokenLogprobsRequest(f"{i:03d} " + "ab c" * ((i * 37) % n // 4 + 1)) for i in range(n)]
 
 
-def test_later_texts_are_all_but_the_longest_plain_ones():
+def test_later_texts_are_all_but_the_longest_plain_ones_longest_first():
     from copyprobe.backends.base import TokenLogprobsRequest
     from copyprobe.backends.hf import scoring
 
@@ -120,13 +120,12 @@ def test_later_texts_are_all_but_the_longest_plain_ones():
     requests.append(TokenLogprobsRequest("x" * 10, context="a context"))  # never later
     requests.append(TokenLogprobsRequest("y" * 10, ngram=2))  # never later
     later = scoring.later_texts(requests)
-    assert later == sorted(later) and len(later) == 600 - scoring.FIRST_TEXTS
-    longest_later = max(len(requests[i].text) for i in later)
-    first_plain = [i for i in range(600) if i not in set(later)]
-    assert min(len(requests[i].text) for i in first_plain) >= longest_later
-    assert scoring.later_texts(requests[:scoring.FIRST_TEXTS * 2 - 1]) == []  # too few left: no thread
-    many = _many_requests(8 * 300)
-    assert len(scoring.later_texts(many)) == 8 * 300 - 300  # an eighth first when that is more
+    assert len(later) == 600 - scoring.FIRST_TEXTS and set(later) <= set(range(600))
+    lengths = [len(requests[i].text) for i in later]
+    assert lengths == sorted(lengths, reverse=True)
+    first_plain = set(range(600)) - set(later)
+    assert min(len(requests[i].text) for i in first_plain) >= lengths[0]
+    assert scoring.later_texts(requests[:scoring.FIRST_TEXTS * 2]) == []  # too few left: no thread
 
 
 def test_later_texts_are_tokenized_on_a_thread_after_the_first_batches_with_the_same_answers(monkeypatch):
@@ -145,7 +144,8 @@ def test_later_texts_are_tokenized_on_a_thread_after_the_first_batches_with_the_
     monkeypatch.setattr(scoring, "FIRST_TEXTS", 10**6)
     expected = backend.answer(requests)  # everything tokenized before the first batch
 
-    monkeypatch.setattr(scoring, "FIRST_TEXTS", 256)
+    monkeypatch.setattr(scoring, "FIRST_TEXTS", 64)
+    monkeypatch.setattr(scoring, "LATER_CHUNK", 200)
     events = []
     real_tokenize, real_plan, real_hidden = scoring.batch_token_ids, HFBackend._plan, HFBackend._hidden
 
@@ -167,11 +167,15 @@ def test_later_texts_are_tokenized_on_a_thread_after_the_first_batches_with_the_
     answers = backend.answer(requests)
     later = scoring.later_texts(requests)
     # the later texts (each distinct one once), on another thread
-    assert ("tokenize", False, len({requests[i].text for i in later})) in events
+    chunks = [later[i:i + scoring.LATER_CHUNK] for i in range(0, len(later), scoring.LATER_CHUNK)]
+    assert len(chunks) == 3
+    off_main = [e[2] for e in events if e[0] == "tokenize" and not e[1] and e[2]]
+    assert off_main == [len({requests[i].text for i in chunk}) for chunk in chunks]  # each distinct text once
     on_main = [e for e in events if e[0] != "tokenize" or e[1]]
     plans = [i for i, e in enumerate(on_main) if e[0] == "plan"]
-    assert [on_main[i][1] for i in plans] == [len(requests) - len(later), len(later)]
-    assert ("forward",) in on_main[plans[0]:plans[1]]  # batches ran before the later texts were planned
+    assert [on_main[i][1] for i in plans] == [len(requests) - len(later), *map(len, chunks)]
+    for before, after in zip(plans, plans[1:]):  # batches ran before each chunk was planned
+        assert ("forward",) in on_main[before:after]
     for got, want in zip(answers, expected):
         assert got.token_ids == want.token_ids
         assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)

@@ -152,24 +152,32 @@ class Batcher:
             store: Callable[[list[Any], Any], None], more: Callable[[], Sequence[Any]] | None = None) -> None:
         """``forward(batch)`` queues a batch's work and returns a handle to its results;
         ``store(batch, handle)`` takes them (one batch later, see the module docstring).
-        ``more()``, once ``items`` are all queued, gives the items that follow them: it is
-        called before the last batch's ``store``, so on a GPU it runs while that batch does."""
+
+        ``more()`` gives items that follow ``items`` (sorted by ``width`` among themselves,
+        longest first), asked for each time the items left make one batch at most, until it
+        gives none: the items left join them, sorted again, so no batch is cut short where
+        one part ends. It runs before the batch before is stored: on a GPU, while that
+        batch does."""
         halves: deque[list[Any]] = deque()  # parts of a batch that ran out of memory, to run first
         cursor = 0
         pending: tuple[list[Any], Any] | None = None
         while True:
-            if not halves and cursor >= len(items):
-                if more is None:
-                    break
-                items, cursor, more = more(), 0, None
-                continue
             if halves:  # cut by the current limits, which may have shrunk since the split
                 part = halves.popleft()
                 batch = self.next_batch(part, 0, width)
                 if len(batch) < len(part):
                     halves.appendleft(part[len(batch):])
             else:
-                batch = self.next_batch(items, cursor, width)
+                batch = self.next_batch(items, cursor, width) if cursor < len(items) else []
+                if more is not None and cursor + len(batch) >= len(items):
+                    extra = more()
+                    if extra:
+                        items, cursor = sorted([*items[cursor:], *extra], key=width, reverse=True), 0
+                    else:
+                        more = None
+                    continue
+                if not batch:
+                    break
                 cursor += len(batch)
             try:
                 handle = forward(batch)

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -81,9 +81,10 @@ MAX_NGRAM_BATCH = 2048
 
 # What score_rows returns per scored position, and the value of a slot not yet filled.
 STATS = {"logprobs": math.nan, "mu": math.nan, "sigma": math.nan, "rank": 0}
-# Plain texts tokenized before the first batch of a call when there are many: at least
-# this many, or an eighth of them (see later_texts). The rest are tokenized while those run.
-FIRST_TEXTS = 256
+# Plain texts tokenized before the first batch of a call when there are many (see
+# later_texts); the rest are tokenized on a thread, LATER_CHUNK at a time, while batches run.
+FIRST_TEXTS = 64
+LATER_CHUNK = 256
 
 
 def soft_cap(logits, softcap: float | None):
@@ -414,18 +415,17 @@ def check_ngrams(requests: Sequence[TokenLogprobsRequest], longest: int) -> None
 
 
 def later_texts(requests: Sequence[TokenLogprobsRequest]) -> list[int]:
-    """The plain requests (no context, no n-gram) that can be tokenized while the others
-    run: all but the :data:`FIRST_TEXTS` (or an eighth, if more) longest texts, by
-    characters, when at least as many are left; else none. The first batches, the longest,
-    then start after the tokenizer has read the longest texts alone: before, the device
-    waited for every text (WikiMIA's 1,650 passages on 2 cores: 73 of the 108 ms per 1,000
+    """The plain requests (no context, no n-gram) that can be tokenized while others run:
+    all but the :data:`FIRST_TEXTS` longest texts, by characters, longest first, when
+    there are more than twice as many; else none. The first batches, the longest, then
+    start once the tokenizer has read those texts alone: before, the device waited for
+    every text (WikiMIA's 1,650 passages on 2 cores: 57-80 of the 86-123 ms per 1,000
     passages from detect's start to its first forward pass, bench_stages.py)."""
     plain = [i for i, request in enumerate(requests) if not request.context and request.ngram is None]
-    first = max(FIRST_TEXTS, len(plain) // 8)
-    if len(plain) - first < FIRST_TEXTS:
+    if len(plain) <= 2 * FIRST_TEXTS:
         return []
     plain.sort(key=lambda i: len(requests[i].text), reverse=True)
-    return sorted(plain[first:])
+    return plain[FIRST_TEXTS:]
 
 
 def batch_token_ids(tokenizer: Any, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
@@ -482,8 +482,10 @@ class TokenLogprobsMixin:
         caller's work on it (the response cache encodes it) overlaps the device's.
 
         Many plain texts (no context, no n-gram) are not all tokenized before the first
-        batch: the longest (by characters) are, and the rest on a thread while those run
-        (:func:`later_texts`); the rest are planned when the first ones are all queued."""
+        batch: the longest (by characters) are, and the rest on a thread, in chunks of
+        :data:`LATER_CHUNK` by length, while batches run (:func:`later_texts`); each chunk
+        is planned when the windows before it are down to one batch (``more``, see
+        :meth:`Batcher.run`)."""
         answers: list[TokenLogprobs | None] = [None] * len(requests)
 
         def finish(index: int) -> None:
@@ -495,14 +497,19 @@ class TokenLogprobsMixin:
         tracker = Completion(progress, finish)
         later = later_texts(requests) if _plain_rust_tokenizer(self.tokenizer) is not None else []
         first = sorted(set(range(len(requests))) - set(later))
-        token_ids, context_ids = self._request_token_ids(requests, first)
-        tokenized_later = None
+        token_ids: list[list[int] | None] = [None] * len(requests)
+        first_ids, context_ids = self._request_token_ids(requests, first)
+        for index, ids in first_ids.items():
+            token_ids[index] = ids
+        tokenizing: deque[tuple[list[int], Any]] = deque()  # (requests, their ids to come)
         if later:  # the Rust tokenizer's call releases the GIL: it runs beside the batches
             from concurrent.futures import ThreadPoolExecutor
 
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="copyprobe-tokenize")
-            tokenized_later = pool.submit(self._request_token_ids, requests, later)
-            pool.shutdown(wait=False)  # the thread ends with its one task
+            for start in range(0, len(later), LATER_CHUNK):
+                chunk = later[start:start + LATER_CHUNK]
+                tokenizing.append((chunk, pool.submit(self._request_token_ids, requests, chunk)))
+            pool.shutdown(wait=False)  # the thread ends with its last chunk
         results: list[ArrayBuffer | None] = [None] * len(requests)
         jobs: list[tuple[int, Window]] = []  # (request, window)
         contexts: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}  # ids -> [(request, slot, target)]
@@ -513,17 +520,23 @@ class TokenLogprobsMixin:
         plan(first, jobs)
 
         def more() -> list[tuple[int, Window]]:
-            tokenized = tokenized_later.result()[0]  # (None at the first texts)
-            for index in later:
-                token_ids[index] = tokenized[index]
+            """The windows of the next chunk of texts tokenized on the thread with any."""
             planned: list[tuple[int, Window]] = []
-            plan(later, planned)
+            while tokenizing and not planned:
+                chunk, future = tokenizing.popleft()
+                for index, ids in future.result()[0].items():
+                    token_ids[index] = ids
+                plan(chunk, planned)
             return planned
 
-        with self._guard():
-            self._run_prefixed(prefixed, token_ids, results, tracker)
-            self._run_windows(jobs, results, tracker, more if later else None)
-            self._run_contexts(contexts, results, tracker)
+        try:
+            with self._guard():
+                self._run_prefixed(prefixed, token_ids, results, tracker)
+                self._run_windows(jobs, results, tracker, more if later else None)
+                self._run_contexts(contexts, results, tracker)
+        finally:
+            for _chunk, future in tokenizing:  # a call that failed leaves the chunks not begun
+                future.cancel()
 
         assert all(answer is not None for answer in answers), "every request must finish"
         return answers
@@ -570,9 +583,9 @@ class TokenLogprobsMixin:
         tracker.finish_empty(empty)
 
     def _request_token_ids(self, requests: list[TokenLogprobsRequest], indices: Sequence[int] | None = None,
-                           ) -> tuple[list[list[int] | None], dict[str, list[int]]]:
-        """(the text ids of the requests at ``indices``, all by default, None for the
-        others; each distinct context's ids), in three batch calls of the tokenizer: texts
+                           ) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
+        """(index -> text ids of the requests at ``indices``, all by default; each
+        distinct context's ids), in three batch calls of the tokenizer: texts
         without a context with the leading special tokens, texts after a context without
         them (the context has them), and each context once however many requests share it
         (ReCaLL's prefix is every text's). Each distinct text is tokenized once a call
@@ -582,7 +595,7 @@ class TokenLogprobsMixin:
         chosen = range(len(requests)) if indices is None else indices
         plain = [i for i in chosen if not requests[i].context]
         after = [i for i in chosen if requests[i].context]
-        token_ids: list[list[int] | None] = [None] * len(requests)
+        token_ids: dict[int, list[int]] = {}
         for part, special in ((plain, True), (after, False)):
             texts = list(dict.fromkeys(requests[i].text for i in part))
             by_text = dict(zip(texts, batch_token_ids(self.tokenizer, texts, add_special_tokens=special)))
@@ -718,14 +731,11 @@ class TokenLogprobsMixin:
 
     def _run_windows(self, jobs: Sequence[tuple[int, Window]], results: list[ArrayBuffer],
                      tracker: Completion, more: Callable[[], list[tuple[int, Window]]] | None = None) -> None:
-        """Run the windows ``jobs`` in length-sorted batches; then those ``more()`` gives
-        (planned once the jobs are queued, see :meth:`Batcher.run`), sorted too."""
+        """Run the windows ``jobs`` in length-sorted batches, and those ``more()`` gives
+        as they run out (see :meth:`Batcher.run`)."""
         import numpy as np
 
-        def longest_first(jobs: Sequence[tuple[int, Window]]) -> list[tuple[int, Window]]:
-            return sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
-
-        jobs = longest_first(jobs)
+        jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
 
         def forward(batch: list[tuple[int, Window]]) -> StackedScores:
             ids, mask = padded_arrays([window.ids for _, window in batch], self.pad_id)
@@ -748,8 +758,7 @@ class TokenLogprobsMixin:
                 tracker.done(index)
             tracker.flush()
 
-        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store,
-                                 None if more is None else lambda: longest_first(more()))
+        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store, more)
 
     def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
                       results: list[ArrayBuffer], tracker: Completion) -> None:
