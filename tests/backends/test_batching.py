@@ -149,6 +149,14 @@ def test_more_items_join_the_last_batch_of_the_items_until_there_are_none():
     Batcher(count=None, tokens=9).run([4, 4, 1], int, forward, store, parts([3, 2]))
     assert events == [("forward", [4, 4]), ("more",), ("more",), ("forward", [3, 2, 1]), ("store", [4, 4]),
                       ("store", [3, 2, 1])]
+    events.clear()
+
+    def failing():
+        raise RuntimeError("tokenizer broke")
+
+    with pytest.raises(RuntimeError, match="tokenizer broke"):
+        Batcher(count=2, tokens=None).run([5, 4, 3], int, forward, store, failing)
+    assert events == [("forward", [5, 4]), ("store", [5, 4])]  # what finished is kept
 
 
 def test_auto_batches_fill_the_token_budget(monkeypatch):

@@ -170,7 +170,12 @@ class Batcher:
             else:
                 batch = self.next_batch(items, cursor, width) if cursor < len(items) else []
                 if more is not None and cursor + len(batch) >= len(items):
-                    extra = more()
+                    try:
+                        extra = more()
+                    except BaseException:
+                        if pending is not None:  # the batch before finished: keep its answers
+                            store(*pending)
+                        raise
                     if extra:
                         items, cursor = sorted([*items[cursor:], *extra], key=width, reverse=True), 0
                     else:
