@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpu as B  # noqa: E402
+from timed_cli import code_version  # noqa: E402
 
 
 def cache_module_of(commit: str, directory: Path):
@@ -53,6 +54,7 @@ def main() -> None:
 
     import torch
 
+    import copyprobe
     from copyprobe.backends import cache
 
     torch.set_num_threads(1)
@@ -83,8 +85,7 @@ def main() -> None:
         finally:
             for name, function in new.items():
                 setattr(cache.CachedBackend, name, function)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    commit = code_version(Path(copyprobe.__file__).resolve().parents[1])  # the copyprobe this run imported
     print(f"{len(examples)} passages, {args.params}, batch {args.batch_size}, {args.rounds} rounds; "
           f"old = {args.old}, new = {commit}; seconds per detect")
     for variant, values in results.items():

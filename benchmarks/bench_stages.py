@@ -66,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpu as B  # noqa: E402
+from timed_cli import code_version  # noqa: E402
 
 HANDED_OVER = "answers handed over (methods' scores)"
 STAGES = ["tokenization", "planning/padding", "forward", "statistics", "to host/rows", "token strings",
@@ -395,9 +396,9 @@ def main() -> None:
     if args.no_statistics:
         stand_in_statistics()
 
-    import subprocess
-
     import torch
+
+    import copyprobe
 
     torch.set_num_threads(args.threads)
     out = Path(args.json)
@@ -425,8 +426,7 @@ def main() -> None:
                       f"+cache {runs['detect+cache'][-1]['detect_s']:.3f} s", file=sys.stderr, flush=True)
         finally:
             stages.restore()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=False).stdout.strip()
+    commit = code_version(Path(copyprobe.__file__).resolve().parents[1])  # the copyprobe this run imported
     block = {"model": f"random-weight Llama {args.params} (SmolLM2's tokenizer), float32, CPU"
              + (", statistics replaced by a stand-in" if args.no_statistics else ""),
              "methods": methods,
