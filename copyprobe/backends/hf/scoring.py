@@ -107,16 +107,21 @@ def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str
     """:func:`score_rows` on the device of ``hidden``, without waiting for it: nothing here
     copies a value to the host, so a GPU runs the whole computation queued.
 
-    The LM head runs one vocabulary block at a time and the statistics are accumulated
-    online (running max, as in a streaming softmax), so each block of logits is used
-    while it is still in cache and no [N, V] tensor is ever built. On CPU this makes the
+    The LM head runs one vocabulary block at a time, so each block of logits is used while
+    it is still in cache and no [N, V] tensor is ever built. On CPU this makes the
     statistics nearly free: measured on smollm2's head, 1.00x the time of the bare
     head product, against 2.8x for softmax over whole rows (benchmarks/bench_single_pass.py
-    for the end-to-end number). Per row it keeps, relative to the target's logit
-    (y = l - l_target) and the running max m of y:
-    Z = sum exp(y - m), S1 = sum exp(y - m) y, S2 = sum exp(y - m) y^2, in float64.
-    Then log p(target) = -(m + log Z), mu = S1/Z + log p(target), and
-    sigma^2 = S2/Z - (S1/Z)^2 (the variance of log p equals the variance of y).
+    for the end-to-end number). With y = l - l_target, each block b leaves per row its
+    maximum m_b of y and, relative to it, z_b = sum exp(y - m_b), a_b = sum exp(y - m_b)
+    (y - m_b) and q_b = sum exp(y - m_b) (y - m_b)^2, plus its count of logits above the
+    target's. The blocks are combined once per chunk of rows, in float64: with M = max_b
+    m_b and r_b = exp(m_b - M), Z = sum_b r_b z_b, S1 = sum_b r_b (a_b + m_b z_b) and
+    S2 = sum_b r_b (q_b + 2 m_b a_b + m_b^2 z_b) are the sums of exp(y - M), times 1, y
+    and y^2. Then log p(target) = -(M + log Z), mu = S1/Z + log p(target), and sigma^2 =
+    S2/Z - (S1/Z)^2 (the variance of log p equals the variance of y). A block takes about
+    a dozen kernels on a GPU, its sums kept apart until the end: WikiMIA's batch of 3,300
+    rows on SmolLM2's vocabulary takes 118 kernels where running sums updated after every
+    block took 254 (benchmarks/bench_stats_ops.py; the values agree within 1e-6).
     """
     import torch
     import torch.nn.functional as F
@@ -135,42 +140,50 @@ def score_stats(hidden, targets, head, softcap: float | None = None) -> dict[str
         target = targets[start:start + rows_per_chunk]
         n = rows.shape[0]
         target_logit = soft_cap(_target_logits(rows, weight, bias, target, gpu).float(), softcap).unsqueeze(1)
-        running_max = torch.full((n, 1), -math.inf, device=rows.device)
-        z_sum, y_sum, y2_sum = (torch.zeros(n, dtype=torch.float64, device=rows.device) for _ in range(3))
-        above = torch.zeros(n, dtype=torch.long, device=rows.device)
         width = max(1, block_elements // n)
         if gpu:
             width = max(GPU_BLOCK_ALIGN, width // GPU_BLOCK_ALIGN * GPU_BLOCK_ALIGN)
+        # the block each row's target is in, and its column there
+        target_block = target // width
+        target_column = (target - target_block * width).unsqueeze(1)
+        maxima, z, a, q, above, own = [], [], [], [], [], []
         for begin in range(0, vocab_size, width):
             end = min(begin + width, vocab_size)
             block = soft_cap(F.linear(rows, weight[begin:end], None if bias is None else bias[begin:end]).float(),
                              softcap)
-            above += (block > target_logit).sum(-1)
-            # never count the target as above itself (rows whose target is in this block);
-            # computed for every row rather than tested with any(), which would wait for the device
-            inside = (target >= begin) & (target < end)
-            own = block.gather(1, (target - begin).clamp(0, end - begin - 1).unsqueeze(1)).squeeze(1)
-            above -= (inside & (own > target_logit.squeeze(1))).long()
+            # the target's logit as its block computed it (other rows read any column here)
+            own.append(block.gather(1, target_column if end - begin == width
+                                    else target_column.clamp(max=end - begin - 1)))
+            above.append((block > target_logit).sum(-1))
             block.sub_(target_logit)  # y
-            new_max = torch.maximum(running_max, block.amax(-1, keepdim=True))
-            scale = (running_max - new_max).exp().squeeze(1).double()
-            block.sub_(new_max)  # y - new_max <= 0: exp cannot overflow
+            block_max = block.amax(-1, keepdim=True)
+            block.sub_(block_max)  # y - m_b <= 0: exp cannot overflow
             weights = block.exp()
-            z = weights.sum(-1).double()
+            z.append(weights.sum(-1))
             weights.mul_(block)
-            s1 = weights.sum(-1).double()
+            a.append(weights.sum(-1))
             weights.mul_(block)
-            s2 = weights.sum(-1).double()
-            shift = new_max.squeeze(1).double()  # y = (y - new_max) + shift
-            z_sum = z_sum * scale + z
-            y_sum = y_sum * scale + s1 + shift * z
-            y2_sum = y2_sum * scale + s2 + 2 * shift * s1 + shift * shift * z
-            running_max = new_max
+            q.append(weights.sum(-1))
+            maxima.append(block_max)
             del block, weights
-        log_norm = running_max.squeeze(1).double() + z_sum.log()
-        mean_y = y_sum / z_sum
-        sigma = (y2_sum / z_sum - mean_y.square()).clamp_min(0).sqrt()
-        parts.append({"logprobs": -log_norm, "mu": mean_y - log_norm, "sigma": sigma, "rank": above + 1})
+        m = torch.cat(maxima, dim=1).double()
+        z_b, a_b, q_b = (torch.stack(values, dim=1).double() for values in (z, a, q))
+        top = m.amax(1, keepdim=True)
+        r = (m - top).exp()
+        rz, ra = r * z_b, r * a_b
+        m_rz = m * rz
+        z_sum = rz.sum(1)
+        mean_y = (ra + m_rz).sum(1) / z_sum
+        y2_mean = (r * q_b + m * (2 * ra + m_rz)).sum(1) / z_sum
+        log_norm = top.squeeze(1) + z_sum.log()
+        sigma = (y2_mean - mean_y.square()).clamp_min(0).sqrt()
+        # never count the target as above itself: its own block's logit can differ from the
+        # one computed alone in the last bit (not on the CPU, where they share a kernel)
+        own_logit = torch.cat(own, dim=1).gather(1, target_block.unsqueeze(1)).squeeze(1)
+        rank = torch.stack(above, dim=1).sum(1) - (own_logit > target_logit.squeeze(1)).long() + 1
+        parts.append({"logprobs": -log_norm, "mu": mean_y - log_norm, "sigma": sigma, "rank": rank})
+    if len(parts) == 1:
+        return parts[0]
     return {name: torch.cat([part[name] for part in parts]) for name in STATS}
 
 
