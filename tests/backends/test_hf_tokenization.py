@@ -108,7 +108,7 @@ def test_the_call_is_given_the_special_tokens_option_only_when_it_is_off():
 def _many_requests(n: int):
     from copyprobe.backends.base import TokenLogprobsRequest
 
-    # distinct lengths (3 to 3 + n characters), not in length order
+    # distinct texts of 8 to about n + 4 characters, not in length order
     return [TokenLogprobsRequest(f"{i:03d} " + "ab c" * ((i * 37) % n // 4 + 1)) for i in range(n)]
 
 
