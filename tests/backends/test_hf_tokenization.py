@@ -203,3 +203,20 @@ def test_an_error_of_the_tokenizer_thread_reaches_the_caller(monkeypatch):
         make_tiny_backend(batch_size=32).answer(_many_requests(600), on_result=lambda i, answer: handed.append(i))
     # the answers finished before the error were handed over (the response cache commits them)
     assert 0 < len(handed) < 600
+
+
+def test_a_context_too_long_among_many_texts_is_refused_before_any_work(monkeypatch):
+    from model_helpers import make_tiny_backend
+
+    from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.backends.hf import HFBackend
+    from copyprobe.errors import ConfigError
+
+    backend = make_tiny_backend(batch_size=32)
+    forwards = []
+    real = HFBackend._hidden
+    monkeypatch.setattr(HFBackend, "_hidden", lambda self, *a, **k: forwards.append(1) or real(self, *a, **k))
+    requests = _many_requests(600) + [TokenLogprobsRequest("a text", context="word " * backend.max_length)]
+    with pytest.raises(ConfigError, match="must be shorter than max length"):
+        backend.answer(requests)
+    assert forwards == []

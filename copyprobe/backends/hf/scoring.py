@@ -530,7 +530,6 @@ class TokenLogprobsMixin:
         uses = Counter(request.context for request in requests if request.context)
         plan = functools.partial(self._plan, requests, token_ids, context_ids, uses, results, contexts, prefixed,
                                  tracker)
-        plan(first, jobs)
 
         def more() -> list[tuple[int, Window]]:
             """The windows of the next chunk of texts tokenized on the thread with any."""
@@ -543,12 +542,13 @@ class TokenLogprobsMixin:
             return planned
 
         try:
+            plan(first, jobs)  # (a context too long for the model is an error here, before any work)
             with self._guard():
                 self._run_prefixed(prefixed, token_ids, results, tracker)
                 self._run_windows(jobs, results, tracker, more if later else None)
                 self._run_contexts(contexts, results, tracker)
         finally:
-            for _chunk, future in tokenizing:  # a call that failed leaves the chunks not begun
+            for _chunk, future in tokenizing:  # a call that failed drops the chunks not begun
                 future.cancel()
 
         assert all(answer is not None for answer in answers), "every request must finish"
