@@ -18,7 +18,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method, Score
 from copyprobe.registry import make_method
-from copyprobe.drive import DriveStats, Failure, ProgressFactory, drive
+from copyprobe.drive import DriveStats, Failure, OneStep, ProgressFactory, drive
 
 
 def build_methods(
@@ -178,7 +178,7 @@ class ScoringPlan:
     def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
         """The generators of every method on the examples at ``rows`` (all by default)."""
         rows = range(len(self.examples)) if rows is None else list(rows)
-        return {(i, m): method.run(self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
+        return {(i, m): start(method, self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
 
     def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
         examples, seed = self.examples, self.seed
@@ -203,6 +203,13 @@ class ScoringPlan:
             for row, output in zip(rows, outputs):
                 put_score(row, method.name, output)
         return rows, train_ids
+
+
+def start(method: Method, example: Example) -> Any:
+    """The run the driver takes for ``method`` on ``example``: its generator
+    (``method.run``), or a :class:`~copyprobe.drive.OneStep` where the method keeps
+    ``Method.run`` (it asks once and scores), which the driver runs without one."""
+    return OneStep(method, example) if type(method).run is Method.run else method.run(example)
 
 
 def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:

@@ -190,3 +190,76 @@ def test_requests_with_an_unhashable_field_are_still_merged():
     stats = DriveStats()
     assert drive({0: ask(), 1: ask()}, lambda spec: fake, stats=stats) == {0: ["ok", "ok"], 1: ["ok", "ok"]}
     assert stats.requests_total == 4 and stats.requests_unique == 1
+
+
+class _Once:
+    """A method that asks once and scores (what OneStep runs): the number of tokens,
+    refusing texts that start with "bad"."""
+
+    def __init__(self, stats=False):
+        self.stats = stats
+
+    def requests(self, text):
+        return [TokenLogprobsRequest(text, stats=self.stats)]
+
+    def score(self, text, responses):
+        if text.startswith("bad"):
+            raise RowError("a bad text")
+        return len(responses[0].token_ids)
+
+
+def test_one_step_runs_score_as_their_generators_do_and_fail_their_rows_alone():
+    from copyprobe.drive import OneStep
+
+    def generator(method, text):
+        responses = yield method.requests(text)
+        return method.score(text, responses)
+
+    texts = ["a b", "c d e", "bad f"]
+    method = _Once()
+    by_step = drive({t: OneStep(method, t) for t in texts}, lambda spec: FakeBackend())
+    by_generator = drive({t: generator(method, t) for t in texts}, lambda spec: FakeBackend())
+    assert {t: r for t, r in by_step.items() if not isinstance(r, Failure)} == {"a b": 2, "c d e": 3}
+    assert by_step["a b"] == by_generator["a b"] and by_step["c d e"] == by_generator["c d e"]
+    assert isinstance(by_step["bad f"], Failure) and by_step["bad f"].reason == "a bad text"
+
+
+def test_one_step_runs_fail_on_a_failed_request_and_stop_on_a_missing_capability():
+    from copyprobe.drive import OneStep
+
+    class Refusing(FakeBackend):
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            return [RequestFailed("too long") if r.text == "x y" else self._token_logprobs(r) for r in requests]
+
+    results = drive({t: OneStep(_Once(), t) for t in ("x y", "z")}, lambda spec: Refusing())
+    assert results["z"] == 1 and results["x y"].reason == "request failed: too long"
+    text_only = FakeBackend(capabilities=[TOKEN_LOGPROBS])
+    with pytest.raises(CapabilityError, match="distribution"):
+        drive({0: OneStep(_Once(stats=True), "a b")}, lambda spec: text_only)
+    assert not text_only.calls
+
+
+def test_each_distinct_request_is_made_canonical_once_however_many_ask_for_it():
+    made, answering = [], []
+
+    class Counting(FakeBackend):
+        def canonical(self, request):
+            if not answering:  # the driver's calls (answer makes its requests canonical again)
+                made.append(request)
+            return super().canonical(request)
+
+        def answer(self, requests, progress=None, on_result=None):
+            answering.append(True)
+            return super().answer(requests, progress=progress, on_result=on_result)
+
+    from copyprobe.drive import OneStep
+
+    backend = Counting()
+    texts = ["a b", "c d", "e f g"]
+    runs = {(t, m): OneStep(_Once(stats=m == 0), t) for t in texts for m in range(5)}  # 1 with stats, 4 without
+    stats = DriveStats()
+    results = drive(runs, lambda spec: backend, stats=stats)
+    assert results == {(t, m): len(t.split()) for t in texts for m in range(5)}
+    assert sorted((r.text, r.stats) for r in made) == sorted((t, s) for t in texts for s in (False, True))
+    # the two forms of a text's request are one request after all (the backend gives stats anyway)
+    assert stats.requests_total == 15 and stats.requests_unique == 3 and backend.calls["token_logprobs"] == 3
