@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed, hands_over
+from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed, Values, hands_over
 from copyprobe.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 1
@@ -215,14 +215,18 @@ def packed(response: Any) -> dict[str, Any]:
     ``{"f8": base64 of its little-endian float64 bytes}`` and each list of ints as
     ``{"i8": ...}`` of int64 ones (see the module docstring). A list that numpy does not
     read as that type (Nones, bools, ints beyond 64 bits, an empty list) stays JSON."""
-    data = response.to_json()
+    # an answer's lists handed over as arrays (Values) are read as arrays, never made lists
+    data = response.json_fields() if hasattr(response, "json_fields") else response.to_json()
     kept = response.__dict__.get("_arrays", {})  # arrays the answer holds already (TokenLogprobs.array)
     for name, key in _number_list_fields(type(response)):
         values = data.get(name)
-        if isinstance(values, list) and values:
+        if isinstance(values, (list, Values)) and len(values):
             array = kept[name] if name in kept else np.asarray(values)
             if array.ndim == 1 and array.dtype == _NATIVE[key]:
                 data[name] = {key: base64.b64encode(array.astype(PACKED[key], copy=False).tobytes()).decode()}
+                continue
+        if isinstance(values, Values):  # one its array cannot pack stays a JSON list
+            data[name] = list(values)
     return data
 
 

@@ -718,6 +718,54 @@ def test_token_strings_come_back_from_the_cache(tiny_llama, tmp_path):
     assert again.tokens == tiny_llama.tokenizer.convert_ids_to_tokens(first.token_ids)
 
 
+def test_per_token_lists_are_made_only_when_read_and_equal_the_arrays(tiny_llama, tmp_path, monkeypatch):
+    import json
+    import sqlite3
+
+    import numpy as np
+
+    from copyprobe.backends.base import TokenLogprobs, Values
+    from copyprobe.backends.cache import CachedBackend, ResponseCache, _decode
+    from copyprobe.data.example import Example
+    from copyprobe.registry import make_method
+
+    made = []
+    real_init = Values.__init__
+
+    def counting(self, array):
+        real_init(self, array)
+        made.append(self)
+
+    monkeypatch.setattr(Values, "__init__", counting)
+    texts = [t for t in TEXTS[1:4] if len(tiny_llama.tokenizer(t).input_ids) >= 2]
+    cached = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite"))
+    answers = cached.answer([TokenLogprobsRequest(t, stats=True) for t in texts])
+    for name in ("loss", "min_k_pp", "slope"):  # the methods read arrays
+        for text, answer in zip(texts, answers):
+            make_method(name).score(Example(id="x", text=text), [answer])
+    cached.close()
+    assert len(made) == 4 * len(answers) and all(v._list is None for v in made)  # no list made, nor by the cache
+    stored = [json.loads(row[0]) for row in sqlite3.connect(tmp_path / "c.sqlite").execute(
+        "SELECT response FROM responses")]
+    assert all(set(entry["logprobs"]) == {"f8"} for entry in stored)  # the arrays' bytes
+    for answer in answers:
+        for name in ("logprobs", "mu", "sigma", "rank"):
+            values = getattr(answer, name)
+            array = answer.array(name)
+            assert isinstance(values, Values) and len(values) == len(array) > 0
+            assert values == array.tolist() and array.tolist() == values  # either side
+            assert list(values) == array.tolist() and values[1:3] == array.tolist()[1:3]
+            assert type(values[0]) is (int if name == "rank" else float)
+            as_array = np.asarray(values)  # the backend's array, not a copy, and read-only
+            assert np.shares_memory(as_array, array) and not as_array.flags.writeable
+        assert answer.logprobs + answer.mu == answer.array("logprobs").tolist() + answer.array("mu").tolist()
+        data = answer.to_json()
+        assert isinstance(data["logprobs"], list) and json.loads(json.dumps(data))["rank"] == list(answer.rank)
+    assert {_decode(TokenLogprobs, entry).token_ids[0] for entry in stored} == {a.token_ids[0] for a in answers}
+    again = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite"))
+    assert again.answer([TokenLogprobsRequest(t, stats=True) for t in texts]) == answers and again.hits == len(texts)
+
+
 def test_padded_batches_score_like_single_texts_with_windows(tiny_llama):
     """Texts of many lengths, one longer than the window (sliding windows whose first
     scored position is past 1), in one padded batch: each equals its own direct pass."""

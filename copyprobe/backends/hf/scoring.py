@@ -63,7 +63,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest, TokenStrings
+from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest, TokenStrings, Values
 from copyprobe.backends.hf.batching import Batcher
 from copyprobe.errors import ConfigError
 
@@ -624,7 +624,10 @@ class TokenLogprobsMixin:
     def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ArrayBuffer) -> TokenLogprobs:
         assert result.complete(), "every token must be scored exactly once"
         arrays = result.arrays()
-        values = ({name: array.tolist() for name, array in arrays.items()} if arrays is not None
+        if arrays is not None:  # read-only, the answer's lists made of them only when read as lists
+            for array in arrays.values():
+                array.setflags(write=False)
+        values = ({name: Values(array) for name, array in arrays.items()} if arrays is not None
                   else {name: [] for name in STATS})
         answer = TokenLogprobs(
             token_ids=ids,
@@ -636,7 +639,7 @@ class TokenLogprobsMixin:
             # words; looked up only when one reads them (none of the logit methods does)
             tokens=self._token_strings(ids),
         )
-        if arrays is not None:  # the arrays the lists came from, for the methods and the cache
+        if arrays is not None:  # the arrays themselves, for the methods and the cache
             kept = ("logprobs", "mu", "sigma", "rank") if request.stats else ("logprobs",)
             answer.keep_arrays({name: arrays[name] for name in kept})
         return answer
