@@ -204,85 +204,23 @@ class TokenLogprobs(Response):
         return self
 
 
-class Values(Sequence):
-    """A per-token list of an answer (``logprobs``, ``mu``, ``sigma``, ``rank``) held as
-    the 1-D numpy array the backend computed it in, made a list of Python numbers only
-    when something reads it as one (indexing, iterating, comparing). The logit methods
-    read the arrays (:meth:`TokenLogprobs.array`) and the cache stores their bytes, so
-    for them no list is made: the HF backend built four lists an answer (6,600 ``tolist``
-    calls for WikiMIA's 1,650 passages) that were only freed again, and a Python float
-    in a list takes 32 bytes where the array's takes 8. Compares equal to the list it
-    stands for; ``np.asarray`` gives the array."""
+class ListOnRead(Sequence):
+    """A list made on its first read (``_make``) and kept: indexing, iterating, comparing
+    with a list (either side), joining with ``+`` and pickling read it; its length does
+    not. Base of the parts of an answer that most methods never read as lists."""
 
-    __slots__ = ("_array", "_list")
+    __slots__ = ("_made",)
 
-    def __init__(self, array: Any):
-        self._array = array
-        self._list: list | None = None
+    def __init__(self) -> None:
+        self._made: list | None = None
 
-    def _values(self) -> list:
-        if self._list is None:
-            self._list = self._array.tolist()
-        return self._list
+    def _make(self) -> list:
+        raise NotImplementedError
 
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __getitem__(self, index):
-        return self._values()[index]
-
-    def __iter__(self):
-        return iter(self._values())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, Values)):
-            return self._values() == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __add__(self, other: Any) -> list:  # joined as lists are
-        if isinstance(other, (list, Values)):
-            return self._values() + list(other)
-        return NotImplemented
-
-    def __radd__(self, other: Any) -> list:
-        if isinstance(other, list):
-            return other + self._values()
-        return NotImplemented
-
-    def __array__(self, dtype=None, copy=None):
-        import numpy as np
-
-        if copy:
-            return np.array(self._array, dtype=dtype)
-        return self._array if dtype is None else np.asarray(self._array, dtype=dtype)
-
-    def __repr__(self) -> str:
-        return repr(self._values())
-
-
-class TokenStrings(Sequence):
-    """Token strings of ``token_ids`` looked up on first use (all at once, by
-    ``convert(ids)``, e.g. a tokenizer's ``convert_ids_to_tokens``), so that answers whose
-    strings no method reads cost no look-up: the HF backend scored 256 passages with 26,387
-    ``id_to_token`` calls for the logit methods, which read none. Compares equal to the
-    list it stands for. Not stored in the response cache (the entry says ``null``): the
-    backend that made it completes the entry when it is read back (``Backend.completed``)."""
-
-    def __init__(self, token_ids: Sequence[int], convert: Any):
-        self._ids = token_ids
-        self._convert = convert
-        self._strings: list[str] | None = None
-
-    def _list(self) -> list[str]:
-        if self._strings is None:
-            self._strings = list(self._convert(list(self._ids)))
-            self._convert = None
-        return self._strings
-
-    def __len__(self) -> int:
-        return len(self._ids)
+    def _list(self) -> list:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
 
     def __getitem__(self, index):
         return self._list()[index]
@@ -291,17 +229,83 @@ class TokenStrings(Sequence):
         return iter(self._list())
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, TokenStrings)):
+        if isinstance(other, (list, tuple, ListOnRead)):
             return self._list() == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __add__(self, other: Any) -> list:
+        if isinstance(other, (list, ListOnRead)):
+            return self._list() + list(other)
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> list:
+        if isinstance(other, list):
+            return other + self._list()
+        return NotImplemented
+
     def __repr__(self) -> str:
-        return repr(self._list()) if self._strings is not None else f"TokenStrings({len(self)} tokens, not looked up)"
+        return repr(self._list())
 
     def __reduce__(self):
         return (list, (self._list(),))
+
+
+class Values(ListOnRead):
+    """A per-token list of an answer (``logprobs``, ``mu``, ``sigma``, ``rank``) held as
+    the 1-D numpy array the backend computed it in, made a list of Python numbers only
+    when something reads it as one. The logit methods read the arrays
+    (:meth:`TokenLogprobs.array`) and the cache stores their bytes, so for them no list is
+    made: the HF backend built four lists an answer (6,600 ``tolist`` calls for WikiMIA's
+    1,650 passages) that were only freed again, and a Python float in a list takes 32
+    bytes where the array's takes 8. ``np.asarray`` gives the array."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: Any):
+        super().__init__()
+        self._array = array
+
+    def _make(self) -> list:
+        return self._array.tolist()
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        if copy:
+            return np.array(self._array, dtype=dtype)
+        return self._array if dtype is None else np.asarray(self._array, dtype=dtype)
+
+
+class TokenStrings(ListOnRead):
+    """Token strings of ``token_ids`` looked up on first use (all at once, by
+    ``convert(ids)``, e.g. a tokenizer's ``convert_ids_to_tokens``), so that answers whose
+    strings no method reads cost no look-up: the HF backend scored 256 passages with 26,387
+    ``id_to_token`` calls for the logit methods, which read none. Compares equal to the
+    list it stands for. Not stored in the response cache (the entry says ``null``): the
+    backend that made it completes the entry when it is read back (``Backend.completed``)."""
+
+    __slots__ = ("_ids", "_convert")
+
+    def __init__(self, token_ids: Sequence[int], convert: Any):
+        super().__init__()
+        self._ids = token_ids
+        self._convert = convert
+
+    def _make(self) -> list[str]:
+        strings = list(self._convert(list(self._ids)))
+        self._convert = None
+        return strings
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __repr__(self) -> str:
+        return super().__repr__() if self._made is not None else f"TokenStrings({len(self)} tokens, not looked up)"
 
 
 def with_fields(request: Request, **changes: Any) -> Request:

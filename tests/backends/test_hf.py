@@ -738,13 +738,13 @@ def test_per_token_lists_are_made_only_when_read_and_equal_the_arrays(tiny_llama
 
     monkeypatch.setattr(Values, "__init__", counting)
     texts = [t for t in TEXTS[1:4] if len(tiny_llama.tokenizer(t).input_ids) >= 2]
-    cached = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite"))
-    answers = cached.answer([TokenLogprobsRequest(t, stats=True) for t in texts])
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    answers = CachedBackend(tiny_llama, cache).answer([TokenLogprobsRequest(t, stats=True) for t in texts])
     for name in ("loss", "min_k_pp", "slope"):  # the methods read arrays
         for text, answer in zip(texts, answers):
             make_method(name).score(Example(id="x", text=text), [answer])
-    cached.close()
-    assert len(made) == 4 * len(answers) and all(v._list is None for v in made)  # no list made, nor by the cache
+    cache.close()  # (the backend is the module's: left open)
+    assert len(made) == 4 * len(answers) and all(v._made is None for v in made)  # no list made, nor by the cache
     stored = [json.loads(row[0]) for row in sqlite3.connect(tmp_path / "c.sqlite").execute(
         "SELECT response FROM responses")]
     assert all(set(entry["logprobs"]) == {"f8"} for entry in stored)  # the arrays' bytes
