@@ -1,10 +1,11 @@
 """Drive many methods over many examples with as few model calls as possible.
 
 Every (example, method) pair is a generator (``Method.run``) that yields lists of
-requests. The driver advances all of them together: it gathers the requests of one
-round, removes duplicates (ten logit methods asking for the same text's log-probs make
-one request), answers them per model and kind in batches through the (cached) backends,
-and sends each generator its responses. Multi-stage methods simply take more rounds.
+requests, or a :class:`OneStep` for a method that asks once and scores. The driver
+advances all of them together: it gathers the requests of one round, removes duplicates
+(ten logit methods asking for the same text's log-probs make one request), answers them
+per model and kind in batches through the (cached) backends, and sends each generator
+its responses. Multi-stage methods simply take more rounds.
 
 A generator is sent its responses as soon as the last of them is answered, not when the
 whole round is: backends that hand answers over as they finish (``on_result``: the HF
