@@ -141,6 +141,10 @@ class TokenLogprobsRequest(Request):
         return caps
 
 
+# the per-token values of a TokenLogprobs answer that may be held as arrays (Values)
+VALUE_FIELDS = ("logprobs", "mu", "sigma", "rank")
+
+
 @dataclass(frozen=True)
 class TokenLogprobs(Response):
     """Answer to a TokenLogprobsRequest; lists are aligned with ``token_ids[1:]``.
@@ -161,7 +165,7 @@ class TokenLogprobs(Response):
 
     def to_json(self) -> dict[str, Any]:
         data = self.json_fields()
-        for name in ("logprobs", "mu", "sigma", "rank"):
+        for name in VALUE_FIELDS:
             if isinstance(data[name], Values):
                 data[name] = list(data[name])
         return data
@@ -188,8 +192,12 @@ class TokenLogprobs(Response):
             values = getattr(self, name)
             if values is None:
                 return None
-            array = np.array(values, dtype=np.int64 if name in ("rank", "token_ids") else np.float64)
-            array.setflags(write=False)
+            dtype = np.int64 if name in ("rank", "token_ids") else np.float64
+            # Values hold an array already (the backend's, or the cache's bytes): no copy
+            array = np.asarray(values, dtype=dtype) if isinstance(values, Values) else np.array(values, dtype=dtype)
+            if array.flags.writeable:
+                array = array.view()
+                array.setflags(write=False)
             memo[name] = array
         return memo[name]
 

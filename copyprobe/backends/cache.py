@@ -30,7 +30,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from copyprobe.backends.base import RESPONSE_TYPES, Backend, Request, RequestFailed, Values, hands_over
+from copyprobe.backends.base import (
+    RESPONSE_TYPES,
+    Backend,
+    Request,
+    RequestFailed,
+    VALUE_FIELDS,
+    TokenLogprobs,
+    Values,
+    hands_over,
+)
 from copyprobe.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 1
@@ -231,15 +240,19 @@ def packed(response: Any) -> dict[str, Any]:
 
 
 def _unpacked(response_type: type, data: dict) -> dict | None:
-    """``data`` with its packed number lists read back; None when one is damaged."""
+    """``data`` with its packed number lists read back; None when one is damaged. A token
+    log-prob answer's lists stay the arrays read (:class:`~copyprobe.backends.base.Values`):
+    the logit methods read arrays, and making lists of them cost 4 ``tolist`` calls an
+    answer read and 4 conversions back."""
+    as_values = VALUE_FIELDS if issubclass(response_type, TokenLogprobs) else ()
     for name, key in _number_list_fields(response_type):
         value = data.get(name)
         if isinstance(value, dict) and set(value) == {key} and isinstance(value[key], str):
             try:
-                raw = base64.b64decode(value[key], validate=True)
-                data[name] = np.frombuffer(raw, dtype=PACKED[key]).tolist()
+                array = np.frombuffer(base64.b64decode(value[key], validate=True), dtype=PACKED[key])
             except (binascii.Error, ValueError):
                 return None
+            data[name] = Values(array) if name in as_values else array.tolist()
     return data
 
 
@@ -266,7 +279,7 @@ def _decode(response_type: type, data: Any) -> Any:
 
 _JSON_TYPES: dict[str, Any] = {
     "None": lambda v: v is None,
-    "list": lambda v: isinstance(v, list),
+    "list": lambda v: isinstance(v, (list, Values)),
     "tuple": lambda v: isinstance(v, list),
     "dict": lambda v: isinstance(v, dict),
     "str": lambda v: isinstance(v, str),

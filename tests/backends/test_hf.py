@@ -763,7 +763,16 @@ def test_per_token_lists_are_made_only_when_read_and_equal_the_arrays(tiny_llama
         assert isinstance(data["logprobs"], list) and json.loads(json.dumps(data))["rank"] == list(answer.rank)
     assert {_decode(TokenLogprobs, entry).token_ids[0] for entry in stored} == {a.token_ids[0] for a in answers}
     again = CachedBackend(tiny_llama, ResponseCache(tmp_path / "c.sqlite"))
-    assert again.answer([TokenLogprobsRequest(t, stats=True) for t in texts]) == answers and again.hits == len(texts)
+    del made[:]
+    read = again.answer([TokenLogprobsRequest(t, stats=True) for t in texts])
+    assert again.hits == len(texts) and len(made) == 4 * len(texts)  # read back as arrays too
+    for text, answer in zip(texts, read):
+        for name in ("loss", "min_k_pp", "slope"):
+            make_method(name).score(Example(id="x", text=text), [answer])
+        for name in ("logprobs", "mu", "sigma", "rank"):  # the methods' arrays are the ones read, not copies
+            assert np.shares_memory(answer.array(name), np.asarray(getattr(answer, name)))
+    assert all(v._made is None for v in made)
+    assert read == answers
 
 
 def test_padded_batches_score_like_single_texts_with_windows(tiny_llama):
