@@ -206,9 +206,10 @@ class TokenLogprobs(Response):
         read-only. Returns the answer."""
         memo = self.__dict__.setdefault("_arrays", {})
         for name, array in arrays.items():
-            view = array.view()
-            view.setflags(write=False)
-            memo[name] = view
+            if array.flags.writeable:  # a read-only one (the HF backend's) is kept as it is
+                array = array.view()
+                array.setflags(write=False)
+            memo[name] = array
         return self
 
 

@@ -30,6 +30,7 @@ higher; copyprobe keeps the notebook's sign so that its values are the notebook'
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -51,15 +52,36 @@ def fitted_slope(values: np.ndarray) -> float:
     scipy.stats.linregress (``np.cov(x, y, bias=1)``, then ssxy / ssx), bit for bit,
     without its 1 ms of argument handling per call (1.6 s on WikiMIA's 1,650 passages).
     np.cov's own steps, without its checks (half its 70 us a call): the rows of x and y
-    centred on their means, their products in one matrix product, scaled by 1/n."""
+    centred on their means, their products in one matrix product, scaled by 1/n. The
+    centred positions are exact and kept per length (:func:`centred_positions`), and y's
+    mean is np.cov's (the same pairwise sum, divided by n): 7 us a call instead of 12."""
     n = len(values)
     rows = np.empty((2, n))
-    rows[0] = np.arange(n)
-    rows[1] = values
-    rows -= rows.mean(axis=1)[:, None]
+    rows[0] = centred_positions(n)
+    np.subtract(values, np.add.reduce(values) / n, out=rows[1])
     covariance = np.dot(rows, rows.T)
     covariance *= np.true_divide(1, n)
     return float(covariance[0, 1] / covariance[0, 0])
+
+
+# lengths up to this have their centred positions kept (128 of them: at most 4 MB)
+KEPT_POSITIONS = 4096
+
+
+def centred_positions(n: int) -> np.ndarray:
+    """0, 1, ..., n - 1 less their mean, (n - 1) / 2, read-only. Exactly what np.cov
+    centres them to: every partial sum of 0..n-1 is an integer below 2**53, so their mean
+    is exact, and so is each difference (a multiple of 1/2)."""
+    return _kept_positions(n) if n <= KEPT_POSITIONS else _positions(n)
+
+
+def _positions(n: int) -> np.ndarray:
+    positions = np.arange(n) - (n - 1) / 2
+    positions.setflags(write=False)
+    return positions
+
+
+_kept_positions = functools.lru_cache(maxsize=128)(_positions)
 
 
 @register

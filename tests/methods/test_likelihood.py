@@ -96,6 +96,9 @@ def test_slope_is_scipy_linregress_bit_for_bit():
     rng = np.random.default_rng(7)
     samples = [rng.normal(size=int(rng.integers(2, 400))) * rng.uniform(0.01, 30) for _ in range(500)]
     samples += [np.array([1.0, 1.0]), np.array([-4.0, -4.0, -4.0]), np.array([0.0, 5e-324])]
+    # longer than the lengths whose positions are kept, a strided view, far from zero
+    from copyprobe.methods.slope import KEPT_POSITIONS
+    samples += [rng.normal(size=KEPT_POSITIONS + 7), rng.normal(size=900)[::3], rng.normal(size=300) * 1e3 - 5e4]
     for values in samples:
         expected = float(stats.linregress(np.arange(len(values), dtype=np.float64), values).slope)
         assert fitted_slope(values) == expected
