@@ -176,7 +176,8 @@ class ScoringPlan:
         self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
 
     def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
-        """The generators of every method on the examples at ``rows`` (all by default)."""
+        """The runs of every method on the examples at ``rows`` (all by default): generators,
+        or :class:`~copyprobe.drive.OneStep` for the methods that ask once (:func:`start`)."""
         rows = range(len(self.examples)) if rows is None else list(rows)
         return {(i, m): start(method, self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
 

@@ -55,6 +55,7 @@ def fitted_slope(values: np.ndarray) -> float:
     centred on their means, their products in one matrix product, scaled by 1/n. The
     centred positions are exact and kept per length (:func:`centred_positions`), and y's
     mean is np.cov's (the same pairwise sum, divided by n): 7 us a call instead of 12."""
+    values = np.asarray(values, dtype=np.float64)  # np.cov's float64 sums whatever came in
     n = len(values)
     rows = np.empty((2, n))
     rows[0] = centred_positions(n)

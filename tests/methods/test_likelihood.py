@@ -103,6 +103,8 @@ def test_slope_is_scipy_linregress_bit_for_bit():
         expected = float(stats.linregress(np.arange(len(values), dtype=np.float64), values).slope)
         assert fitted_slope(values) == expected
     assert np.isnan(fitted_slope(np.array([1.0, np.nan, 2.0])))
+    single = rng.normal(size=50).astype(np.float32)  # summed in float64, as linregress does
+    assert fitted_slope(single) == float(stats.linregress(np.arange(50, dtype=np.float64), single).slope)
 
 
 def test_slope_ngram_fits_only_the_tokens_with_an_ngram_context():
