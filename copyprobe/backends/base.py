@@ -194,11 +194,8 @@ class TokenLogprobs(Response):
                 return None
             dtype = np.int64 if name in ("rank", "token_ids") else np.float64
             # Values hold an array already (the backend's, or the cache's bytes): no copy
-            array = np.asarray(values, dtype=dtype) if isinstance(values, Values) else np.array(values, dtype=dtype)
-            if array.flags.writeable:
-                array = array.view()
-                array.setflags(write=False)
-            memo[name] = array
+            self.keep_arrays({name: np.asarray(values, dtype=dtype) if isinstance(values, Values)
+                              else np.array(values, dtype=dtype)})
         return memo[name]
 
     def keep_arrays(self, arrays: dict[str, Any]) -> TokenLogprobs:

@@ -751,7 +751,10 @@ class TokenLogprobsMixin:
         as they run out (see :meth:`Batcher.run`)."""
         import numpy as np
 
-        jobs = sorted(jobs, key=lambda job: len(job[1].ids), reverse=True)
+        def width(job: tuple[int, Window]) -> int:
+            return len(job[1].ids)
+
+        jobs = sorted(jobs, key=width, reverse=True)
 
         def forward(batch: list[tuple[int, Window]]) -> StackedScores:
             ids, mask = padded_arrays([window.ids for _, window in batch], self.pad_id)
@@ -774,7 +777,7 @@ class TokenLogprobsMixin:
                 tracker.done(index)
             tracker.flush()
 
-        self._text_batches().run(jobs, lambda job: len(job[1].ids), forward, store, more)
+        self._text_batches().run(jobs, width, forward, store, more)
 
     def _run_contexts(self, contexts: dict[tuple[int, ...], list[tuple[int, int, int]]],
                       results: list[ArrayBuffer], tracker: Completion) -> None:
