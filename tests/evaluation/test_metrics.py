@@ -146,6 +146,32 @@ def test_weighted_auc_counts_in_int32_and_int64_alike_and_equals_weighted_sklear
         assert small[b] == pytest.approx(roc_auc_score(y[kept], s[kept], sample_weight=weights[kept]), abs=1e-12)
 
 
+def test_weighted_auc_is_the_same_for_either_memory_order_and_in_chunks(monkeypatch):
+    from copyprobe.evaluation import metrics
+
+    rng = np.random.default_rng(9)
+    n, n_groups = 240, 50
+    y = rng.integers(0, 2, n)
+    s = np.round(rng.normal(size=n), 1)
+    codes = rng.integers(0, n_groups, n)
+    state = rng.bit_generator.state
+    counts = metrics._draw_counts(rng, n_groups, 30)
+    assert counts.flags.f_contiguous and counts.shape == (30, n_groups)  # a group's counts together
+    rng.bit_generator.state = state  # the same draws, counted resample by resample
+    draws = rng.integers(0, n_groups, size=(30, n_groups))
+    assert np.array_equal(counts, [np.bincount(row, minlength=n_groups) for row in draws])
+    by_rows = np.ascontiguousarray(counts)
+    whole = metrics._weighted_auc(y, s, counts, codes)
+    assert np.array_equal(whole, metrics._weighted_auc(y, s, by_rows, codes))
+    monkeypatch.setattr(metrics, "_CHUNK_CELLS", 7 * n)  # 7 resamples at a time, the last chunk short
+    assert np.array_equal(whole, metrics._weighted_auc(y, s, counts, codes))
+    assert np.array_equal(whole, metrics._weighted_auc(y, s, by_rows, codes))
+    for b in (0, 13, 29):
+        weights = counts[b, codes]
+        kept = weights > 0
+        assert whole[b] == pytest.approx(roc_auc_score(y[kept], s[kept], sample_weight=weights[kept]), abs=1e-12)
+
+
 def test_weighted_auc_counts_in_int64_where_int32_could_overflow():
     from copyprobe.evaluation.metrics import _count_dtype
 
