@@ -68,6 +68,8 @@ class DriveStats:
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 _UNANSWERED = object()  # a slot of the round's answers not yet filled
+# what a method raises for its row alone (the row fails; a CopyprobeError stops the run)
+_ROW_ERRORS = (RowError, ValueError, ArithmeticError, IndexError, KeyError)
 
 
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
@@ -116,21 +118,27 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
     results: dict[Hashable, Any] = {}
     pending: dict[Hashable, tuple[Any, list[Request]]] = {}
 
-    def advance(key: Hashable, gen: Any, sent: list[Any] | None) -> None:
+    def finish(key: Hashable, step: OneStep, responses: list[Any]) -> None:
         try:
-            if type(gen) is OneStep:
-                if sent is not None:
-                    results[key] = gen.method.score(gen.example, sent)
-                    return
-                requests = gen.method.requests(gen.example)
-            else:
-                requests = gen.send(sent) if sent is not None else next(gen)
+            results[key] = step.method.score(step.example, responses)
+        except CopyprobeError:
+            raise
+        except _ROW_ERRORS as exc:
+            results[key] = Failure(reason=str(exc) or type(exc).__name__)
+
+    def advance(key: Hashable, gen: Any, sent: list[Any] | None) -> None:
+        one_step = type(gen) is OneStep
+        if one_step and sent is not None:
+            finish(key, gen, sent)
+            return
+        try:
+            requests = gen.method.requests(gen.example) if one_step else gen.send(sent) if sent is not None else next(gen)
         except StopIteration as stop:
             results[key] = stop.value
             return
         except CopyprobeError:
             raise
-        except (RowError, ValueError, ArithmeticError, IndexError, KeyError) as exc:
+        except _ROW_ERRORS as exc:
             results[key] = Failure(reason=str(exc) or type(exc).__name__)
             return
         requests = list(requests)
@@ -186,10 +194,16 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
         current = dict(pending)
         pending.clear()  # what the generators yield next is the next round's
         answers: list[Any] = [_UNANSWERED] * len(unique)
-        # which generators wait on each request, and how many of their requests are unanswered
+        # which generators wait on each request, and how many of their requests are unanswered;
+        # a OneStep that asked for one request (as each logit method does) is scored from
+        # its answer directly, without the counting and resuming (8,250 runs for WikiMIA)
         waiting: list[list[Hashable]] = [[] for _ in unique]
+        alone: list[list[Hashable]] = [[] for _ in unique]
         unanswered: dict[Hashable, int] = {}
         for key, own in slots.items():
+            if len(own) == 1 and type(current[key][0]) is OneStep:
+                alone[own[0]].append(key)
+                continue
             distinct = set(own)
             unanswered[key] = len(distinct)
             for slot in distinct:
@@ -209,6 +223,12 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             if answers[slot] is not _UNANSWERED:  # a backend that hands an answer over twice
                 return
             answers[slot] = response
+            for key in alone[slot]:
+                step, _requests = current.pop(key)
+                if isinstance(response, RequestFailed):
+                    results[key] = Failure(reason=f"request failed: {response.reason}")
+                else:
+                    finish(key, step, [response])
             for key in waiting[slot]:
                 unanswered[key] -= 1
                 if unanswered[key] == 0:

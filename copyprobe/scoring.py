@@ -179,7 +179,13 @@ class ScoringPlan:
         """The runs of every method on the examples at ``rows`` (all by default): generators,
         or :class:`~copyprobe.drive.OneStep` for the methods that ask once (:func:`start`)."""
         rows = range(len(self.examples)) if rows is None else list(rows)
-        return {(i, m): start(method, self.examples[i]) for m, method in enumerate(self.methods) for i in rows}
+        examples, runs = self.examples, {}
+        for m, method in enumerate(self.methods):
+            if asks_once(method):  # decided once per method, not per run (8,250 for WikiMIA)
+                runs.update({(i, m): OneStep(method, examples[i]) for i in rows})
+            else:
+                runs.update({(i, m): method.run(examples[i]) for i in rows})
+        return runs
 
     def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
         examples, seed = self.examples, self.seed
@@ -206,11 +212,16 @@ class ScoringPlan:
         return rows, train_ids
 
 
+def asks_once(method: Method) -> bool:
+    """Whether ``method`` keeps ``Method.run`` (it asks once and scores)."""
+    return type(method).run is Method.run
+
+
 def start(method: Method, example: Example) -> Any:
     """The run the driver takes for ``method`` on ``example``: its generator
-    (``method.run``), or a :class:`~copyprobe.drive.OneStep` where the method keeps
-    ``Method.run`` (it asks once and scores), which the driver runs without one."""
-    return OneStep(method, example) if type(method).run is Method.run else method.run(example)
+    (``method.run``), or a :class:`~copyprobe.drive.OneStep` where the method
+    :func:`asks_once`, which the driver runs without one."""
+    return OneStep(method, example) if asks_once(method) else method.run(example)
 
 
 def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:
@@ -229,6 +240,9 @@ def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:
 
 def put_score(row: dict[str, Any], name: str, output: Any) -> None:
     """A method's output into a scores row: a finite float, or None with the reason."""
+    if type(output) is float and math.isfinite(output):  # most outputs: no details, no checks left
+        row[name] = output
+        return
     if isinstance(output, Failure):
         row[name] = None
         row.setdefault("errors", {})[name] = output.reason

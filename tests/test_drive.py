@@ -239,6 +239,47 @@ def test_one_step_runs_fail_on_a_failed_request_and_stop_on_a_missing_capability
     assert not text_only.calls
 
 
+def test_one_step_runs_of_one_and_of_two_requests_and_generators_share_an_answer():
+    """A OneStep of one request is scored from its answer directly; one of two waits for
+    both, as a generator does; a failed request fails only the runs that asked for it."""
+    from copyprobe.drive import OneStep
+
+    class Twice(_Once):
+        def requests(self, text):
+            return [TokenLogprobsRequest(text), TokenLogprobsRequest(text.upper())]
+
+        def score(self, text, responses):
+            return 10 * len(responses[0].token_ids) + len(responses[1].token_ids)
+
+    class Refusing(FakeBackend):
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            out = []
+            for i, request in enumerate(requests):
+                out.append(RequestFailed("upper") if request.text == "E F" else self._token_logprobs(request))
+                if on_result:
+                    on_result(i, out[-1])
+                    on_result(i, out[-1])  # handed over twice: the second is ignored
+            return out
+
+    def generator(text):
+        first = yield [TokenLogprobsRequest(text)]
+        second = yield [TokenLogprobsRequest(text + " z")]
+        return (len(first[0].token_ids), len(second[0].token_ids))
+
+    runs = {}
+    for text in ("a b c", "e f"):
+        runs[("once", text)] = OneStep(_Once(), text)
+        runs[("twice", text)] = OneStep(Twice(), text)
+        runs[("generator", text)] = generator(text)
+    runs[("nothing", "")] = OneStep(type("Asking", (_Once,), {"requests": lambda self, text: []})(), "")
+    results = drive(runs, lambda spec: Refusing())
+    assert results[("once", "a b c")] == 3 and results[("once", "e f")] == 2
+    assert results[("twice", "a b c")] == 33
+    assert results[("twice", "e f")].reason == "request failed: upper"
+    assert results[("generator", "a b c")] == (3, 4) and results[("generator", "e f")] == (2, 3)
+    assert isinstance(results[("nothing", "")], Failure)  # scored with no responses: its IndexError
+
+
 def test_each_distinct_request_is_made_canonical_once_however_many_ask_for_it():
     made, answering = [], []
 

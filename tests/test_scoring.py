@@ -111,3 +111,29 @@ def test_methods_that_ask_once_run_without_a_generator_and_score_as_before():
         assert by_step == by_generator and all(isinstance(v, float) for v in by_step.values())
     multi = make_method("neighborhood")  # asks for neighbours, then scores them
     assert inspect.isgenerator(start(multi, examples[0]))
+
+
+def test_put_score_keeps_finite_numbers_and_the_reason_for_anything_else():
+    import math
+
+    import numpy as np
+
+    from copyprobe.drive import Failure
+    from copyprobe.methods.base import Score
+    from copyprobe.scoring import put_score
+
+    row: dict = {"id": "p"}
+    put_score(row, "plain", -1.25)
+    put_score(row, "numpy", np.float64(0.5))
+    put_score(row, "whole", 3)
+    put_score(row, "detailed", Score(2.0, {"k": 1}))
+    put_score(row, "failed", Failure("no answer"))
+    put_score(row, "nan", math.nan)
+    put_score(row, "inf", np.float64(-math.inf))
+    put_score(row, "word", "high")
+    assert row["plain"] == -1.25 and type(row["numpy"]) is float and row["numpy"] == 0.5
+    assert row["whole"] == 3.0 and type(row["whole"]) is float
+    assert row["detailed"] == 2.0 and row["details"] == {"detailed": {"k": 1}}
+    assert all(row[name] is None for name in ("failed", "nan", "inf", "word"))
+    assert row["errors"] == {"failed": "no answer", "nan": "score is nan", "inf": "score is -inf",
+                             "word": "method returned a non-number: 'high'"}
