@@ -12,6 +12,7 @@ from typing import Any
 _WHERE = {
     "PRF": "metrics", "BootstrapCI": "metrics", "aggregate_documents": "metrics", "bootstrap_ci": "metrics",
     "evaluate": "metrics", "precision_recall_fbeta": "metrics", "roc_auc": "metrics", "tpr_at_fpr": "metrics",
+    "tprs_at_fprs": "metrics",
     "ComparisonResult": "stats", "mann_whitney_greater": "stats", "welch_t_greater": "stats",
     "verdicts": "verdicts", "audit_verdicts": "verdicts",
 }

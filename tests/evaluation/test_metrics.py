@@ -15,6 +15,7 @@ from copyprobe.evaluation import (
     precision_recall_fbeta,
     roc_auc,
     tpr_at_fpr,
+    tprs_at_fprs,
 )
 
 
@@ -89,6 +90,27 @@ def test_tpr_at_fpr_matches_threshold_sweep(target):
 def test_tpr_at_fpr_rejects_bad_fpr():
     with pytest.raises(ConfigError, match="fpr must lie in"):
         tpr_at_fpr([0, 1], [0, 1], 1.5)
+    with pytest.raises(ConfigError, match="fpr must lie in"):
+        tprs_at_fprs([0, 1], [0, 1], (0.01, -0.1))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_roc_auc_is_sklearns_roc_auc_score_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 3000))
+    y = rng.integers(0, 2, n)
+    y[:2] = (0, 1)
+    s = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8) + 0.3 * y
+    for scores in (s, np.round(s, 1), np.round(s).astype(int), -np.abs(s)):
+        assert roc_auc(y, scores) == roc_auc_score(y, scores)
+        assert roc_auc(list(y), list(scores)) == roc_auc_score(y, scores)
+
+
+def test_tprs_at_fprs_reads_each_as_tpr_at_fpr_does():
+    y, s = _data(n=500, seed=5)
+    targets = (0.0, 0.01, 0.05, 0.3, 1.0)
+    assert tprs_at_fprs(y, s, targets) == [tpr_at_fpr(y, s, f) for f in targets]
+    assert tprs_at_fprs(y, s, targets) == [pytest.approx(brute_tpr_at_fpr(y, s, f)) for f in targets]
 
 
 # -- bootstrap --------------------------------------------------------------------------
