@@ -25,6 +25,9 @@ Metric = Callable[[np.ndarray, np.ndarray], float]
 MAX_DEGENERATE_FRACTION = 0.1
 # cells of the (resamples x rows) weight matrix handled at once by the fast AUC path
 _CHUNK_CELLS = 4_000_000
+# columns (resamples) from which _prefix_sums adds row by row (the two ways break even at
+# about 256 here: 0.58 against 0.56 ms for 825 rows)
+_ROW_BY_ROW = 256
 # threads computing the methods' metrics at once (one method each)
 MAX_METRIC_THREADS = 8
 
@@ -145,14 +148,26 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
         wp, wn = c[rows_p].astype(work, copy=False), c[rows_n].astype(work, copy=False)
         p = wp if len(starts_p) == len(pos) else np.add.reduceat(wp, starts_p, axis=0)
         q = wn if len(starts_n) == len(neg) else np.add.reduceat(wn, starts_n, axis=0)
-        cq = np.zeros((q.shape[0] + 1, q.shape[1]), dtype=work)
-        np.cumsum(q, axis=0, out=cq[1:])
+        cq = _prefix_sums(q, work)
         below = cq[lo]
         below += cq[hi]
         num = (p * below).sum(axis=0) * 0.5
         den = p.sum(axis=0) * cq[-1]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[a:a + step] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    return out
+
+
+def _prefix_sums(q: np.ndarray, work: type) -> np.ndarray:
+    """Rows 0..n of the running sums of ``q``'s rows (row 0 all zeros). Row by row where
+    rows are long: np.cumsum along axis 0 adds one element at a time (2.5 ms for 825 x
+    1,000 int32, row by row 0.75); below _ROW_BY_ROW columns the loop's calls cost more."""
+    out = np.zeros((q.shape[0] + 1, q.shape[1]), dtype=work)
+    if q.shape[1] >= _ROW_BY_ROW:
+        for i in range(q.shape[0]):
+            np.add(out[i], q[i], out=out[i + 1])
+    else:
+        np.cumsum(q, axis=0, out=out[1:])
     return out
 
 

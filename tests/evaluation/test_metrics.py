@@ -188,6 +188,9 @@ def test_weighted_auc_is_the_same_for_either_memory_order_and_in_chunks(monkeypa
     monkeypatch.setattr(metrics, "_CHUNK_CELLS", 7 * n)  # 7 resamples at a time, the last chunk short
     assert np.array_equal(whole, metrics._weighted_auc(y, s, counts, codes))
     assert np.array_equal(whole, metrics._weighted_auc(y, s, by_rows, codes))
+    for row_by_row in (1, 10**9):  # prefix sums added row by row, and by np.cumsum
+        monkeypatch.setattr(metrics, "_ROW_BY_ROW", row_by_row)
+        assert np.array_equal(whole, metrics._weighted_auc(y, s, counts, codes))
     for b in (0, 13, 29):
         weights = counts[b, codes]
         kept = weights > 0
