@@ -120,39 +120,38 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
     """AUC of each resample, given as group counts (resamples x groups) and row->group codes.
 
     Equals the AUC of the data with row i repeated ``counts[b, codes[i]]`` times: each
-    positive beats every lower-scored negative and ties half the equal-scored ones.
-    Positives and negatives are summed per distinct score, so one pass over the rows
-    serves all resamples. NaN where a resample lacks a class.
+    positive beats every lower-scored negative and ties half the equal-scored ones. The
+    negatives' weights are summed in score order once for all resamples; each positive
+    row reads the sums below and up to its score there. NaN where a resample lacks a class.
     """
     pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
     if len(pos) == 0 or len(neg) == 0:
         return np.full(counts.shape[0], np.nan)
-    pos, neg = pos[np.argsort(s[pos], kind="stable")], neg[np.argsort(s[neg], kind="stable")]
-    sp, sn = s[pos], s[neg]
-    starts_p = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-    starts_n = np.flatnonzero(np.r_[True, sn[1:] != sn[:-1]])
-    up, un = sp[starts_p], sn[starts_n]
-    # negatives strictly below / at most each distinct positive score, as prefix counts
-    lo = np.searchsorted(un, up, side="left")
-    hi = np.searchsorted(un, up, side="right")
+    neg = neg[np.argsort(s[neg], kind="stable")]
+    sn, sp = s[neg], s[pos]
+    # the negatives strictly below / at most each positive's score: rows of the prefix sums
+    lo = np.searchsorted(sn, sp, side="left")
+    hi = np.searchsorted(sn, sp, side="right")
     out = np.empty(counts.shape[0])
     step = max(1, _CHUNK_CELLS // max(1, len(y)))
     work = _count_dtype(counts, len(pos), len(neg))
     # Rows of the data are gathered as rows of the groups x resamples matrix: whole
     # contiguous rows where the draw is F-ordered (as _draw_counts makes it), 1.6x faster
     # than gathering columns of resamples x groups. Sums of whole numbers are exact in any
-    # order, so the AUCs are the same bit for bit.
+    # order, so the AUCs are the same bit for bit whatever the order of the additions (rows
+    # of tied scores are no longer summed first: np.add.reduceat along rows took 1-4 ms).
     by_group, rows_p, rows_n = counts.T, codes[pos], codes[neg]
     for a in range(0, counts.shape[0], step):
         c = by_group[:, a:a + step]
-        wp, wn = c[rows_p].astype(work, copy=False), c[rows_n].astype(work, copy=False)
-        p = wp if len(starts_p) == len(pos) else np.add.reduceat(wp, starts_p, axis=0)
-        q = wn if len(starts_n) == len(neg) else np.add.reduceat(wn, starts_n, axis=0)
-        cq = _prefix_sums(q, work)
-        below = cq[lo]
-        below += cq[hi]
-        num = (p * below).sum(axis=0) * 0.5
-        den = p.sum(axis=0) * cq[-1]
+        wp = c[rows_p].astype(work, copy=False)
+        below_n = _prefix_sums(c[rows_n].astype(work, copy=False), work)
+        below = below_n[lo]
+        below += below_n[hi]
+        # in the count type: _count_dtype's bound holds for these sums too (every term is
+        # non-negative and the total is at most twice the positives' times the negatives'
+        # weight); einsum multiplies and sums in one pass, 4x faster than (wp * below).sum
+        num = np.einsum("ij,ij->j", wp, below) * 0.5
+        den = np.add.reduce(wp, axis=0, dtype=work).astype(np.int64) * below_n[-1]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[a:a + step] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
     return out
