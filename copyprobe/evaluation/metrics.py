@@ -28,8 +28,12 @@ _CHUNK_CELLS = 4_000_000
 # columns (resamples) from which _prefix_sums adds row by row (the two ways break even at
 # about 256 here: 0.58 against 0.56 ms for 825 rows)
 _ROW_BY_ROW = 256
-# threads computing the methods' metrics at once (one method each)
+# threads computing the methods' metrics at once (one method each), where the bootstrap
+# has at least THREADED_CELLS (rows x resamples) a method: below, starting them and
+# sharing the GIL (roc_curve's checks are Python) cost more than they save (5 methods on
+# 2 cores, 1,000 resamples: 1,650 rows 34 ms serial, 37 threaded; 3,300 rows 51 and 47)
 MAX_METRIC_THREADS = 8
+THREADED_CELLS = 2_500_000
 
 
 def _first(values: np.ndarray) -> Any:
@@ -422,9 +426,11 @@ def evaluate(
             document = _document_level(frame, m, keep, scores[keep], n_bootstrap, seed, own)
         return passage, document, own
 
-    # The methods' bootstrap intervals in threads: numpy's array work releases the GIL, and
-    # the intervals are most of derive (5 ms a method for 1,650 passages and 1,000 resamples)
-    workers = min(len(methods), os.cpu_count() or 1, MAX_METRIC_THREADS) if n_bootstrap > 0 else 1
+    # The methods' bootstrap intervals in threads where they are large: numpy's array work
+    # releases the GIL, and the intervals are most of derive (2.7 ms a method for 1,650
+    # passages and 1,000 resamples)
+    large = len(frame) * n_bootstrap >= THREADED_CELLS
+    workers = min(len(methods), os.cpu_count() or 1, MAX_METRIC_THREADS) if large else 1
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(one_method, methods))

@@ -490,10 +490,22 @@ def test_evaluate_in_threads_equals_one_method_at_a_time(monkeypatch):
     frame["b"] = frame["b"].astype(object)
     frame.loc[[2, 9], "b"] = None  # notes from one method among the others'
     methods = ["good", "a", "b", "noise", "c"]
-    threaded = evaluate(frame, methods, n_bootstrap=200, seed=3, exclude={"c": {"p1"}})
-    monkeypatch.setattr(metrics, "MAX_METRIC_THREADS", 1)
-    metrics._seeded_counts.cache_clear()
+    pools = []
+
+    class Counted(metrics.ThreadPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            pools.append(self._max_workers)
+
+    monkeypatch.setattr(metrics, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(metrics.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(metrics, "THREADED_CELLS", len(frame) * 200 + 1)  # one row short: no threads
     serial = evaluate(frame, methods, n_bootstrap=200, seed=3, exclude={"c": {"p1"}})
+    assert pools == []
+    monkeypatch.setattr(metrics, "THREADED_CELLS", len(frame) * 200)
+    metrics._seeded_counts.cache_clear()
+    threaded = evaluate(frame, methods, n_bootstrap=200, seed=3, exclude={"c": {"p1"}})
+    assert pools == [4]
     assert json.dumps(threaded) == json.dumps(serial)  # values, keys in order, notes in order
     assert threaded["notes"] == ["b: 2 of 200 passages have no score and are left out", "c: 1 training rows left out"]
 
