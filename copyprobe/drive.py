@@ -159,7 +159,13 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
         slot_of: dict[tuple, int] = {}
         unique: list[Request] = []
         groups: dict[tuple[str | None, str], list[int]] = {}
-        slots: dict[Hashable, list[int]] = {}  # per generator, the slots of its requests
+        # per slot, the runs waiting on it: a OneStep that asked for that one request (as
+        # each logit method does) is scored from its answer directly ("alone"), without the
+        # counting and resuming of the others (8,250 runs for WikiMIA's 1,650 passages)
+        alone: list[list[tuple[Hashable, OneStep]]] = []
+        waiting: list[list[Hashable]] = []
+        slots: dict[Hashable, list[int]] = {}  # per run not alone, the slots of its requests
+        current: dict[Hashable, tuple[Any, list[Request]]] = {}  # the runs not alone
         # each distinct request as the methods yield it -> its slot: five logit methods ask
         # for a text in two forms (with and without stats), so a passage's requests are
         # made canonical twice, not five times (6,600 copies for WikiMIA's 1,650 passages)
@@ -172,10 +178,13 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             if slot is None:
                 slot = slot_of[identity] = len(unique)
                 unique.append(canonical)
+                alone.append([])
+                waiting.append([])
                 groups.setdefault((canonical.model, canonical.kind), []).append(slot)
             return slot
 
-        for key, (gen, requests) in pending.items():
+        for key, run in pending.items():
+            gen, requests = run
             own = []
             for request in requests:
                 try:
@@ -186,24 +195,20 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
                 if slot is None:
                     slot = placed[request] = place(request)
                 own.append(slot)
-            slots[key] = own
             stats.requests_total += len(own)
+            if len(own) == 1 and type(gen) is OneStep:
+                alone[own[0]].append((key, gen))
+            else:
+                slots[key] = own
+                current[key] = run
         # fail before any work if some backend lacks a needed capability
         for (model, _kind), group in groups.items():
             backend_for(model).check([unique[slot] for slot in group])
-        current = dict(pending)
         pending.clear()  # what the generators yield next is the next round's
         answers: list[Any] = [_UNANSWERED] * len(unique)
-        # which generators wait on each request, and how many of their requests are unanswered;
-        # a OneStep that asked for one request (as each logit method does) is scored from
-        # its answer directly, without the counting and resuming (8,250 runs for WikiMIA)
-        waiting: list[list[Hashable]] = [[] for _ in unique]
-        alone: list[list[Hashable]] = [[] for _ in unique]
+        # how many of each run's distinct requests are unanswered
         unanswered: dict[Hashable, int] = {}
         for key, own in slots.items():
-            if len(own) == 1 and type(current[key][0]) is OneStep:
-                alone[own[0]].append(key)
-                continue
             distinct = set(own)
             unanswered[key] = len(distinct)
             for slot in distinct:
@@ -223,8 +228,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             if answers[slot] is not _UNANSWERED:  # a backend that hands an answer over twice
                 return
             answers[slot] = response
-            for key in alone[slot]:
-                step, _requests = current.pop(key)
+            for key, step in alone[slot]:
                 if isinstance(response, RequestFailed):
                     results[key] = Failure(reason=f"request failed: {response.reason}")
                 else:
@@ -254,7 +258,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
                 elif hasattr(response, "token_ids"):
                     name = model or "target"
                     stats.tokens_by_model[name] = stats.tokens_by_model.get(name, 0) + len(response.token_ids)
-        assert not current, "every generator of the round has its responses"
+        assert not current and not any(a is _UNANSWERED for a in answers), "every run of the round has its responses"
     return results
 
 
