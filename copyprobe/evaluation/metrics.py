@@ -136,6 +136,7 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
     # the negatives strictly below / at most each positive's score: rows of the prefix sums
     lo = np.searchsorted(sn, sp, side="left")
     hi = np.searchsorted(sn, sp, side="right")
+    untied = np.array_equal(lo, hi)  # no positive ties a negative: the two reads are one
     out = np.empty(counts.shape[0])
     step = max(1, _CHUNK_CELLS // max(1, len(y)))
     work = _count_dtype(counts, len(pos), len(neg))
@@ -150,11 +151,12 @@ def _weighted_auc(y: np.ndarray, s: np.ndarray, counts: np.ndarray,
         wp = c[rows_p].astype(work, copy=False)
         below_n = _prefix_sums(c[rows_n].astype(work, copy=False), work)
         below = below_n[lo]
-        below += below_n[hi]
+        if not untied:
+            below += below_n[hi]
         # in the count type: _count_dtype's bound holds for these sums too (every term is
         # non-negative and the total is at most twice the positives' times the negatives'
         # weight); einsum multiplies and sums in one pass, 4x faster than (wp * below).sum
-        num = np.einsum("ij,ij->j", wp, below) * 0.5
+        num = np.einsum("ij,ij->j", wp, below) * (1.0 if untied else 0.5)
         den = np.add.reduce(wp, axis=0, dtype=work).astype(np.int64) * below_n[-1]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[a:a + step] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)

@@ -168,13 +168,16 @@ def test_weighted_auc_counts_in_int32_and_int64_alike_and_equals_weighted_sklear
         assert small[b] == pytest.approx(roc_auc_score(y[kept], s[kept], sample_weight=weights[kept]), abs=1e-12)
 
 
-def test_weighted_auc_is_the_same_for_either_memory_order_and_in_chunks(monkeypatch):
+@pytest.mark.parametrize("tied", [True, False])
+def test_weighted_auc_is_the_same_for_either_memory_order_and_in_chunks(monkeypatch, tied):
+    """Tied scores (within and across classes) and untied ones, whose two reads of the
+    negatives' sums are one."""
     from copyprobe.evaluation import metrics
 
     rng = np.random.default_rng(9)
     n, n_groups = 240, 50
     y = rng.integers(0, 2, n)
-    s = np.round(rng.normal(size=n), 1)
+    s = np.round(rng.normal(size=n), 1) if tied else rng.normal(size=n)
     codes = rng.integers(0, n_groups, n)
     state = rng.bit_generator.state
     counts = metrics._draw_counts(rng, n_groups, 30)
