@@ -629,6 +629,8 @@ def main() -> None:
     from copyprobe.files import write_json
 
     write_json(out, report)
+    if args.json:  # the whole run is in the JSON: the sections kept on the way are not needed
+        Path(args.json).with_suffix(".partial.json").unlink(missing_ok=True)
     print(f"written to {out}")
 
 
