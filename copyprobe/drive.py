@@ -132,7 +132,10 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             finish(key, gen, sent)
             return
         try:
-            requests = gen.method.requests(gen.example) if one_step else gen.send(sent) if sent is not None else next(gen)
+            if one_step:
+                requests = gen.method.requests(gen.example)
+            else:
+                requests = gen.send(sent) if sent is not None else next(gen)
         except StopIteration as stop:
             results[key] = stop.value
             return

@@ -429,7 +429,7 @@ def evaluate(
         return passage, document, own
 
     # The methods' bootstrap intervals in threads where they are large: numpy's array work
-    # releases the GIL, and the intervals are most of derive (2.7 ms a method for 1,650
+    # releases the GIL, and the intervals are most of derive (2.2 ms a method for 1,650
     # passages and 1,000 resamples)
     large = len(frame) * n_bootstrap >= THREADED_CELLS
     workers = min(len(methods), os.cpu_count() or 1, MAX_METRIC_THREADS) if large else 1
