@@ -164,11 +164,7 @@ class TokenLogprobs(Response):
     tokens: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = self.json_fields()
-        for name in VALUE_FIELDS:
-            if isinstance(data[name], Values):
-                data[name] = list(data[name])
-        return data
+        return values_as_lists(self.json_fields())
 
     def json_fields(self) -> dict[str, Any]:
         """:meth:`to_json` with the per-token lists a backend handed over as arrays left as
@@ -285,6 +281,15 @@ class Values(ListOnRead):
         if copy:
             return np.array(self._array, dtype=dtype)
         return self._array if dtype is None else np.asarray(self._array, dtype=dtype)
+
+
+def values_as_lists(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (an answer's fields) with each :class:`Values` made the list it stands for,
+    as JSON writes it."""
+    for name, value in data.items():
+        if isinstance(value, Values):
+            data[name] = list(value)
+    return data
 
 
 class TokenStrings(ListOnRead):

@@ -39,6 +39,7 @@ from copyprobe.backends.base import (
     TokenLogprobs,
     Values,
     hands_over,
+    values_as_lists,
 )
 from copyprobe.errors import BackendError, ConfigError
 
@@ -233,10 +234,7 @@ def packed(response: Any) -> dict[str, Any]:
             array = kept[name] if name in kept else np.asarray(values)
             if array.ndim == 1 and array.dtype == _NATIVE[key]:
                 data[name] = {key: base64.b64encode(array.astype(PACKED[key], copy=False).tobytes()).decode()}
-                continue
-        if isinstance(values, Values):  # one its array cannot pack stays a JSON list
-            data[name] = list(values)
-    return data
+    return values_as_lists(data)  # an array that cannot be packed stays a JSON list
 
 
 def _unpacked(response_type: type, data: dict) -> dict | None:
