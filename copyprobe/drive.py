@@ -72,6 +72,11 @@ _UNANSWERED = object()  # a slot of the round's answers not yet filled
 _ROW_ERRORS = (RowError, ValueError, ArithmeticError, IndexError, KeyError)
 
 
+def _failed(response: RequestFailed) -> Failure:
+    """The result of a run one of whose requests failed."""
+    return Failure(reason=f"request failed: {response.reason}")
+
+
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
     return lambda n: None
 
@@ -223,7 +228,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             for response in responses:
                 if isinstance(response, RequestFailed):
                     gen.close()
-                    results[key] = Failure(reason=f"request failed: {response.reason}")
+                    results[key] = _failed(response)
                     return
             advance(key, gen, responses)
 
@@ -233,7 +238,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
             answers[slot] = response
             for key, step in alone[slot]:
                 if isinstance(response, RequestFailed):
-                    results[key] = Failure(reason=f"request failed: {response.reason}")
+                    results[key] = _failed(response)
                 else:
                     finish(key, step, [response])
             for key in waiting[slot]:
