@@ -9,10 +9,11 @@ and is all that ``copyprobe rescore`` needs, so a saved run gives the same metri
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
@@ -177,14 +178,12 @@ class ScoringPlan:
 
     def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
         """The runs of every method on the examples at ``rows`` (all by default): generators,
-        or :class:`~copyprobe.drive.OneStep` for the methods that ask once (:func:`start`)."""
+        or :class:`~copyprobe.drive.OneStep` for the methods that ask once (:func:`runner`)."""
         rows = range(len(self.examples)) if rows is None else list(rows)
         examples, runs = self.examples, {}
         for m, method in enumerate(self.methods):
-            if asks_once(method):  # decided once per method, not per run (8,250 for WikiMIA)
-                runs.update({(i, m): OneStep(method, examples[i]) for i in rows})
-            else:
-                runs.update({(i, m): method.run(examples[i]) for i in rows})
+            make = runner(method)  # decided once per method, not per run (8,250 for WikiMIA)
+            runs.update({(i, m): make(examples[i]) for i in rows})
         return runs
 
     def rows(self, results: Mapping[Any, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
@@ -212,16 +211,11 @@ class ScoringPlan:
         return rows, train_ids
 
 
-def asks_once(method: Method) -> bool:
-    """Whether ``method`` keeps ``Method.run`` (it asks once and scores)."""
-    return type(method).run is Method.run
-
-
-def start(method: Method, example: Example) -> Any:
-    """The run the driver takes for ``method`` on ``example``: its generator
-    (``method.run``), or a :class:`~copyprobe.drive.OneStep` where the method
-    :func:`asks_once`, which the driver runs without one."""
-    return OneStep(method, example) if asks_once(method) else method.run(example)
+def runner(method: Method) -> Callable[[Example], Any]:
+    """What makes the run the driver takes for ``method`` on an example: its generator
+    (``method.run``), or a :class:`~copyprobe.drive.OneStep` where the method keeps
+    ``Method.run`` (it asks once and scores), which the driver runs without one."""
+    return functools.partial(OneStep, method) if type(method).run is Method.run else method.run
 
 
 def example_row(example: Example, *, text: bool = True) -> dict[str, Any]:

@@ -99,18 +99,18 @@ def test_methods_that_ask_once_run_without_a_generator_and_score_as_before():
     import inspect
 
     from copyprobe.drive import OneStep, drive
-    from copyprobe.scoring import start
+    from copyprobe.scoring import runner
 
     examples = [Example(id=str(i), text=t) for i, t in enumerate(["the cat sat on the mat", "a b c d e f g"])]
     for name in ("loss", "min_k_pp", "slope"):
         method = make_method(name)
-        run = start(method, examples[0])
+        run = runner(method)(examples[0])
         assert isinstance(run, OneStep) and run.method is method
-        by_step = drive({i: start(method, e) for i, e in enumerate(examples)}, lambda spec: FakeBackend())
+        by_step = drive({i: runner(method)(e) for i, e in enumerate(examples)}, lambda spec: FakeBackend())
         by_generator = drive({i: method.run(e) for i, e in enumerate(examples)}, lambda spec: FakeBackend())
         assert by_step == by_generator and all(isinstance(v, float) for v in by_step.values())
     multi = make_method("neighborhood")  # asks for neighbours, then scores them
-    assert inspect.isgenerator(start(multi, examples[0]))
+    assert inspect.isgenerator(runner(multi)(examples[0]))
 
 
 def test_put_score_keeps_finite_numbers_and_the_reason_for_anything_else():
