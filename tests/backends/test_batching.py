@@ -23,7 +23,7 @@ from copyprobe.backends.hf.batching import (
     cuda_token_budget,
     is_out_of_memory,
 )
-from copyprobe.backends.hf.scoring import StackedScores
+from copyprobe.backends.hf.scoring import StackedScores, flat_rows
 from copyprobe.errors import BackendError, ConfigError
 from copyprobe.session import Session
 
@@ -311,6 +311,15 @@ def test_queued_scores_wait_for_the_device_before_reading(monkeypatch):
     assert {name: values.tolist() for name, values in arrays.items()} == {
         "logprobs": [-1.5, -0.25], "mu": [-2.0, -1.0], "sigma": [0.5, 0.25], "rank": [3.0, 1.0]}
     assert StackedScores(scores, "cpu").arrays()["rank"].tolist() == [3.0, 1.0]
+
+
+def test_flat_rows_are_the_hidden_states_at_flat_positions():
+    hidden = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(0))
+    positions = torch.tensor([0, 1, 4, 6, 14, 9])
+    expected = hidden.reshape(-1, 4)[positions]  # what advanced indexing gives
+    assert torch.equal(flat_rows(hidden, positions), expected)
+    assert torch.equal(flat_rows(hidden, positions)[3], hidden[1, 1])
+    assert flat_rows(hidden, torch.tensor([], dtype=torch.int64)).shape == (0, 4)
 
 
 # -- answers handed over as they finish ----------------------------------------------------
