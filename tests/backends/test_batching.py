@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 from model_helpers import make_byte_tokenizer, make_tiny_backend, make_tiny_model
@@ -23,7 +24,7 @@ from copyprobe.backends.hf.batching import (
     cuda_token_budget,
     is_out_of_memory,
 )
-from copyprobe.backends.hf.scoring import StackedScores, flat_rows
+from copyprobe.backends.hf.scoring import STATS, ArrayBuffer, StackedScores, flat_rows
 from copyprobe.errors import BackendError, ConfigError
 from copyprobe.session import Session
 
@@ -311,6 +312,26 @@ def test_queued_scores_wait_for_the_device_before_reading(monkeypatch):
     assert {name: values.tolist() for name, values in arrays.items()} == {
         "logprobs": [-1.5, -0.25], "mu": [-2.0, -1.0], "sigma": [0.5, 0.25], "rank": [3.0, 1.0]}
     assert StackedScores(scores, "cpu").arrays()["rank"].tolist() == [3.0, 1.0]
+    assert arrays["rank"].dtype == np.int64 and arrays["logprobs"].dtype == np.float64
+
+
+def test_a_whole_window_keeps_views_of_its_batch_and_a_split_one_fills_its_own_arrays():
+    batch = StackedScores({"logprobs": torch.tensor([-1.5, -0.25, -3.0]), "mu": torch.tensor([-2.0, -1.0, -4.0]),
+                           "sigma": torch.tensor([0.5, 0.25, 1.0]), "rank": torch.tensor([3, 1, 7])}, "cpu").arrays()
+    whole = ArrayBuffer(3)
+    whole.put(0, batch, 0, 3)
+    arrays = whole.arrays()
+    assert all(np.shares_memory(arrays[name], batch[name]) for name in STATS)  # nothing copied, rank neither
+    assert arrays["rank"].dtype == np.int64 and arrays["rank"].tolist() == [3, 1, 7]
+    split = ArrayBuffer(3)
+    split.put(1, batch, 0, 2)
+    split.put(0, batch, 2, 1)
+    arrays = split.arrays()
+    assert arrays["rank"].dtype == np.int64 and arrays["rank"].tolist() == [7, 3, 1]
+    assert arrays["logprobs"].tolist() == [-3.0, -1.5, -0.25]
+    floats = ArrayBuffer(2)  # scores whose ranks came as floats still give int64 ranks
+    floats.put(0, {**batch, "rank": np.array([2.0, 5.0, 9.0])}, 1, 2)
+    assert floats.arrays()["rank"].dtype == np.int64 and floats.arrays()["rank"].tolist() == [5, 9]
 
 
 def test_flat_rows_are_the_hidden_states_at_flat_positions():

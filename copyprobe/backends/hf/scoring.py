@@ -234,11 +234,13 @@ class StackedScores:
             self.ready = None
 
     def arrays(self) -> dict[str, Any]:
-        """name -> float64 numpy array of the batch's N values (ranks too)."""
+        """name -> numpy array of the batch's N values (float64; ``rank`` int64)."""
         if self.ready is not None:
             self.ready.synchronize()
         values = self.host.numpy()
-        return {name: values[k] for k, name in enumerate(STATS)}
+        out = {name: values[k] for k, name in enumerate(STATS)}
+        out["rank"] = out["rank"].astype("int64")  # once a batch, not once an answer
+        return out
 
 
 def padded_arrays(sequences: Sequence[Sequence[int]], pad_id: int):
@@ -369,8 +371,8 @@ class ScoreBuffer:
 
 
 class ArrayBuffer:
-    """:class:`ScoreBuffer` over float64 numpy arrays (the HF backend's): a window's values
-    are copied in with one slice assignment per statistic, and the answer's lists are
+    """:class:`ScoreBuffer` over numpy arrays (the HF backend's; float64, ``rank`` int64): a
+    window's values are copied in with one slice assignment per statistic, and the answer's lists are
     made once, from :meth:`arrays`, when the request is complete. A request scored whole
     by one window (most passages) keeps views of its batch's arrays and allocates nothing."""
 
@@ -383,7 +385,8 @@ class ArrayBuffer:
     def _allocate(self) -> None:
         import numpy as np
 
-        self.values = {name: np.full(self.size, float(empty)) for name, empty in STATS.items()}
+        self.values = {name: np.full(self.size, empty, dtype=np.int64 if name == "rank" else np.float64)
+                       for name, empty in STATS.items()}
         self.filled = np.zeros(self.size, dtype=bool)
 
     def put(self, slot: int, scores: dict[str, Any], row: int, count: int = 1) -> None:
@@ -419,7 +422,8 @@ class ArrayBuffer:
         """The statistics as arrays (float64; ``rank`` int64), or None when nothing was scored."""
         if self.values is None:
             return None
-        return {**self.values, "rank": self.values["rank"].astype("int64")}
+        rank = self.values["rank"]  # int64 from StackedScores and _allocate: no copy to make
+        return {**self.values, "rank": rank if rank.dtype == "int64" else rank.astype("int64")}
 
 
 def check_ngrams(requests: Sequence[TokenLogprobsRequest], longest: int) -> None:
