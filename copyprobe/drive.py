@@ -164,7 +164,7 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
         # Each unique request of the round gets a slot number (its identity is hashed once
         # here; the bookkeeping below indexes lists by slot), grouped by (model, kind) in
         # first-seen order.
-        slot_of: dict[tuple, int] = {}
+        slot_of: dict[Hashable, int] = {}
         unique: list[Request] = []
         groups: dict[tuple[str | None, str], list[int]] = {}
         # per slot, the runs waiting on it: a OneStep that asked for that one request (as
@@ -181,8 +181,12 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
 
         def place(request: Request) -> int:
             canonical = backend_for(request.model).canonical(request)
-            identity = _identity(canonical)
-            slot = slot_of.get(identity)
+            try:
+                identity: Hashable = canonical  # (see _payload_identity)
+                slot = slot_of.get(identity)
+            except TypeError:  # a field holding a list
+                identity = _payload_identity(canonical)
+                slot = slot_of.get(identity)
             if slot is None:
                 slot = slot_of[identity] = len(unique)
                 unique.append(canonical)
@@ -270,16 +274,15 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
     return results
 
 
-def _identity(request: Request) -> tuple:
-    # A request equals another when kind, model and payload agree. Identical sampled
-    # requests are merged too: a method that wants k different samples gives them
-    # different seeds, which also makes the samples reproducible and cacheable.
-    # Requests are frozen dataclasses, so the request itself is the key; hashing its fields
-    # costs a microsecond where the payload's SHA-256 (Request.key) cost 25: 8,250 requests
-    # for 5 methods on 1,650 passages took 136 ms. A field holding a list is unhashable:
-    # such a request falls back to its payload's hash.
-    try:
-        hash(request)
-    except TypeError:
-        return (request.model, request.kind, request.key())
-    return (request.model, request.kind, request)
+def _payload_identity(request: Request) -> tuple:
+    """The key of a request that cannot be hashed (a field holding a list): its payload's hash.
+
+    A request equals another when kind, model and payload agree. Identical sampled
+    requests are merged too: a method that wants k different samples gives them
+    different seeds, which also makes the samples reproducible and cacheable.
+    Requests are frozen dataclasses whose equality compares the class (so the kind) and
+    every field (the model among them), so the request itself is the key of the others:
+    hashing its fields costs a microsecond where the payload's SHA-256 (Request.key) cost
+    25 (8,250 requests for 5 methods on 1,650 passages took 136 ms), and a key tuple of
+    model, kind and request hashed the request twice more a slot."""
+    return (request.model, request.kind, request.key())
