@@ -422,8 +422,8 @@ class ArrayBuffer:
         """The statistics as arrays (float64; ``rank`` int64), or None when nothing was scored."""
         if self.values is None:
             return None
-        rank = self.values["rank"]  # int64 from StackedScores and _allocate: no copy to make
-        return {**self.values, "rank": rank if rank.dtype == "int64" else rank.astype("int64")}
+        # int64 already from StackedScores and _allocate: then no copy is made
+        return {**self.values, "rank": self.values["rank"].astype("int64", copy=False)}
 
 
 def check_ngrams(requests: Sequence[TokenLogprobsRequest], longest: int) -> None:
