@@ -300,3 +300,71 @@ def test_entries_written_as_plain_lists_are_read_and_damaged_packed_ones_recompu
     again = CachedBackend(fake, ResponseCache(path))
     assert again.answer(requests) == fresh
     assert (again.hits, again.misses, again.stale) == (1, 1, 1)
+
+
+def _damage_the_key_index(path):
+    """Overwrite the root page of the responses' key index with 0xff bytes (a disk error,
+    a bad copy): the header and schema still read, so the file opens."""
+    with sqlite3.connect(path) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_responses_1'").fetchone()[0]
+    db.close()
+    raw = bytearray(path.read_bytes())
+    raw[(root - 1) * page_size : root * page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(raw))
+
+
+def _filled_cache(path, n=200):
+    cache = ResponseCache(path)
+    CachedBackend(FakeBackend(), cache).answer([TokenLogprobsRequest(f"text {i} " * 40) for i in range(n)])
+    cache.close()
+
+
+def test_a_damaged_cache_is_refused_before_anything_is_read_or_written(tmp_path):
+    path = tmp_path / "c.sqlite"
+    _filled_cache(path)
+    _damage_the_key_index(path)
+    cache = ResponseCache(path)  # the file's check runs beside the model's loading
+    fake = FakeBackend()
+    with pytest.raises(ConfigError, match="c.sqlite is unreadable or corrupt") as refused:
+        CachedBackend(fake, cache).answer([TokenLogprobsRequest("text 1 " * 40)])
+    assert fake.calls["token_logprobs"] == 0
+    message = str(refused.value)
+    assert "\n" not in message and "more problem" in message  # quick_check's report is hundreds of lines
+    for use in (lambda: cache.put_many("f", "token_logprobs", [("k", {"a": 1})]), cache.count):
+        with pytest.raises(ConfigError, match="unreadable or corrupt"):  # every later use too
+            use()
+    cache.close()
+
+
+def test_a_damaged_cache_closed_unused_raises_nothing_and_leaves_no_thread(tmp_path):
+    # a run whose model failed to load closes the cache: that failure is the one to report
+    import threading
+
+    path = tmp_path / "c.sqlite"
+    _filled_cache(path)
+    _damage_the_key_index(path)
+    ResponseCache(path).close()
+    healthy = tmp_path / "ok.sqlite"
+    _filled_cache(healthy)
+    ResponseCache(healthy).close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("copyprobe-cache-check")]
+
+
+def test_nothing_is_written_to_a_damaged_cache(tmp_path):
+    # damage away from the key index: a lookup may read past it, and the first write then
+    # waits for the file's check, which refuses it
+    path = tmp_path / "c.sqlite"
+    _filled_cache(path)
+    with sqlite3.connect(path) as db:
+        page_size, pages = db.execute("PRAGMA page_size").fetchone()[0], db.execute("PRAGMA page_count").fetchone()[0]
+    db.close()
+    raw = bytearray(path.read_bytes())
+    middle = pages // 2
+    raw[(middle - 1) * page_size : middle * page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(raw))
+    cache = ResponseCache(path)
+    with pytest.raises(ConfigError, match="unreadable or corrupt"):
+        CachedBackend(FakeBackend(), cache).answer([TokenLogprobsRequest("a text not in the cache " * 20)])
+    cache.close()
+    assert path.read_bytes() == bytes(raw)
