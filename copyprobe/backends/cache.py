@@ -161,7 +161,7 @@ class ResponseCache:
 
     def _start_check(self) -> None:
         """Start ``PRAGMA quick_check`` of the whole file on a connection and thread of its
-        own. The check reads every page (a cache of 1 GB: 0.36 s from memory, 9 s from a
+        own. The check reads every page (a cache of 1 GB: 0.33 s from memory, 12-13 s from a
         cold disk, here): run at opening, it delayed every run's first forward pass. Now
         it overlaps the model's loading and the run (a WAL reader blocks no one): the
         first write waits for it (:meth:`_checked`), so nothing is written to a damaged
