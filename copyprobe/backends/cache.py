@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import json
 import os
@@ -215,14 +216,8 @@ class ResponseCache:
         for start in range(0, len(keys), chunk):
             part = list(keys[start : start + chunk])
             marks = ",".join("?" * len(part))
-            try:
-                rows = self._db.execute(
-                    f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
-                    [fingerprint, kind, *part],
-                ).fetchall()
-            except sqlite3.DatabaseError as exc:
-                self._checked()  # a damaged file: say so as the check does
-                raise BackendError(f"cannot read cache file {self.path}: {exc}") from None
+            rows = self._read(f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
+                              [fingerprint, kind, *part])
             for key, text in rows:
                 try:
                     found[key] = json.loads(text)
@@ -244,19 +239,19 @@ class ResponseCache:
         """Entries already :meth:`encode`-d, in one transaction."""
         if not items:
             return
-        self._checked()
         now = time.time()
-        rows = [(fingerprint, kind, key, text, now) for key, text in items]
-        try:
-            with self._db:  # one transaction: all rows land or none
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", rows)
-        except sqlite3.OperationalError as exc:
-            raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
+        with self._transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                           [(fingerprint, kind, key, text, now) for key, text in items])
 
     def count(self) -> int:
         self._checked()
-        return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return self._read("SELECT COUNT(*) FROM responses")[0][0]
+
+    def fingerprints(self) -> list[str]:
+        """The models' fingerprints the cache holds entries of (read off the key index)."""
+        self._checked()
+        return [fingerprint for (fingerprint,) in self._read("SELECT DISTINCT fingerprint FROM responses")]
 
     def contents(self) -> list[dict[str, Any]]:
         """Per model fingerprint and request kind, most bytes first: ``entries``, their
@@ -274,16 +269,11 @@ class ResponseCache:
         returns how many. A run computes them again when it needs them."""
         if fingerprint is None and written_before is None:
             raise ValueError("forget: give a fingerprint, a time, or both")
-        self._checked()
         clauses = [clause for clause, value in (("fingerprint = ?", fingerprint), ("created < ?", written_before))
                    if value is not None]
         values = [value for value in (fingerprint, written_before) if value is not None]
-        try:
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")
-                return self._db.execute(f"DELETE FROM responses WHERE {' AND '.join(clauses)}", values).rowcount
-        except sqlite3.OperationalError as exc:
-            raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
+        with self._transaction() as db:
+            return db.execute(f"DELETE FROM responses WHERE {' AND '.join(clauses)}", values).rowcount
 
     def compact(self, wait_s: float = 2.0) -> bool:
         """Rewrite the file without the space deleted entries left (``VACUUM``) and move the
@@ -304,11 +294,26 @@ class ResponseCache:
             self._db.execute("PRAGMA busy_timeout = 60000")
         return not busy
 
-    def _read(self, query: str) -> list[tuple]:
+    def _read(self, query: str, values: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of ``query``. Reads do not wait for the file's check; one that fails
+        waits for it, so that a damaged file is named as the check names it."""
         try:
-            return self._db.execute(query).fetchall()
+            return self._db.execute(query, values).fetchall()
         except sqlite3.DatabaseError as exc:
+            self._checked()
             raise BackendError(f"cannot read cache file {self.path}: {exc}") from None
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """One write transaction (all of it lands or none) on a file that passed its check:
+        the first write waits for the check."""
+        self._checked()
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+        except sqlite3.OperationalError as exc:
+            raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
 
     def close(self) -> None:
         check = self._check

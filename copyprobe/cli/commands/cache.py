@@ -44,14 +44,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     cache = ResponseCache(path)
     try:
-        contents = cache.contents()
         forgotten = None
         if args.forget_model is not None or args.forget_older_than is not None:
-            fingerprint = None if args.forget_model is None else _fingerprint(args.forget_model, contents)
+            fingerprint = None if args.forget_model is None else _fingerprint(args.forget_model, cache.fingerprints())
             before = None if args.forget_older_than is None else time.time() - args.forget_older_than * 86400
             forgotten = {"entries": cache.forget(fingerprint=fingerprint, written_before=before),
                          "compacted": cache.compact()}
-            contents = cache.contents()
+        contents = cache.contents()  # what is left
     finally:
         cache.close()
     report: dict[str, Any] = {"path": str(path), "exists": True, "bytes_on_disk": _on_disk(path),
@@ -62,11 +61,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fingerprint(given: str, contents: list[dict[str, Any]]) -> str:
-    """The one fingerprint in the cache that ``given`` is, or starts."""
+def _fingerprint(given: str, known: list[str]) -> str:
+    """The one fingerprint of ``known`` (the cache's) that ``given`` is, or starts."""
     from copyprobe.errors import ConfigError
 
-    known = sorted({row["fingerprint"] for row in contents})
     if given in known:
         return given
     if len(given) < MIN_PREFIX:
