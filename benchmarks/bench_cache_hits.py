@@ -13,28 +13,26 @@ Prints each call's seconds and the least per 1,000 passages; ``--json`` adds a b
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+# this checkout's (the script's directory): before --root's checkout comes first on the path
+from timed_cli import add_block, add_checkout_option, code_version, use_checkout
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]),
-                        help="the checkout whose copyprobe (and benchmarks) to import")
+    add_checkout_option(parser)
     parser.add_argument("--passages", default="wikimia")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None, help="results file to add this run's block to")
     parser.add_argument("--label", default=None, help="the block's name in --json (default: the commit)")
     args = parser.parse_args()
-    root = Path(args.root).resolve()
-    sys.path.insert(0, str(root))
-    sys.path.insert(0, str(root / "benchmarks"))
+    use_checkout(args.root)
     import bench_gpu as B  # noqa: E402 - the chosen checkout's
     import torch
-    from timed_cli import code_version
 
     import copyprobe
 
@@ -51,13 +49,10 @@ def main() -> None:
     print(f"copyprobe {commit} ({copyprobe.__file__}), {len(examples)} passages, every answer cached: "
           f"detect {', '.join(f'{s:.3f}' for s in seconds)} s; least {per_1000:.1f} ms per 1,000 passages")
     if args.json:
-        out = Path(args.json)
-        report = json.loads(out.read_text()) if out.exists() else {}
-        report[args.label or commit] = {
+        add_block(Path(args.json), args.label or commit, {
             "commit": commit, "passages": len(examples), "seconds": seconds, "least_ms_per_1000": round(per_1000, 1),
             "machine": B.machine("cpu"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": ["python", "benchmarks/bench_cache_hits.py", *sys.argv[1:]]}
-        out.write_text(json.dumps(report, indent=1) + "\n")
+            "command": ["python", "benchmarks/bench_cache_hits.py", *sys.argv[1:]]})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# this checkout's (the script's directory): before --root's checkout comes first on the path
+from timed_cli import add_block, add_checkout_option, code_version, use_checkout
+
 
 def filler_cache(path: Path, size_mb: float, tokens: int = 300) -> int:
     """A cache file in copyprobe's schema 1 of about ``size_mb`` MB; returns its entries."""
@@ -64,8 +67,7 @@ def drop_page_cache() -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]),
-                        help="the checkout whose copyprobe (and benchmarks) to import")
+    add_checkout_option(parser)
     parser.add_argument("--size-mb", type=float, default=1000.0, help="the big cache's size")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--passages", type=int, default=64, help="WikiMIA passages per detect")
@@ -75,11 +77,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="results file to add this run's block to")
     parser.add_argument("--label", default=None, help="the block's name in --json (default: the commit)")
     args = parser.parse_args()
-    root = Path(args.root).resolve()
-    sys.path.insert(0, str(root))
-    sys.path.insert(0, str(root / "benchmarks"))
+    use_checkout(args.root)
     import bench_gpu as B  # noqa: E402 - the chosen checkout's
-    from timed_cli import code_version
 
     import copyprobe
     from copyprobe.backends.cache import ResponseCache
@@ -137,17 +136,14 @@ def main() -> None:
     print("big cache alone: open " + ", ".join(f"{a['open_s']:.3f}" for a in alone) + " s; open + first lookup "
           + ", ".join(f"{a['open_and_first_lookup_s']:.3f}" for a in alone) + " s")
     if args.json:
-        out = Path(args.json)
-        report = json.loads(out.read_text()) if out.exists() else {}
-        report[args.label or commit] = {
+        add_block(Path(args.json), args.label or commit, {
             "commit": commit, "model": args.model, "passages": len(examples), "big_cache_mb": round(size_mb),
             "page_cache": "cold" if args.cold else "warm", "detect": runs, "least_wall_s": least,
             "difference_s": {("misses" if kind else "hits"): round(least["big" + kind] - least["small" + kind], 3)
                              for kind in ("", ", misses")},
             "big_cache_alone": alone,
             "machine": B.machine("cpu"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": ["python", "benchmarks/bench_cache_open.py", *sys.argv[1:]]}
-        out.write_text(json.dumps(report, indent=1) + "\n")
+            "command": ["python", "benchmarks/bench_cache_open.py", *sys.argv[1:]]})
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import json
 import sys
 import tempfile
 import threading
@@ -70,7 +69,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpu as B  # noqa: E402
-from timed_cli import code_version  # noqa: E402
+from timed_cli import add_block, code_version  # noqa: E402
 
 HANDED_OVER = "answers handed over (methods' scores)"
 STAGES = ["tokenization", "planning/padding", "forward", "statistics", "to host/rows", "token strings",
@@ -482,9 +481,7 @@ def main() -> None:
              "tokenizer_floor_s": floor, "wrapper_s_per_call": cost,
              "detect": best(runs["detect"]), "detect+cache": best(runs["detect+cache"]),
              "runs": runs, "command": ["python", "benchmarks/bench_stages.py", *sys.argv[1:]]}
-    report = json.loads(out.read_text()) if out.exists() else {}
-    report[args.label] = block
-    out.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
+    report = add_block(out, args.label, block)
     out.with_suffix(".md").write_text(render(report))
     print(render({args.label: block}))
     print(f"written to {out} and {out.with_suffix('.md')}")

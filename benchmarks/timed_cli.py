@@ -113,6 +113,33 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
         path.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def add_checkout_option(parser: Any) -> None:
+    """``--root``: the checkout whose copyprobe (and benchmarks) a benchmark imports, for an
+    A/B against a git worktree of another commit; this one by default."""
+    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]),
+                        help="the checkout whose copyprobe (and benchmarks) to import")
+
+
+def use_checkout(root: str) -> Path:
+    """Put ``root``'s copyprobe and benchmarks first on the import path; call it before
+    importing either."""
+    import sys
+
+    resolved = Path(root).resolve()
+    sys.path.insert(0, str(resolved))
+    sys.path.insert(0, str(resolved / "benchmarks"))
+    return resolved
+
+
+def add_block(path: Path, label: str, block: dict[str, Any]) -> dict[str, Any]:
+    """Set ``label``'s block in the results file ``path`` (a JSON object of blocks, kept
+    in order); returns every block."""
+    report = json.loads(path.read_text()) if path.exists() else {}
+    report[label] = block
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
 def code_version(code: Path) -> str:
     """The commit of ``code`` when it is a git checkout (with "+changes" when the package
     has uncommitted changes), else the directory's name."""
