@@ -1,6 +1,6 @@
 """What the response cache costs the thread that queues the device's work, per answer
 (issue 41): a token log-prob answer turned into its stored text (``packed`` then
-``ResponseCache.encode``), and a request's cache key (``Request.key``), in milliseconds per
+``ResponseCache.encode``; ``entry_text``, the same text, where the checkout has it), and a request's cache key (``Request.key``), in milliseconds per
 1,000 answers. No model: answers of random values, as long as WikiMIA's passages (103
 scored tokens on average with SmolLM2's tokenizer), holding their arrays as the HF backend's do.
 
@@ -57,6 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.root).resolve()))
     from copyprobe.backends.base import TokenLogprobsRequest
+    from copyprobe.backends import cache
     from copyprobe.backends.cache import ResponseCache, packed
 
     import copyprobe
@@ -68,6 +69,8 @@ def main() -> None:
         "packed + encode": lambda: [ResponseCache.encode(packed(a)) for a in batch],
         "request keys": lambda: [r.key() for r in requests],
     }
+    if hasattr(cache, "entry_text"):  # the writer's stored text since 2026-11-29 (the same text)
+        stages["entry text"] = lambda: [cache.entry_text(a) for a in batch]
     per = 1000 / args.answers
     print(f"{args.answers} answers of {args.tokens} tokens, {args.repeats} repeats; ms per 1,000 answers")
     for name, function in stages.items():

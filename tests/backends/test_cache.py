@@ -163,9 +163,11 @@ def test_hits_are_handed_over_at_once_and_misses_as_the_backend_hands_them(tmp_p
     assert sorted(e for e in events[2:]) == [(0, answers[0].token_ids), (2, answers[2].token_ids)]
 
 
-def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_committed_as_reached(tmp_path):
+def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_committed_as_reached(tmp_path, monkeypatch):
     import threading
     import time
+
+    from copyprobe.backends import cache as cache_module
 
     path = tmp_path / "c.sqlite"
     calls, transactions = [], []
@@ -190,14 +192,14 @@ def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_commit
         real_put(fingerprint, kind, items)
 
     cache.put_encoded = put_encoded
-    real_encode = cache.encode
+    real_entry_text = cache_module.entry_text
     encoded_on_main = []
 
-    def encode(value):
+    def entry_text(answer):
         encoded_on_main.append(threading.current_thread() is threading.main_thread())
-        return real_encode(value)
+        return real_entry_text(answer)
 
-    cache.encode = encode
+    monkeypatch.setattr(cache_module, "entry_text", entry_text)
     cached = CachedBackend(Handing(), cache, chunk_size=4 * COMMITS_PER_CHUNK)  # a commit every 4 answers
     answers = cached.answer([TokenLogprobsRequest(f"text {i}") for i in range(10)])
     assert calls == [10]
@@ -280,6 +282,55 @@ def test_lists_numpy_cannot_pack_stay_json():
     assert data["rank"] == [True, False]  # bools are not ints here
     assert set(data["sigma"]) == {"f8"}  # an int among floats reads back as the float it equals
     assert _decode(TokenLogprobs, json.loads(json.dumps(data))).sigma == [1.0, 2.5]
+
+
+def _stored_answers():
+    """Answers of every response type, with the lists a run's answers hold (arrays kept,
+    Values, token strings) and the odd ones that stay JSON."""
+    import math
+
+    import numpy as np
+
+    from copyprobe.backends.base import ChoiceLogprobs, Generation, GradNorm, TokenLogprobs, Values
+
+    floats = np.array([-0.0, 5e-324, -1.2345678901234567, math.nan, -math.inf, 1e300])
+    ranks = np.arange(1, 7, dtype=np.int64)
+    held = TokenLogprobs(token_ids=list(range(7)), logprobs=Values(floats), mu=Values(floats[::-1]),
+                         sigma=Values(floats), rank=Values(ranks), tokens=["é", "a\"b", "\x00", "\n", "日本", "x", "y"])
+    held.keep_arrays({"logprobs": floats, "mu": floats[::-1], "sigma": floats, "rank": ranks})
+    big_endian = TokenLogprobs(token_ids=[1, 2, 3], logprobs=Values(np.array([0.5, -2.0], dtype=">f8")))
+    big_endian.keep_arrays({"logprobs": np.array([0.5, -2.0], dtype=">f8")})
+    return [
+        held,
+        big_endian,
+        TokenLogprobs(token_ids=[5], logprobs=[]),
+        TokenLogprobs(token_ids=[2**70, 1], logprobs=[], mu=None, sigma=[1, 2.5], rank=[True, False]),
+        TokenLogprobs(token_ids=(3, 4), logprobs=[0.1], mu=[float("nan")], sigma=[1e-300], rank=[1]),
+        Generation(text="dé\u2028jà \"vu\"", finish_reason="stop", prompt_tokens=3, completion_tokens=2,
+                   top_logprobs=[{"a": -0.1, "ü": -2.5}]),
+        Generation(text=""),
+        ChoiceLogprobs(logprobs={"A": -0.5, "B": -1.25}),
+        GradNorm(global_norm=1.5, mean_tensor_norm=0.25, loss=3.0),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_stored_answers())))
+def test_entry_text_is_the_text_packed_and_encoded(index):
+    """The writer's fast stored text equals the JSON encoder's of the packed answer,
+    character for character, and reads back as the same answer."""
+    import json
+
+    import numpy as np
+
+    from copyprobe.backends.cache import _decode, entry_text, packed
+
+    answer = _stored_answers()[index]
+    text = entry_text(answer)
+    assert text == ResponseCache.encode(packed(answer))
+    assert text == json.dumps(packed(answer), separators=(",", ":"))  # an independent encoder
+    read = _decode(type(answer), json.loads(text))
+    assert read is not None
+    np.testing.assert_equal(read.to_json(), answer.to_json())  # nan equals nan here; an int its float
 
 
 def test_entries_written_as_plain_lists_are_read_and_damaged_packed_ones_recomputed(tmp_path):

@@ -103,23 +103,23 @@ def test_disk_full_mid_run_in_the_cache_keeps_what_was_committed(tmp_path, capsy
     """The cache commit fails after 10 answers (SQLite's own 'disk is full'): exit 2 with
     one line; the 10 answers are in the cache and the rerun asks the model only for the rest."""
     (tmp_path / "data.jsonl").write_bytes(jsonl(ROWS))
-    real_put = ResponseCache.put_many
+    real_put = ResponseCache.put_encoded
     calls = {"n": 0}
 
-    def put_many(self, fingerprint, kind, items):
-        if calls["n"] >= 10:  # what the real put_many makes of SQLite's error
+    def put_encoded(self, fingerprint, kind, items):
+        if calls["n"] >= 10:  # what the real put_encoded makes of SQLite's error
             from copyprobe.errors import BackendError
 
             raise BackendError(f"cannot write cache file {self.path}: database or disk is full")
         calls["n"] += 1
         return real_put(self, fingerprint, kind, items)
 
-    monkeypatch.setattr(ResponseCache, "put_many", put_many)
+    monkeypatch.setattr(ResponseCache, "put_encoded", put_encoded)
     message = _one_line_error(*run_cli(_detect(tmp_path), capsys))
     assert "disk is full" in message and "cache.sqlite" in message
     assert assert_cache_entries_decode(tmp_path / "cache.sqlite") == 10
 
-    monkeypatch.setattr(ResponseCache, "put_many", real_put)
+    monkeypatch.setattr(ResponseCache, "put_encoded", real_put)
     code, _, err = run_cli(_detect(tmp_path), capsys)
     assert code == 0, err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -131,10 +131,10 @@ def test_raw_oserror_mid_run_is_one_line(tmp_path, capsys, fake_model, monkeypat
     command boundary as one line naming the error, exit 2."""
     (tmp_path / "data.jsonl").write_bytes(jsonl(ROWS))
 
-    def put_many(self, fingerprint, kind, items):
+    def put_encoded(self, fingerprint, kind, items):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
 
-    monkeypatch.setattr(ResponseCache, "put_many", put_many)
+    monkeypatch.setattr(ResponseCache, "put_encoded", put_encoded)
     message = _one_line_error(*run_cli(_detect(tmp_path), capsys))
     assert "no space left on device" in message and "cache.sqlite" in message
 
