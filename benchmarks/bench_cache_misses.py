@@ -1,0 +1,83 @@
+"""What writing a run's answers into the response cache costs a warm detect (issue 41):
+the 5 logit methods on bench_gpu.py's ``micro`` random Llama (CPU) with bench_stages.py's
+stand-in statistics, so that the forward pass costs little and the host's work shows, as
+on a GPU. Each repeat runs the same detect twice, without the cache and with a new cache
+file (every answer a miss, written by the cache's writer thread), in turn, so that both
+see the same machine. The difference is what the cache costs the run: its lookups, and
+what its writer thread takes from the thread that queues the device's work.
+
+    python benchmarks/bench_cache_misses.py                     # this checkout
+    python benchmarks/bench_cache_misses.py --root /tmp/old     # another commit's copyprobe (a worktree)
+
+Prints the least and the median of each, and their differences, per 1,000 passages;
+``--json`` adds a block under ``--label`` to a results file. On a shared machine the
+medians move by tens of milliseconds between runs: run two commits in turn, several times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# this checkout's (the script's directory): before --root's checkout comes first on the path
+from timed_cli import add_block, add_checkout_option, code_version, use_checkout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_checkout_option(parser)
+    parser.add_argument("--passages", default="wikimia")
+    parser.add_argument("--repeats", type=int, default=12)
+    parser.add_argument("--json", default=None, help="results file to add this run's block to")
+    parser.add_argument("--label", default=None, help="the block's name in --json (default: the commit)")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    use_checkout(args.root)
+    import bench_gpu as B  # noqa: E402 - the chosen checkout's
+    import bench_stages
+    import torch
+
+    import copyprobe
+
+    torch.set_num_threads(1)
+    bench_stages.stand_in_statistics()
+    seconds: dict[str, list[float]] = {"no cache": [], "cache": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = B.random_model_dir("micro", torch.float32, Path(tmp))
+        backend = B.make_backend(f"hf:{directory}", "cpu", "float32", 32)
+        examples = B.load_texts(args.passages)
+
+        def detect(cache) -> float:
+            return B.detect_pass(backend, examples, cache, B.LOGIT_METHODS)[0].wall
+
+        detect(False), detect(str(Path(tmp) / "warm-up.sqlite"))
+        for i in range(args.repeats):
+            seconds["no cache"].append(detect(False))
+            seconds["cache"].append(detect(str(Path(tmp) / f"cache-{i}.sqlite")))
+    commit = code_version(Path(copyprobe.__file__).resolve().parents[1])
+    per = 1e6 / len(examples)  # seconds -> ms per 1,000 passages
+    least = {name: min(values) * per for name, values in seconds.items()}
+    median = {name: statistics.median(values) * per for name, values in seconds.items()}
+    cost = {"least": least["cache"] - least["no cache"], "median": median["cache"] - median["no cache"]}
+    print(f"copyprobe {commit} ({copyprobe.__file__}), {len(examples)} passages, {args.repeats} repeats; "
+          "ms per 1,000 passages")
+    for name in seconds:
+        print(f"  {name:9s} least {least[name]:7.1f}   median {median[name]:7.1f}")
+    print(f"  the cache costs: least {cost['least']:.1f}, median {cost['median']:.1f}")
+    if args.json:
+        add_block(Path(args.json), args.label or commit, {
+            "commit": commit, "passages": len(examples), "seconds": seconds,
+            "least_ms_per_1000": {k: round(v, 1) for k, v in least.items()},
+            "median_ms_per_1000": {k: round(v, 1) for k, v in median.items()},
+            "cache_cost_ms_per_1000": {k: round(v, 1) for k, v in cost.items()},
+            "machine": B.machine("cpu"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": ["python", "benchmarks/bench_cache_misses.py", *sys.argv[1:]]})
+
+
+if __name__ == "__main__":
+    main()
