@@ -245,6 +245,8 @@ def hook(stages: Stages, backend) -> None:
     stages.wrap(scoring.TokenLogprobsMixin, "_token_answer", "to host/rows")
     stages.wrap(cache.ResponseCache, "put_encoded", "cache writes")
     stages.wrap(cache.ResponseCache, "encode", "cache writes")
+    if hasattr(cache, "entry_text"):  # the writer's stored text since 2afe4f6 (no encode call)
+        stages.wrap(cache, "entry_text", "cache writes")
     stages.wrap(Response, "to_json", "cache writes")
     stages.wrap(detect_module.KIND, "derive", "derive")
 
