@@ -384,8 +384,8 @@ def _name_json(name: str) -> str:
 def entry_text(response: Any) -> str:
     """A response's stored text: the same text as ``ResponseCache.encode(packed(response))``
     (tests/backends/test_cache.py holds them equal), with each packed list's base64 put in
-    as it is instead of scanned again by the JSON encoder: 4 of a token log-prob answer's
-    5.5 KB. The writer thread does this for every answer a run computes, and what it holds
+    as it is instead of scanned again by the JSON encoder (nearly all of a token log-prob
+    answer's 5.5 KB is base64). The writer thread does this for every answer a run computes, and what it holds
     the interpreter for, the thread that queues the device's work waits for
     (``benchmarks/bench_cache_encode.py``)."""
     data, packs = _packing(response)
