@@ -113,14 +113,10 @@ class ResponseCache:
                 if _is_busy(exc):
                     raise BackendError(f"cache file {self.path} stayed locked by another process for "
                                        f"{BUSY_WAIT_S:g} s; retry, or use another cache file") from None
-                raise ConfigError(f"cache file {self.path} is unreadable or corrupt ({exc}); "
-                                  "delete it or run without the cache") from None
+                raise self._corrupt(exc) from None
             except sqlite3.DatabaseError as exc:
                 self._db.close()
-                raise ConfigError(
-                    f"cache file {self.path} is unreadable or corrupt ({exc}); "
-                    "delete it or run without the cache"
-                ) from None
+                raise self._corrupt(exc) from None
             except ConfigError:
                 self._db.close()
                 raise
@@ -207,8 +203,12 @@ class ResponseCache:
             check.join()
             self._check = None
         if self._problem is not None:
-            raise ConfigError(f"cache file {self.path} is unreadable or corrupt ({self._problem}); "
-                              "delete it or run without the cache")
+            raise self._corrupt(self._problem)
+
+    def _corrupt(self, problem: Any) -> ConfigError:
+        """The one-line refusal of a damaged file (at opening, or when its check failed)."""
+        return ConfigError(f"cache file {self.path} is unreadable or corrupt ({problem}); "
+                           "delete it or run without the cache")
 
     def get_many(self, fingerprint: str, kind: str, keys: Sequence[str]) -> dict[str, dict]:
         found: dict[str, dict] = {}
@@ -385,9 +385,9 @@ def entry_text(response: Any) -> str:
     """A response's stored text: the same text as ``ResponseCache.encode(packed(response))``
     (tests/backends/test_cache.py holds them equal), with each packed list's base64 put in
     as it is instead of scanned again by the JSON encoder (nearly all of a token log-prob
-    answer's 5.5 KB is base64). The writer thread does this for every answer a run computes, and what it holds
-    the interpreter for, the thread that queues the device's work waits for
-    (``benchmarks/bench_cache_encode.py``)."""
+    answer's 5.5 KB is base64). The writer thread does this for every answer a run
+    computes, and what it holds the interpreter for, the thread that queues the device's
+    work waits for (``benchmarks/bench_cache_encode.py``)."""
     data, packs = _packing(response)
     parts = []
     for name, value in data.items():
