@@ -211,6 +211,57 @@ def test_a_backend_that_hands_over_gets_every_miss_at_once_and_chunks_are_commit
     assert reader.hits == 10 and again == answers  # what the writer thread encoded reads back as given
 
 
+def test_holds_says_whether_an_entry_of_that_model_and_kind_is_stored(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    assert not cache.holds("model-a", "token_logprobs")
+    cache.put_encoded("model-a", "token_logprobs", [("some key", "{}")])
+    assert cache.holds("model-a", "token_logprobs")
+    assert not cache.holds("model-b", "token_logprobs")  # another model's entries do not count
+    assert not cache.holds("model-a", "generate")  # nor another kind's
+
+
+@pytest.mark.parametrize("streams", [False, True])
+def test_a_models_first_run_makes_no_key_before_the_backend_is_asked(tmp_path, monkeypatch, streams):
+    """With nothing of the model stored every request is a miss: the keys are made as the
+    answers are stored (on the writer's thread where there is one), not before the first
+    forward pass. Stored under the same keys, they are found by the next run."""
+    import threading
+
+    from copyprobe.backends.base import Request
+
+    path = tmp_path / "c.sqlite"
+    events = []
+    real_key = Request.key
+
+    def key(self):
+        events.append("key on main" if threading.current_thread() is threading.main_thread() else "key off main")
+        return real_key(self)
+
+    monkeypatch.setattr(Request, "key", key)
+
+    class Handing(FakeBackend):
+        streams_results = streams
+
+        def _answer_token_logprobs(self, requests, progress=None, on_result=None):
+            events.append("backend asked")
+            return super()._answer_token_logprobs(requests, progress, on_result)
+
+    requests = [TokenLogprobsRequest(f"text {i}") for i in range(10)]
+    cached = CachedBackend(Handing(), ResponseCache(path), chunk_size=4 * COMMITS_PER_CHUNK)
+    answers = cached.answer(requests)
+    assert events[0] == "backend asked"
+    assert events.count("key on main" if streams else "key off main") == 10  # one a stored answer
+    events.clear()
+    again = CachedBackend(Handing(), ResponseCache(path))
+    assert again.answer(requests) == answers and (again.hits, again.misses) == (10, 0)
+    assert events == ["key on main"] * 10  # a model with entries: every key made to look them up
+    events.clear()
+    more = requests[:3] + [TokenLogprobsRequest("a text not seen")]
+    partly = CachedBackend(Handing(), ResponseCache(path))
+    assert partly.answer(more)[:3] == answers[:3] and (partly.hits, partly.misses) == (3, 1)
+    assert events[:5] == ["key on main"] * 4 + ["backend asked"]
+
+
 def test_a_failed_background_commit_fails_the_call_and_keeps_what_landed(tmp_path):
     from copyprobe.errors import BackendError
 
