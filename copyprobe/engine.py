@@ -204,34 +204,42 @@ def execute(
         target_info, other_models = session.model_info()
         load_s += session.load_s
         cache_counts = session.cache_counts()
+    except BaseException:
+        if own_session:
+            session.close()
+        raise
+    if own_session:
+        # the cache file's last checkpoint (see ResponseCache.start_closing) runs while the
+        # run is derived and written; the run returns once the file is closed
+        session.close(wait=False)
+    try:
+        fields = dict(collected.record)
+        notes = list(fields.pop("notes", []))
+        # a kind's own section (its settings) that RunRecord has no field for is kept as it is
+        known = {f.name for f in dataclasses.fields(record.RunRecord)}
+        extra = {k: fields.pop(k) for k in list(fields) if k not in known}
+        rec = record.RunRecord(
+            kind=kind.name,
+            command=command if command is not None else list(sys.argv),
+            model=target_info,
+            models=other_models,
+            timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
+                     "total_s": round(time.perf_counter() - started, 3)},
+            cache=cache_counts,
+            requests=stats.as_record(),
+            notes=notes,
+            extra=extra,
+            **fields,
+        )
+        derived = kind.derive(as_run(rec, collected.files, out_dir))
+        rec.notes.extend(derived.notes)
+        files = {**collected.files, **derived.files}
+        if out_dir is not None:
+            record.write_run(out_dir, rec, files)
+        return Executed(record=rec, files=files, derived=derived, stats=stats, out=out_dir)
     finally:
         if own_session:
             session.close()
-
-    fields = dict(collected.record)
-    notes = list(fields.pop("notes", []))
-    # a kind's own section (its settings) that RunRecord has no field for is kept as it is
-    known = {f.name for f in dataclasses.fields(record.RunRecord)}
-    extra = {k: fields.pop(k) for k in list(fields) if k not in known}
-    rec = record.RunRecord(
-        kind=kind.name,
-        command=command if command is not None else list(sys.argv),
-        model=target_info,
-        models=other_models,
-        timings={"load_s": round(load_s, 3), "score_s": round(score_s, 3),
-                 "total_s": round(time.perf_counter() - started, 3)},
-        cache=cache_counts,
-        requests=stats.as_record(),
-        notes=notes,
-        extra=extra,
-        **fields,
-    )
-    derived = kind.derive(as_run(rec, collected.files, out_dir))
-    rec.notes.extend(derived.notes)
-    files = {**collected.files, **derived.files}
-    if out_dir is not None:
-        record.write_run(out_dir, rec, files)
-    return Executed(record=rec, files=files, derived=derived, stats=stats, out=out_dir)
 
 
 def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None) -> Derived:

@@ -113,9 +113,13 @@ class Session:
         """(target facts, other models' facts by spec) for the run record."""
         return self.target.info(), {spec: b.info() for spec, b in self.backends.items() if spec is not None}
 
-    def close(self) -> None:
-        """Release the backends this session loaded and the cache file; safe to call twice."""
+    def close(self, *, wait: bool = True) -> None:
+        """Release the backends this session loaded and the cache file; safe to call twice.
+        ``wait=False``: the cache file closes on a thread of its own (its last checkpoint
+        overlaps the caller's next work); a later ``close()`` waits for it."""
         if self.closed:
+            if wait and self.cache is not None:
+                self.cache.close()  # a close begun without waiting: wait for it
             return
         self.closed = True
         if self.api_options and not self._api_options_used:
@@ -130,11 +134,14 @@ class Session:
             for spec in self._owned:
                 self.backends[spec].close()
         finally:
-            self._close_cache()
+            self._close_cache(wait)
 
-    def _close_cache(self) -> None:
+    def _close_cache(self, wait: bool = True) -> None:
         if self.cache is not None:
-            self.cache.close()
+            if wait:
+                self.cache.close()
+            else:
+                self.cache.start_closing()
 
     def __enter__(self) -> "Session":
         return self

@@ -82,11 +82,67 @@ class Interrupted(MeanLogprob):
 
 def test_an_interrupted_run_closes_its_session_and_writes_nothing(tmp_path, monkeypatch):
     closed = []
-    monkeypatch.setattr(Session, "close", lambda self: closed.append(True))
+    monkeypatch.setattr(Session, "close", lambda self, wait=True: closed.append(wait))
     with pytest.raises(KeyboardInterrupt):
         execute(TOY, FakeBackend(), Interrupted(), out=tmp_path / "run", cache=False)
     assert closed == [True]
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def _cache_closes_when_derive_runs(monkeypatch):
+    """ResponseCache's close made to wait (up to 5 s) for derive to begin; returns the
+    events: whether derive had begun when the close ended, and derive's own."""
+    import threading
+
+    from copyprobe.backends.cache import ResponseCache
+
+    events, deriving = [], threading.Event()
+    real_close_now = ResponseCache._close_now
+
+    def close_now(self):
+        events.append(("close saw derive", deriving.wait(5)))
+        real_close_now(self)
+
+    monkeypatch.setattr(ResponseCache, "_close_now", close_now)
+    return events, deriving
+
+
+def test_the_cache_file_closes_while_the_run_is_derived(tmp_path, monkeypatch):
+    """SQLite's last checkpoint (at close) overlaps derive instead of delaying it; the run
+    returns once the file is closed, with its answers in it."""
+    import threading
+
+    from copyprobe.backends.cache import ResponseCache
+
+    events, deriving = _cache_closes_when_derive_runs(monkeypatch)
+
+    def derive(run):
+        deriving.set()
+        events.append("derive")
+        return derive_best(run)
+
+    path = tmp_path / "c.sqlite"
+    execute(RunKind("detect", {"scores.jsonl": True}, derive), FakeBackend(), MeanLogprob(), cache=path)
+    assert ("close saw derive", True) in events and "derive" in events
+    assert not [t for t in threading.enumerate() if t.name == "copyprobe-cache-close"]
+    assert not path.with_name(path.name + "-wal").exists()  # the last connection closed: the log moved in
+    assert ResponseCache(path).count() == len(TEXTS)
+
+
+def test_a_run_whose_derive_fails_still_closes_its_cache_file(tmp_path, monkeypatch):
+    import threading
+
+    events, deriving = _cache_closes_when_derive_runs(monkeypatch)
+
+    def derive(run):
+        deriving.set()
+        raise ZeroDivisionError("derive failed")
+
+    with pytest.raises(ZeroDivisionError):
+        execute(RunKind("detect", {"scores.jsonl": True}, derive), FakeBackend(), MeanLogprob(),
+                cache=tmp_path / "c.sqlite")
+    assert events == [("close saw derive", True)]  # ended before execute raised
+    assert not [t for t in threading.enumerate() if t.name == "copyprobe-cache-close"]
 
 
 def test_a_session_given_in_stays_open(tmp_path):

@@ -83,6 +83,8 @@ class ResponseCache:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        self._closer: Any = None  # the thread of a close begun by start_closing
+        self._close_error: BaseException | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -322,6 +324,38 @@ class ResponseCache:
             raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
 
     def close(self) -> None:
+        """Close the file; after :meth:`start_closing`, wait for that close to end (and
+        raise what it raised)."""
+        closer = self._closer
+        if closer is None:
+            self._close_now()
+            return
+        closer.join()
+        error, self._close_error = self._close_error, None
+        if error is not None:
+            raise error
+
+    def start_closing(self) -> None:
+        """Begin :meth:`close` on a thread of its own, so the caller's next work overlaps
+        it; :meth:`close` waits for it. Nothing else may use the cache meanwhile. As its
+        last connection closes, SQLite moves the write-ahead log into the file: 14 ms
+        after the 1,650 answers of a WikiMIA run here, at the run's end, where the run
+        only waited for it."""
+        import threading
+
+        if self._closer is not None:
+            return
+
+        def close() -> None:
+            try:
+                self._close_now()
+            except BaseException as exc:  # handed to close(), on the caller's thread
+                self._close_error = exc
+
+        self._closer = threading.Thread(target=close, name="copyprobe-cache-close")
+        self._closer.start()
+
+    def _close_now(self) -> None:
         check = self._check
         if check is not None:  # still checking (a run that only read, or whose model failed to load): stop
             with self._checker_lock:

@@ -262,6 +262,36 @@ def test_a_models_first_run_makes_no_key_before_the_backend_is_asked(tmp_path, m
     assert events[:5] == ["key on main"] * 4 + ["backend asked"]
 
 
+def test_a_close_begun_on_a_thread_ends_at_close_and_its_error_is_raised_there(tmp_path, monkeypatch):
+    import threading
+
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    cache.put_encoded("model", "token_logprobs", [("k", "{}")])
+    assert path.with_name("c.sqlite-wal").exists()
+    cache.start_closing()
+    cache.start_closing()  # once is enough
+    cache.close()
+    assert not [t for t in threading.enumerate() if t.name == "copyprobe-cache-close"]
+    assert not path.with_name("c.sqlite-wal").exists()  # closed: the write-ahead log moved into the file
+    with pytest.raises(sqlite3.ProgrammingError):
+        cache._db.execute("SELECT 1")
+    assert ResponseCache(path).count() == 1
+    cache.close()  # again: nothing to do
+
+    failing = ResponseCache(path)
+
+    def close_now():
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(failing, "_close_now", close_now)
+    failing.start_closing()
+    with pytest.raises(OSError, match="disk gone"):
+        failing.close()  # raised on the caller's thread, once
+    failing.close()
+    ResponseCache._close_now(failing)  # the file itself (its close was replaced above)
+
+
 def test_a_failed_background_commit_fails_the_call_and_keeps_what_landed(tmp_path):
     from copyprobe.errors import BackendError
 
