@@ -14,8 +14,9 @@ Prints the least and the median of each, and their differences, per 1,000 passag
 medians move by tens of milliseconds between runs: run two commits in turn, several times.
 
 Also the time from the detect call's start to its first forward pass (``before the first
-forward``, least of the repeats): the host's work a GPU waits for, which the cache's
-look-ups add to; it moves far less between runs than the whole call does.
+forward``) and from the end of its last forward pass to the call's end (``after the last
+forward``), least of the repeats: the host's work a GPU waits for, which the cache's
+look-ups, last commit and close add to; they move far less between runs than the whole call.
 """
 
 from __future__ import annotations
@@ -54,13 +55,18 @@ def main() -> None:
 
     seconds: dict[str, list[float]] = {"no cache": [], "cache": []}
     before_first: dict[str, list[float]] = {"no cache": [], "cache": []}
+    after_last: dict[str, list[float]] = {"no cache": [], "cache": []}
     first_forward: list[float] = []  # perf_counter at the first forward pass of the call
+    last_forward: list[float] = [0.0]  # perf_counter at the end of the latest forward pass
     real_hidden = HFBackend._hidden
 
     def hidden(self, *args, **kwargs):
         if not first_forward:
             first_forward.append(time.perf_counter())
-        return real_hidden(self, *args, **kwargs)
+        try:
+            return real_hidden(self, *args, **kwargs)
+        finally:
+            last_forward[0] = time.perf_counter()
 
     HFBackend._hidden = hidden
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,9 +78,11 @@ def main() -> None:
             first_forward.clear()
             start = time.perf_counter()
             wall = B.detect_pass(backend, examples, cache, B.LOGIT_METHODS)[0].wall
+            end = time.perf_counter()
             if name is not None:
                 seconds[name].append(wall)
                 before_first[name].append(first_forward[0] - start)
+                after_last[name].append(end - last_forward[0])
 
         detect(False), detect(str(Path(tmp) / "warm-up.sqlite"))
         for i in range(args.repeats):
@@ -86,6 +94,7 @@ def main() -> None:
     median = {name: statistics.median(values) * per for name, values in seconds.items()}
     cost = {"least": least["cache"] - least["no cache"], "median": median["cache"] - median["no cache"]}
     first = {name: min(values) * per for name, values in before_first.items()}
+    last = {name: min(values) * per for name, values in after_last.items()}
     print(f"copyprobe {commit} ({copyprobe.__file__}), {len(examples)} passages, {args.repeats} repeats; "
           "ms per 1,000 passages")
     for name in seconds:
@@ -93,6 +102,8 @@ def main() -> None:
     print(f"  the cache costs: least {cost['least']:.1f}, median {cost['median']:.1f}")
     print(f"  before the first forward (least): no cache {first['no cache']:.1f}, cache {first['cache']:.1f}, "
           f"the cache adds {first['cache'] - first['no cache']:.1f}")
+    print(f"  after the last forward (least): no cache {last['no cache']:.1f}, cache {last['cache']:.1f}, "
+          f"the cache adds {last['cache'] - last['no cache']:.1f}")
     if args.json:
         add_block(Path(args.json), args.label or commit, {
             "commit": commit, "passages": len(examples), "seconds": seconds,
@@ -101,6 +112,8 @@ def main() -> None:
             "cache_cost_ms_per_1000": {k: round(v, 1) for k, v in cost.items()},
             "before_first_forward_s": before_first,
             "before_first_forward_least_ms_per_1000": {k: round(v, 1) for k, v in first.items()},
+            "after_last_forward_s": after_last,
+            "after_last_forward_least_ms_per_1000": {k: round(v, 1) for k, v in last.items()},
             "machine": B.machine("cpu"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": ["python", "benchmarks/bench_cache_misses.py", *sys.argv[1:]]})
 
