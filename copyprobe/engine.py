@@ -208,11 +208,11 @@ def execute(
         if own_session:
             session.close()
         raise
-    if own_session:
-        # the cache file's last checkpoint (see ResponseCache.start_closing) runs while the
-        # run is derived and written; the run returns once the file is closed
-        session.close(wait=False)
     try:
+        if own_session:
+            # the cache file's last checkpoint (see ResponseCache.start_closing) runs while
+            # the run is derived and written; the run returns once the file is closed
+            session.close(wait=False)
         fields = dict(collected.record)
         notes = list(fields.pop("notes", []))
         # a kind's own section (its settings) that RunRecord has no field for is kept as it is
