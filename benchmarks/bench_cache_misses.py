@@ -17,6 +17,10 @@ Also the time from the detect call's start to its first forward pass (``before t
 forward``) and from the end of its last forward pass to the call's end (``after the last
 forward``), least of the repeats: the host's work a GPU waits for, which the cache's
 look-ups, last commit and close add to; they move far less between runs than the whole call.
+And, per run with the cache, the file's close (``ResponseCache._close_now`` where the
+checkout has it, else ``close``: SQLite's last checkpoint) and what the run waited at
+``ResponseCache.close`` (the same time where the close is not begun on a thread), in ms
+per run, least and median.
 """
 
 from __future__ import annotations
@@ -69,6 +73,24 @@ def main() -> None:
             last_forward[0] = time.perf_counter()
 
     HFBackend._hidden = hidden
+    from copyprobe.backends.cache import ResponseCache
+
+    closing: dict[str, list[float]] = {"closing the file": [], "the run waited at close": []}
+    this_run: dict[str, float] = {}
+
+    def timed(real, name: str):
+        def wrapper(self, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return real(self, *args, **kwargs)
+            finally:
+                this_run[name] = this_run.get(name, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    own_close = "_close_now" if hasattr(ResponseCache, "_close_now") else "close"  # before b978a43: close
+    ResponseCache.close = timed(ResponseCache.close, "the run waited at close")
+    if own_close != "close":
+        setattr(ResponseCache, own_close, timed(getattr(ResponseCache, own_close), "closing the file"))
     with tempfile.TemporaryDirectory() as tmp:
         directory = B.random_model_dir("micro", torch.float32, Path(tmp))
         backend = B.make_backend(f"hf:{directory}", "cpu", "float32", 32)
@@ -76,6 +98,7 @@ def main() -> None:
 
         def detect(cache, name: str | None = None) -> None:
             first_forward.clear()
+            this_run.clear()
             start = time.perf_counter()
             wall = B.detect_pass(backend, examples, cache, B.LOGIT_METHODS)[0].wall
             end = time.perf_counter()
@@ -83,6 +106,10 @@ def main() -> None:
                 seconds[name].append(wall)
                 before_first[name].append(first_forward[0] - start)
                 after_last[name].append(end - last_forward[0])
+            if name == "cache":
+                waited = this_run.get("the run waited at close", 0.0)
+                closing["the run waited at close"].append(waited)
+                closing["closing the file"].append(this_run.get("closing the file", waited))
 
         detect(False), detect(str(Path(tmp) / "warm-up.sqlite"))
         for i in range(args.repeats):
@@ -104,6 +131,8 @@ def main() -> None:
           f"the cache adds {first['cache'] - first['no cache']:.1f}")
     print(f"  after the last forward (least): no cache {last['no cache']:.1f}, cache {last['cache']:.1f}, "
           f"the cache adds {last['cache'] - last['no cache']:.1f}")
+    for name, values in closing.items():
+        print(f"  {name} (ms a run): least {min(values) * 1000:.2f}, median {statistics.median(values) * 1000:.2f}")
     if args.json:
         add_block(Path(args.json), args.label or commit, {
             "commit": commit, "passages": len(examples), "seconds": seconds,
@@ -114,6 +143,7 @@ def main() -> None:
             "before_first_forward_least_ms_per_1000": {k: round(v, 1) for k, v in first.items()},
             "after_last_forward_s": after_last,
             "after_last_forward_least_ms_per_1000": {k: round(v, 1) for k, v in last.items()},
+            "closing_s": closing,
             "machine": B.machine("cpu"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": ["python", "benchmarks/bench_cache_misses.py", *sys.argv[1:]]})
 
