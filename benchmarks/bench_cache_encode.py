@@ -1,8 +1,9 @@
 """What the response cache costs the thread that queues the device's work, per answer
 (issue 41): a token log-prob answer turned into its stored text (``packed`` then
 ``ResponseCache.encode``; ``entry_text``, the same text, where the checkout has it), and a
-request's cache key (``Request.key``), in milliseconds per 1,000 answers. No model: answers of random values, as long as WikiMIA's passages (103
-scored tokens on average with SmolLM2's tokenizer), holding their arrays as the HF backend's do.
+request's cache key (``Request.key``), in milliseconds per 1,000 answers. No model: answers
+of random values, as long as WikiMIA's passages (103 scored tokens on average with SmolLM2's
+tokenizer), holding their arrays as the HF backend's do.
 
     python benchmarks/bench_cache_encode.py             # least and median of 40 repeats
     git worktree add /tmp/before COMMIT                 # another commit's copyprobe:
