@@ -358,10 +358,12 @@ def _parse_parquet(raw: bytes, name: str, text_column: str | None = None) -> Row
         twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
         raise DataError(f"{name}: column {twice[0]!r} appears twice")
     try:
-        # No reader threads: Arrow's parquet threads can outlive the read and abort the
-        # process at exit ("terminate called without an active exception", exit 134;
-        # apache/arrow#34314), seen here in 3 of 40 runs reading 20 empty files.
-        table = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+        # No thread may outlive the read: an Arrow thread-pool worker alive at exit can abort
+        # the process ("terminate called without an active exception", exit 134;
+        # apache/arrow#34314). pq.read_table goes through the dataset scanner, which starts a
+        # pool worker even with use_threads=False (a rare abort in CI remained);
+        # ParquetFile.read without threads starts none.
+        table = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False).read(use_threads=False)
         records = table.to_pylist()
     except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:  # e.g. dates beyond year 9999
         raise DataError(f"cannot read {name} as Parquet: {str(exc).splitlines()[0]}") from None

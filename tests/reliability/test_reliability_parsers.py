@@ -244,23 +244,64 @@ for path in sys.argv[1:]:
         pass
 """
 
+THREAD_COUNTER = r"""
+import os, sys
+import pyarrow.parquet
+from copyprobe.data.readers import load_dataset
+from copyprobe.errors import CopyprobeError
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+before = threads()
+for path in sys.argv[1:]:
+    try:
+        load_dataset(path)
+    except CopyprobeError:
+        pass
+print(before, threads())
+"""
+
+
+def _empty_parquets(tmp_path, n=20):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    paths = []
+    for i in range(n):
+        pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / f"f{i}.parquet")
+        paths.append(str(tmp_path / f"f{i}.parquet"))
+    return paths
+
 
 def test_parquet_reads_leave_no_thread_to_abort_the_process_at_exit(tmp_path):
     """Arrow's parquet reader threads could outlive a read and abort the process at exit
     ("terminate called without an active exception", exit 134; apache/arrow#34314): with
     threads on, 3 of 40 processes reading these 20 empty files aborted. copyprobe reads
     without reader threads; 12 processes in a row end with exit 0."""
-    pa = pytest.importorskip("pyarrow")
-    import pyarrow.parquet as pq
-
-    paths = []
-    for i in range(20):
-        pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / f"f{i}.parquet")
-        paths.append(str(tmp_path / f"f{i}.parquet"))
+    paths = _empty_parquets(tmp_path)
     for _ in range(12):
         result = subprocess.run([sys.executable, "-c", ABORT_READER, *paths], capture_output=True, text=True,
                                 timeout=120, cwd=REPO, env=env())
         assert result.returncode == 0 and not result.stderr.strip(), (result.returncode, result.stderr)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc/self/task")
+def test_parquet_reads_start_no_thread_at_all(tmp_path):
+    """The deterministic half of the exit abort: no thread that could be alive at exit.
+    pq.read_table(use_threads=False) still left one Arrow thread-pool worker (its dataset
+    scanner's), and one CI run in many aborted with it; the process must end the reads
+    with the threads it had before them (empty, text, damaged and non-text files)."""
+    paths = _empty_parquets(tmp_path, n=3)
+    paths.append(str(_parquet(tmp_path / "text.parquet", ["one text", "two texts"])))
+    paths.append(str(_parquet(tmp_path / "numbers.parquet", [1, 2])))
+    (tmp_path / "damaged.parquet").write_bytes((tmp_path / "text.parquet").read_bytes()[:-40])
+    paths.append(str(tmp_path / "damaged.parquet"))
+    result = subprocess.run([sys.executable, "-c", THREAD_COUNTER, *paths], capture_output=True, text=True,
+                            timeout=120, cwd=REPO, env=env())
+    assert result.returncode == 0, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert after == before
 
 
 def test_parquet_is_read_without_reader_threads(tmp_path, monkeypatch):
@@ -271,15 +312,16 @@ def test_parquet_is_read_without_reader_threads(tmp_path, monkeypatch):
 
     path = _parquet(tmp_path / "d.parquet", ["one text", "two texts"])
     calls = []
-    real = pq.read_table
+    real = pq.ParquetFile.read
 
-    def spy(source, **kwargs):
+    def spy(self, **kwargs):
         calls.append(kwargs)
-        return real(source, **kwargs)
+        return real(self, **kwargs)
 
-    monkeypatch.setattr(pq, "read_table", spy)
+    monkeypatch.setattr(pq.ParquetFile, "read", spy)
+    monkeypatch.setattr(pq, "read_table", lambda *a, **k: pytest.fail("read through the dataset scanner"))
     assert len(load_dataset(path).examples) == 2
-    assert calls == [{"use_threads": False, "pre_buffer": False}]
+    assert calls == [{"use_threads": False}]
 
 
 def test_parquet_dates_beyond_python_are_one_error(tmp_path):
