@@ -3,14 +3,18 @@
 * ``cache``: N processes open the same NEW response cache at the same instant and write
   one entry each; a round fails when any process does not succeed. ``--old`` opens the
   cache the way copyprobe did before the SQLITE_BUSY retry (one attempt).
-* ``parquet``: one process reads 20 empty Parquet files through ``load_dataset`` and
-  exits; a run fails when the process aborts at exit (Arrow reader threads,
-  apache/arrow#34314). ``--old`` reads with Arrow's default threads, as before.
+* ``parquet``: one process reads 20 empty Parquet files and exits; a run fails when the
+  process aborts at exit (an Arrow thread-pool worker alive at exit, apache/arrow#34314).
+  ``--reader`` picks how the files are read: ``threads`` (``pq.read_table`` with Arrow's
+  default threads, the first code), ``scanner`` (``pq.read_table(use_threads=False,
+  pre_buffer=False)``, the first fix: its dataset scanner still starts a pool worker) or
+  ``copyprobe`` (``load_dataset`` as it is). ``--parallel`` runs that many processes at
+  once. Also prints the threads each process had before the reads and after them.
 
 Prints the failure count per variant; nothing is asserted (tests hold the guarantees).
 
     python benchmarks/bench_reliability_races.py cache --rounds 30 --procs 8 [--old]
-    python benchmarks/bench_reliability_races.py parquet --runs 40 [--old]
+    python benchmarks/bench_reliability_races.py parquet --runs 40 [--reader threads|scanner|copyprobe]
 """
 
 from __future__ import annotations
@@ -40,19 +44,28 @@ except Exception as exc:
 """
 
 READER = r"""
-import sys
-old = sys.argv[1] == "1"
-if old:  # Arrow's default reader threads
-    import pyarrow.parquet as pq
-    real = pq.read_table
-    pq.read_table = lambda source, **kwargs: real(source)
+import os, sys
+reader = sys.argv[1]
+import pyarrow as pa
+import pyarrow.parquet as pq
 from copyprobe.data.readers import load_dataset
 from copyprobe.errors import CopyprobeError
+
+def threads():
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
+
+before = threads()
 for path in sys.argv[2:]:
-    try:
-        load_dataset(path)
-    except CopyprobeError:
-        pass
+    if reader == "threads":
+        pq.read_table(path).to_pylist()
+    elif reader == "scanner":
+        pq.read_table(pa.BufferReader(open(path, "rb").read()), use_threads=False, pre_buffer=False).to_pylist()
+    else:
+        try:
+            load_dataset(path)
+        except CopyprobeError:
+            pass
+print(before, threads())
 """
 
 
@@ -73,7 +86,7 @@ def bench_cache(rounds: int, procs: int, old: bool) -> None:
           f"{failed} of {rounds} rounds failed")
 
 
-def bench_parquet(runs: int, old: bool) -> None:
+def bench_parquet(runs: int, reader: str, parallel: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -82,14 +95,19 @@ def bench_parquet(runs: int, old: bool) -> None:
     for i in range(20):
         pq.write_table(pa.table({"text": pa.array([], pa.string())}), folder / f"f{i}.parquet")
         paths.append(str(folder / f"f{i}.parquet"))
-    aborted = 0
-    for _ in range(runs):
-        result = subprocess.run([sys.executable, "-c", READER, "1" if old else "0", *paths], capture_output=True,
-                                text=True)
-        if result.returncode != 0:
-            aborted += 1
-    print(f"parquet exit ({'old: reader threads' if old else 'no reader threads'}): "
-          f"{aborted} of {runs} processes aborted")
+    aborted, left = 0, set()
+    for start in range(0, runs, parallel):
+        procs = [subprocess.Popen([sys.executable, "-c", READER, reader, *paths], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(min(parallel, runs - start))]
+        for proc in procs:
+            out, _ = proc.communicate()
+            if proc.returncode != 0:
+                aborted += 1
+            if out.strip():
+                before, after = map(int, out.split())
+                left.add(after - before)
+    print(f"parquet exit (reader {reader}, {parallel} at once): {aborted} of {runs} processes aborted; "
+          f"threads left by the reads: {', '.join(map(str, sorted(left))) or 'none printed'}")
 
 
 def main() -> None:
@@ -98,12 +116,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--procs", type=int, default=8)
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--old", action="store_true", help="the behaviour before the fix")
+    parser.add_argument("--old", action="store_true", help="cache: one attempt, as before the retry")
+    parser.add_argument("--reader", choices=("threads", "scanner", "copyprobe"), default="copyprobe",
+                        help="parquet: how the files are read (see the docstring)")
+    parser.add_argument("--parallel", type=int, default=1, help="parquet: processes at once")
     args = parser.parse_args()
     if args.what == "cache":
         bench_cache(args.rounds, args.procs, args.old)
     else:
-        bench_parquet(args.runs, args.old)
+        bench_parquet(args.runs, args.reader, args.parallel)
 
 
 if __name__ == "__main__":
