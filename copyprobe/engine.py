@@ -204,14 +204,10 @@ def execute(
         target_info, other_models = session.model_info()
         load_s += session.load_s
         cache_counts = session.cache_counts()
-    except BaseException:
-        if own_session:
-            session.close()
-        raise
-    try:
         if own_session:
             # the cache file's last checkpoint (see ResponseCache.start_closing) runs while
-            # the run is derived and written; the run returns once the file is closed
+            # the run is derived and written; the finally waits for it, so the run returns
+            # or raises once the file is closed (a failed collect closes there, waiting)
             session.close(wait=False)
         fields = dict(collected.record)
         notes = list(fields.pop("notes", []))
