@@ -24,6 +24,9 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
   writes, background thread``), overlapping the others;
 * **answers handed over (methods' scores)**: what runs on each answer as the backend hands
   it over between batches (``on_result``: the cache's queue, the driver, the methods' scores);
+* **zlib lengths**: the zlib method's compressed text lengths where the main thread makes
+  them (while scoring), carved out of the row above; since the method's ``prepare`` a
+  thread of its own makes them (``zlib lengths, background thread``);
 * **derive**: metrics, bootstrap, records (the blind baseline off, as in bench_gpu.py);
 * **methods and the rest of collect**: the rest of the collect part (the driver,
   de-duplication, the scores of answers not handed over).
@@ -72,8 +75,10 @@ import bench_gpu as B  # noqa: E402
 from timed_cli import add_block, code_version  # noqa: E402
 
 HANDED_OVER = "answers handed over (methods' scores)"
+ZLIB = "zlib lengths"
 STAGES = ["tokenization", "planning/padding", "forward", "statistics", "to host/rows", "token strings",
-          "cache writes", HANDED_OVER, "methods and the rest of collect", "derive"]
+          "cache writes", HANDED_OVER, ZLIB, "methods and the rest of collect", "derive"]
+LATER_STAGES = {HANDED_OVER, ZLIB}  # rows that blocks measured before they were timed lack
 
 
 def _set(owner, attr: str, value) -> None:
@@ -249,6 +254,13 @@ def hook(stages: Stages, backend) -> None:
         stages.wrap(cache, "entry_text", "cache writes")
     stages.wrap(Response, "to_json", "cache writes")
     stages.wrap(detect_module.KIND, "derive", "derive")
+    from copyprobe.methods import likelihood
+
+    # the zlib method's compressed lengths: on the main thread while scoring, or (since the
+    # method's prepare) on a thread of their own
+    stages.wrap(likelihood, "zlib_length", ZLIB)
+    if hasattr(likelihood, "_fill_zlib_lengths"):
+        stages.wrap(likelihood, "_fill_zlib_lengths", ZLIB)
 
 
 def stand_in_statistics() -> None:
@@ -373,8 +385,8 @@ def render(report: dict) -> str:
                   "|---|---:|---:|---:|"]
         plain, cached = block["detect"], block["detect+cache"]
         for stage in STAGES:
-            if stage == HANDED_OVER and not any(stage in run["stages_wall_s"] for run in (plain, cached)):
-                continue  # a block measured before the stage existed (see the note above)
+            if stage in LATER_STAGES and not any(stage in run["stages_wall_s"] for run in (plain, cached)):
+                continue  # a block measured before the stage was timed (see the note above)
             a = plain["stages_wall_s"].get(stage, 0.0)
             c = cached["stages_wall_s"].get(stage, 0.0)
             lines.append(f"| {stage} | {a * 1000 * k_pass:.1f} | {a * 1000 * k_tok:.1f} | {c * 1000 * k_pass:.1f} |")
