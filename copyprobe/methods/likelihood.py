@@ -11,6 +11,7 @@ docs/methods.md gives the file and line of each formula.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import Sequence
 
@@ -61,6 +62,12 @@ def zlib_length(text: str) -> int:
     return len(zlib.compress(text.encode("utf-8")))
 
 
+def _fill_zlib_lengths(texts: Sequence[str], lengths: dict[str, int]) -> None:
+    for text in texts:
+        if text not in lengths:
+            lengths[text] = zlib_length(text)
+
+
 class _OwnLogprobsMethod(Method):
     """A method that needs exactly one TokenLogprobsRequest of the text itself."""
 
@@ -86,10 +93,23 @@ class Zlib(_OwnLogprobsMethod):
     name = "zlib"
     summary = "Log-likelihood divided by the zlib-compressed byte length (Carlini et al. 2021)"
 
+    def prepare(self, examples: Sequence[Example]) -> None:
+        # The texts are compressed on a thread of their own while the model runs: zlib
+        # releases the interpreter lock as it compresses, and on the thread that queues a
+        # GPU's work it took 17 ms per 1,000 passages (benchmarks/results/gpu_stages.md).
+        # Keyed by text, so a length is right whichever run put it there.
+        lengths: dict[str, int] = {}
+        self._zlib_lengths = lengths
+        threading.Thread(target=_fill_zlib_lengths, args=([e.text for e in examples], lengths),
+                         name="copyprobe-zlib", daemon=True).start()
+
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         # As in the Min-K%++ code: ll / len(zlib.compress(text)). ll < 0, so texts the
         # model finds likely relative to their information content score higher.
-        return mean_loglik(responses[0]) / zlib_length(example.text)
+        length = self.__dict__.get("_zlib_lengths", {}).get(example.text)
+        if length is None:  # not prepared, or its thread has not reached this text yet
+            length = zlib_length(example.text)
+        return mean_loglik(responses[0]) / length
 
 
 @register

@@ -33,6 +33,60 @@ def test_zlib_divides_by_compressed_length():
     assert make_method("zlib").score(EX, [tl([-1.0, -3.0])]) == pytest.approx(expected)
 
 
+def _prepared_zlib(texts):
+    import threading
+
+    method = make_method("zlib")
+    method.prepare([Example(id=str(i), text=t) for i, t in enumerate(texts)])
+    for thread in threading.enumerate():
+        if thread.name == "copyprobe-zlib":
+            thread.join(timeout=30)
+    return method
+
+
+def test_zlib_prepared_compresses_each_text_off_the_scoring_thread(monkeypatch):
+    """prepare compresses the texts on a thread of its own; score then reads the length
+    there, and gives what the plain formula gives."""
+    from copyprobe.methods import likelihood
+
+    texts = [EX.text, "another text " * 40, "ünïcode ✓ " * 7]
+    expected = [-2.0 / len(zlib.compress(text.encode("utf-8"))) for text in texts]
+    method = _prepared_zlib(texts)
+
+    def no_compress(data):
+        raise AssertionError("compressed while scoring a prepared text")
+
+    monkeypatch.setattr(likelihood.zlib, "compress", no_compress)
+    assert [method.score(Example(id="x", text=t), [tl([-1.0, -3.0])]) for t in texts] == expected
+
+
+def test_zlib_prepared_for_other_texts_still_compresses_the_one_it_scores():
+    method = _prepared_zlib(["a text the run does not score"])
+    expected = -2.0 / len(zlib.compress(EX.text.encode("utf-8")))
+    assert method.score(EX, [tl([-1.0, -3.0])]) == expected
+
+
+def test_the_plan_prepares_each_method_once_with_every_example_before_any_request():
+    from copyprobe.scoring import ScoringPlan
+
+    calls = []
+
+    class Spy(type(make_method("loss"))):
+        def prepare(self, examples):
+            calls.append(("prepare", [e.id for e in examples]))
+
+        def requests(self, example):
+            calls.append(("requests", example.id))
+            return super().requests(example)
+
+    examples = [Example(id=str(i), text=f"text {i}") for i in range(3)]
+    plan = ScoringPlan(examples, [Spy()])
+    assert calls == [("prepare", ["0", "1", "2"])]
+    for run in plan.runs().values():
+        run.method.requests(run.example)
+    assert calls[0] == ("prepare", ["0", "1", "2"]) and len(calls) == 4
+
+
 def test_lowercase_is_lowercase_loglik_over_loglik():
     # ll -1.0 on the original, -4.0 on the lower-cased copy -> -4 / -1 (Min-K%++ run_ref.py)
     assert make_method("lowercase").score(EX, [tl([-1.0, -1.0]), tl([-4.0, -4.0])]) == pytest.approx(4.0)
