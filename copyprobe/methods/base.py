@@ -224,12 +224,6 @@ class Method:
         """Model specs other than the target that this method's requests name."""
         return set()
 
-    def prepare(self, examples: Sequence[Example]) -> None:
-        """Work on the texts alone that the method may start before any request, off the
-        thread that queues the model's work (zlib compresses the texts on a thread of its
-        own while the model runs). The runner calls it once with every example, before
-        any request; the default does nothing. A method scores the same without it."""
-
     # -- methods that take rows from the data ----------------------------------------
     def hold_out(self, examples: Sequence[Example], seed: int) -> list[int]:
         """Indices of rows this method takes from the data before scoring (ReCaLL's

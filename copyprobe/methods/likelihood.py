@@ -11,7 +11,6 @@ docs/methods.md gives the file and line of each formula.
 
 from __future__ import annotations
 
-import threading
 import zlib
 from typing import Sequence
 
@@ -62,12 +61,6 @@ def zlib_length(text: str) -> int:
     return len(zlib.compress(text.encode("utf-8")))
 
 
-def _fill_zlib_lengths(texts: Sequence[str], lengths: dict[str, int]) -> None:
-    for text in texts:
-        if text not in lengths:
-            lengths[text] = zlib_length(text)
-
-
 class _OwnLogprobsMethod(Method):
     """A method that needs exactly one TokenLogprobsRequest of the text itself."""
 
@@ -93,31 +86,10 @@ class Zlib(_OwnLogprobsMethod):
     name = "zlib"
     summary = "Log-likelihood divided by the zlib-compressed byte length (Carlini et al. 2021)"
 
-    def prepare(self, examples: Sequence[Example]) -> None:
-        # The texts are compressed on a thread of their own while the model runs: zlib
-        # releases the interpreter lock as it compresses, and on the thread that queues a
-        # GPU's work it took 17 ms per 1,000 passages (benchmarks/results/gpu_stages.md).
-        # The thread starts with the first score, once the model's work is under way:
-        # started here it shared the cores with the first batch's tokenization, and the
-        # time before the first forward pass grew by 9 ms per 1,000 passages on 2 cores.
-        # Keyed by text, so a length is right whichever run put it there.
-        self._zlib_lengths: dict[str, int] = {}
-        self._zlib_texts = [e.text for e in examples]
-
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         # As in the Min-K%++ code: ll / len(zlib.compress(text)). ll < 0, so texts the
         # model finds likely relative to their information content score higher.
-        lengths = self.__dict__.get("_zlib_lengths")
-        length = None
-        if lengths is not None:
-            texts = self.__dict__.pop("_zlib_texts", None)
-            if texts is not None:
-                threading.Thread(target=_fill_zlib_lengths, args=(texts, lengths), name="copyprobe-zlib",
-                                 daemon=True).start()
-            length = lengths.get(example.text)
-        if length is None:  # not prepared, or its thread has not reached this text yet
-            length = zlib_length(example.text)
-        return mean_loglik(responses[0]) / length
+        return mean_loglik(responses[0]) / zlib_length(example.text)
 
 
 @register
