@@ -414,6 +414,76 @@ def test_entry_text_is_the_text_packed_and_encoded(index):
     np.testing.assert_equal(read.to_json(), answer.to_json())  # nan equals nan here; an int its float
 
 
+def _reference_decode(response_type, data):
+    """What a stored entry reads as, by the plain rules: the field names exactly the
+    type's, each packed list base64 of its dtype, each value of a JSON type its annotation
+    names (a type not named in the table passes), then ``from_json``."""
+    import base64
+    import binascii
+    import dataclasses
+
+    import numpy as np
+
+    from copyprobe.backends.cache import _number_list_fields
+
+    fields = {f.name: str(f.type) for f in dataclasses.fields(response_type)}
+    if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    data = dict(data)
+    for name, key in _number_list_fields(response_type):
+        value = data.get(name)
+        if isinstance(value, dict) and set(value) == {key} and isinstance(value[key], str):
+            try:
+                raw = base64.b64decode(value[key], validate=True)
+                data[name] = np.frombuffer(raw, dtype={"f8": "<f8", "i8": "<i8"}[key]).tolist()
+            except (binascii.Error, ValueError):
+                return None
+    kinds = {"None": type(None), "list": list, "tuple": list, "dict": dict, "str": str, "int": int,
+             "float": (int, float), "bool": bool}
+    for name, annotation in fields.items():
+        value = data[name]
+        bases = [part.strip().split("[")[0].strip() for part in annotation.split("|")]
+        if not any(base not in kinds or (isinstance(value, kinds[base]) and not (
+                base in ("int", "float") and isinstance(value, bool))) for base in bases):
+            return None
+    try:
+        return response_type.from_json(data)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+ODD_VALUES = [None, 1, 1.5, True, "x", [1, 2], {"a": 1}, {"f8": "AAAAAAAA8D8="}, {"i8": "AQAAAAAAAAA="},
+              {"f8": "AAAAAAAA8D8=", "x": 1}, {"f8": "!!"}, {"i8": 3}]
+
+
+@pytest.mark.parametrize("index", range(len(_stored_answers())))
+def test_an_entry_reads_back_as_the_plain_rules_say(index):
+    """Every field of a stored answer replaced by values of other JSON types, packed lists
+    damaged or of the other dtype, fields added and taken away: read back as the plain
+    rules read it, or refused where they refuse it (an entry of another version)."""
+    import json
+
+    import numpy as np
+
+    from copyprobe.backends.cache import _decode, entry_text
+
+    answer = _stored_answers()[index]
+    kind = type(answer)
+    data = json.loads(entry_text(answer))
+    variants = [data, {**data, "added_by_a_newer_version": 1}, dict(list(data.items())[1:]), [data], "text"]
+    variants += [{**data, name: odd} for name in data for odd in ODD_VALUES]
+    refused = 0
+    for variant in variants:
+        expected = _reference_decode(kind, json.loads(json.dumps(variant)))
+        read = _decode(kind, json.loads(json.dumps(variant)))
+        assert (read is None) == (expected is None), variant
+        if read is None:
+            refused += 1
+        else:
+            np.testing.assert_equal(read.to_json(), expected.to_json())
+    assert 4 <= refused < len(variants)
+
+
 def test_entries_written_as_plain_lists_are_read_and_damaged_packed_ones_recomputed(tmp_path):
     import json
 
