@@ -1,7 +1,8 @@
 """What the response cache costs the thread that queues the device's work, per answer
 (issue 41): a token log-prob answer turned into its stored text (``packed`` then
-``ResponseCache.encode``; ``entry_text``, the same text, where the checkout has it), and a
-request's cache key (``Request.key``), in milliseconds per 1,000 answers. No model: answers
+``ResponseCache.encode``; ``entry_text``, the same text, where the checkout has it), a
+request's cache key (``Request.key``), and a cache hit's stored text read back as an answer
+(``read back``), in milliseconds per 1,000 answers. No model: answers
 of random values, as long as WikiMIA's passages (103 scored tokens on average with SmolLM2's
 tokenizer), holding their arrays as the HF backend's do.
 
@@ -16,6 +17,7 @@ by half between runs, the least much less.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -72,6 +74,11 @@ def main() -> None:
     }
     if hasattr(cache, "entry_text"):  # the writer's stored text since 2026-11-29 (the same text)
         stages["entry text"] = lambda: [cache.entry_text(a) for a in batch]
+    # a cache hit: the stored text read back as an answer (what get_many's JSON and
+    # _decode do with each entry the SQLite query returned)
+    stored = [ResponseCache.encode(packed(a)) for a in batch]
+    answer_type = type(batch[0])
+    stages["read back"] = lambda: [cache._decode(answer_type, json.loads(text)) for text in stored]
     per = 1000 / args.answers
     print(f"{args.answers} answers of {args.tokens} tokens, {args.repeats} repeats; ms per 1,000 answers")
     for name, function in stages.items():
