@@ -24,9 +24,9 @@ Stages (each function's own time, nested stages subtracted, so they add up to th
   writes, background thread``), overlapping the others;
 * **answers handed over (methods' scores)**: what runs on each answer as the backend hands
   it over between batches (``on_result``: the cache's queue, the driver, the methods' scores);
-* **zlib lengths**: the zlib method's compressed text lengths where the main thread makes
-  them (while scoring), carved out of the row above; since the method's ``prepare`` a
-  thread of its own makes them (``zlib lengths, background thread``);
+* **zlib lengths**: the zlib method's compressed text lengths, made while scoring and
+  carved out of the row above (in a4aab4a and f95a5ee, tried and not kept, a thread of
+  their own made them: ``zlib lengths, background thread``);
 * **derive**: metrics, bootstrap, records (the blind baseline off, as in bench_gpu.py);
 * **methods and the rest of collect**: the rest of the collect part (the driver,
   de-duplication, the scores of answers not handed over).
@@ -256,8 +256,8 @@ def hook(stages: Stages, backend) -> None:
     stages.wrap(detect_module.KIND, "derive", "derive")
     from copyprobe.methods import likelihood
 
-    # the zlib method's compressed lengths: on the main thread while scoring, or (since the
-    # method's prepare) on a thread of their own
+    # the zlib method's compressed lengths: on the main thread while scoring, or (a4aab4a
+    # and f95a5ee, not kept) on a thread of their own
     stages.wrap(likelihood, "zlib_length", ZLIB)
     if hasattr(likelihood, "_fill_zlib_lengths"):
         stages.wrap(likelihood, "_fill_zlib_lengths", ZLIB)
