@@ -256,11 +256,7 @@ def hook(stages: Stages, backend) -> None:
     stages.wrap(detect_module.KIND, "derive", "derive")
     from copyprobe.methods import likelihood
 
-    # the zlib method's compressed lengths: on the main thread while scoring, or (a4aab4a
-    # and f95a5ee, not kept) on a thread of their own
-    stages.wrap(likelihood, "zlib_length", ZLIB)
-    if hasattr(likelihood, "_fill_zlib_lengths"):
-        stages.wrap(likelihood, "_fill_zlib_lengths", ZLIB)
+    stages.wrap(likelihood, "zlib_length", ZLIB)  # the zlib method's compressed lengths
 
 
 def stand_in_statistics() -> None:
