@@ -54,6 +54,11 @@ def _arrays(labels: Any, scores: Any, what: str = "scores") -> tuple[np.ndarray,
     if np.isnan(s).any():
         raise DataError(f"{what} contain NaN at position {int(np.flatnonzero(np.isnan(s))[0])}; "
                         f"leave those rows out")
+    if np.isinf(s).any():
+        # scikit-learn's curves refuse infinities with a ValueError of their own, and the
+        # bootstrap would rank them; one rule for every function here
+        raise DataError(f"{what} contain an infinite value at position "
+                        f"{int(np.flatnonzero(np.isinf(s))[0])}; leave those rows out")
     return y.astype(int), s
 
 
@@ -224,7 +229,8 @@ def bootstrap_ci(
     With ``groups`` (document ids) whole groups are drawn with replacement, as many as
     there are groups, so passages of one document stay together: they are not
     independent samples. Resamples with a single class are skipped and counted; if more
-    than ``max_degenerate_fraction`` of them are, the bounds are NaN.
+    than ``max_degenerate_fraction`` of them are, the bounds are NaN. Fewer than two
+    groups (or rows) give NaN bounds too, with every resample counted degenerate.
 
     ``metric=roc_auc`` takes a vectorised path (all resamples at once); any other callable
     is called once per resample. The same seed draws the same resamples, so intervals of
@@ -236,7 +242,8 @@ def bootstrap_ci(
         raise ConfigError(f"confidence must lie in (0, 1), got {confidence!r}")
     y, s = _arrays(labels, scores)
     codes, n_groups = _group_index(groups, len(y))
-    if n_groups == 0:
+    if n_groups < 2:
+        # every resample of one group is that group again: no spread to read an interval from
         return BootstrapCI(math.nan, math.nan, n_resamples, n_resamples)
     counts = _seeded_counts(int(seed), n_groups, n_resamples)
     if metric is roc_auc:

@@ -67,6 +67,18 @@ def test_roc_auc_direction_and_errors():
         roc_auc([0, 1], [0.1, float("nan")])
 
 
+@pytest.mark.parametrize("value", [math.inf, -math.inf])
+@pytest.mark.parametrize("call", [
+    lambda y, s: roc_auc(y, s),
+    lambda y, s: tpr_at_fpr(y, s, 0.05),
+    lambda y, s: bootstrap_ci(y, s, n_resamples=10),
+    lambda y, s: bootstrap_ci(y, s, n_resamples=10, groups=["a", "b", "c", "d"]),
+])
+def test_every_metric_refuses_an_infinite_score_alike(call, value):
+    with pytest.raises(DataError, match="infinite value at position 2"):
+        call([0, 1, 0, 1], [0.1, 0.4, value, 0.3])
+
+
 def test_tpr_at_fpr_hand_built():
     # 10 non-members: one scores 0.9, the rest at most 0.5
     neg = [0.9, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1]
@@ -476,6 +488,16 @@ def test_precision_recall_fbeta_edge_cases():
         precision_recall_fbeta([1, 0], [1, 2])
     with pytest.raises(ConfigError, match="beta must be positive"):
         precision_recall_fbeta([1, 0], [1, 0], beta=0)
+
+
+def test_bootstrap_of_a_single_group_has_no_interval():
+    # the group holds both classes, so each resample has an AUC, always the same one
+    y, s = [0, 1, 0, 1], [0.0, 1.0, 2.0, 3.0]
+    assert roc_auc(y, s) == 0.75
+    ci = bootstrap_ci(y, s, groups=["doc"] * 4, n_resamples=50)
+    assert not ci.ok and ci.n_degenerate == 50
+    assert not bootstrap_ci([1], [0.5], n_resamples=5).ok  # one row, no groups
+    assert bootstrap_ci(y, s, groups=["a", "a", "b", "b"], n_resamples=200, seed=0).n_degenerate < 200
 
 
 def test_bootstrap_single_class_input_is_all_degenerate():
