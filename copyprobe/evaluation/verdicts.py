@@ -28,8 +28,9 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
    false "evidence" among them stays at most alpha.
 3. The shift guard (:mod:`copyprobe.evaluation.guard`) asks, with no model, whether the
    suspect stands out from the clean documents in style or passage length. When it does
-   as much as or more than in the model's score (or is farther than every clean document
-   / 90% of them), no "evidence" is given: the difference can be explained by style or
+   as much as or more than in the model's score (or, with the rank guard, is farther than
+   every clean document / 90% of them; the t guard asks by how much it is farther), no
+   "evidence" is given: the difference can be explained by style or
    topic. The output says both standings, so the reader sees by how much the model's
    evidence exceeds what the text alone explains.
 4. The verdict, in the vocabulary of :mod:`copyprobe.evaluation.vocabulary`, with its
@@ -49,7 +50,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from copyprobe.evaluation.stats import prediction_t_p
-from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, Standing, collection_standing, guard
+from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, LENGTH_MATERIAL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
 from copyprobe.evaluation.witness import Witness, clause as witness_clause, judge, judge_group
 from copyprobe.evaluation.witness import summary as witness_summary
@@ -64,11 +65,16 @@ ASSUMPTIONS = {
     "t": ("had the model never seen the suspect document, its score and the clean documents' scores would be "
           "independent draws from one normal distribution (same kind of text, chosen without regard to the scores)"),
 }
-RULE = ("evidence = the document's p-value (Holm-adjusted over suspect documents) <= alpha, and the model-free "
-        f"guard finds it no more unusual in style or passage length than in the model's score (and not farther "
-        f"from the clean documents than {100 * (1 - GUARD_LEVEL):.0f}% of them, or than all of them); cannot tell "
-        "= no valid test (too few clean documents, a style/length difference the guard explains, no scored "
-        "passage); no evidence = otherwise")
+def rule(guard_test: str = "rank") -> str:
+    """How a verdict is reached, in one sentence, for the guard's test (:func:`_guard_trips`)."""
+    apart = (f"and not farther from the clean documents than {100 * (1 - GUARD_LEVEL):.0f}% of them, or than all of "
+             f"them" if guard_test == "rank" else
+             f"and not so far beyond the clean documents' own distances that a t test puts it at p <= {GUARD_LEVEL:g}; "
+             f"a passage length within {100 * (math.exp(LENGTH_MATERIAL) - 1):.0f}% of theirs does not count")
+    return ("evidence = the document's p-value (Holm-adjusted over suspect documents) <= alpha, and the model-free "
+            f"guard finds it no more unusual in style or passage length than in the model's score ({apart}); "
+            "cannot tell = no valid test (too few clean documents, a style/length difference the guard explains, "
+            "no scored passage); no evidence = otherwise")
 
 
 def min_p(test: str, k: int) -> float:
@@ -330,7 +336,7 @@ def verdicts(
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(raw_p) > 1 else None},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
-        "rule": RULE,
+        "rule": rule(guard_test),
         "baseline": {
             "n_documents": k,
             "mean": _num(float(np.mean(clean_scores))) if clean_scores else None,

@@ -5,6 +5,7 @@ tests, old verdict words read as today's)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ def p_text(p: float | None) -> str:
 
 
 def designed_run(path: Path, suspects: list[tuple[str, list[str], float]], n_clean: int, alpha: float,
-                 seed: int = 0) -> tuple[Path, dict, dict[str, list[float]]]:
+                 seed: int = 0, guard_test: str = "rank") -> tuple[Path, dict, dict[str, list[float]]]:
     """A run directory as `copyprobe audit` writes it, with verdicts.json from the audit's own
     procedure: clean documents share a vocabulary plus a few words of their own (topic);
     suspects are (name, vocabulary, score). Returns the directory, verdicts.json and every
@@ -62,7 +63,7 @@ def designed_run(path: Path, suspects: list[tuple[str, list[str], float]], n_cle
     (run_dir / "run.json").write_text(json.dumps(run))
     (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run_dir / "examples.jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
-    report = audit_verdicts(rows, "loss", {}, alpha, texts)
+    report = audit_verdicts(rows, "loss", {}, alpha, texts, guard_test=guard_test)
     report["method"] = "loss"
     (run_dir / "verdicts.json").write_text(json.dumps(report))
     by_doc: dict[str, list[float]] = {}
@@ -103,6 +104,25 @@ def three_words(tmp_path_factory):
     assert {d["doc_id"]: d["verdict"] for d in report["documents"]} == {
         "plain": "evidence", "kjv": "cannot tell", "quiet": "no evidence"}
     return run_dir, report, by_doc, render_report(run_dir)
+
+
+def test_the_t_guard_is_described_as_the_t_guard(tmp_path):
+    """The t guard withholds by how far a document lies beyond the clean ones, not by its
+    rank: the farthest document is not withheld for being the farthest (verdicts._guard_trips)."""
+    from copyprobe.evaluation.guard import LENGTH_MATERIAL
+
+    run_dir, report, _ = designed_run(tmp_path / "run", [("plain", COMMON, 5.0)], n_clean=19, alpha=0.2,
+                                      guard_test="t")
+    assert report["guard"]["test"] == "t"
+    assert "1/(k+1)" not in report["rule"] and "all of them" not in report["rule"]
+    assert "t test puts it at p <= 0.1" in report["rule"]
+    within = round(100 * (math.exp(LENGTH_MATERIAL) - 1))
+    assert f"passage length within {within}% of theirs does not count" in report["rule"]
+    test = {r[0]: r[1] for r in Page(render_report(run_dir)).tables["verdict-test-table"]["rows"]}
+    described = test["shift guard (no model)"]
+    assert "t test gives it p at most 0.1" in described and f"within {within}% of theirs" in described
+    assert "rank p-value" not in described and "1/(k+1)" not in described
+    assert test["rule"] == report["rule"]
 
 
 def test_format2_summary_first_and_each_verdict_word(three_words):
@@ -160,7 +180,8 @@ def test_format2_states_the_test_guard_and_collection(three_words):
     assert report["test"]["clean_needed"] == 4  # 1/alpha - 1 at alpha 0.2
     assert test["multiple testing"] == "Holm over suspect documents"
     assert report["guard"]["features"] in test["shift guard (no model)"]
-    assert "90% of them" in test["shift guard (no model)"]
+    assert "90% of them" in test["shift guard (no model)"] and "rank p-value" in test["shift guard (no model)"]
+    assert "90% of them, or than all of them" in report["rule"]
     assert test["clean documents"].startswith("19 scored")
     assert test["rule"] == report["rule"]
     # the collection test: its verdict, reason and p-values

@@ -394,10 +394,20 @@ def _test(verdicts: dict, alpha: float) -> dict[str, Any] | None:
 
 def _guard(verdicts: dict) -> dict[str, str]:
     guard = _dict(verdicts.get("guard"))
+    if not guard:
+        return {}
     level = num(guard.get("level"))
-    return {"features": str(guard.get("features") or "not recorded"),
-            "level": "—" if level is None else f"{level:g}",
-            "farther": None if level is None else f"{100 * (1 - level):.0f}%"} if guard else {}
+    shown = "—" if level is None else f"{level:g}"
+    if guard.get("test", "rank") == "t":  # verdicts.json records the test only when it is not rank
+        # 10%: guard.LENGTH_MATERIAL, which the report does not import (old runs are shown as recorded)
+        when = (f"its style or passage-length distance from the clean documents lies so far beyond their own "
+                f"distances from each other that a t test gives it p at most {shown} or at most the model's own "
+                f"p-value (a passage length within 10% of theirs does not count)")
+    else:
+        farther = "" if level is None else f" (farther from them than {100 * (1 - level):.0f}% of them are from each other)"
+        when = (f"its style or passage-length standing among the clean documents has a rank p-value at most {shown}"
+                f"{farther}, at most 1/(k+1) (farther than all of them) or at most the model's own p-value")
+    return {"features": str(guard.get("features") or "not recorded"), "level": shown, "when": when}
 
 
 def _witness_section(verdicts: dict) -> dict[str, Any] | None:
