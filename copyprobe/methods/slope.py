@@ -95,7 +95,8 @@ class Slope(Method):
     ngram: int = param(0, Integer(0, 5), "0 = raw values; n in 1..5 = value(t | prefix) - value(t | last n tokens)")
     normalize: str = param(
         "none", OneOf(*NORMALIZATIONS),
-        "none | mean (slope - mean of the values) | zscore ((slope - mean) / std of the values); "
+        "none | mean (slope - mean of the values) | zscore ((slope - mean) / std of the values), "
+        "the notebook's sign: with these a member need not score higher; "
         "legacy variant: slope / |mean|, slope / std",
     )
     variant: str = param(

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     console = Console()
-    console.print("[bold]copyprobe methods[/bold] (every score: higher = more likely a member)\n")
+    console.print("[bold]copyprobe methods[/bold] (every score: higher = more likely a member, unless a parameter says otherwise)\n")
     for row in rows:
         console.print(f"[bold cyan]{row['name']}[/bold cyan]  [dim]{escape(row['access'])}[/dim]")
         console.print(f"  {escape(row['summary'])}")
