@@ -117,10 +117,29 @@ def render_report(run_dir: str | os.PathLike) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
+def _check_report_target(path: Path) -> None:
+    """A report is written to a new file or over an earlier page, never over anything else:
+    ``--out`` pointed at a run's scores.jsonl or at the data would destroy them."""
+    if path.is_dir():
+        raise ConfigError(f"cannot write the report to {path}: it is a directory")
+    try:
+        with open(path, "rb") as existing:
+            head = existing.read(512).lstrip().lower()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
+    if head and not head.startswith((b"<!doctype html", b"<html")):
+        raise ConfigError(f"will not write the report over {path}: it exists and is not an HTML page "
+                          f"(a report replaces only an earlier report)")
+
+
 def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
-    """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path."""
-    page = render_report(run_dir)
+    """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
+    An existing ``out`` is replaced only if it is an HTML page (an earlier report)."""
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
+    _check_report_target(path)
+    page = render_report(run_dir)
     try:
         atomic_write(path, page)
     except OSError as exc:

@@ -229,6 +229,27 @@ def test_blind_warning_shown_prominently_and_printed_by_cli(tmp_path, capsys):
     assert not (run_dir / "report.html").exists()
 
 
+def test_report_out_replaces_an_earlier_page_and_nothing_else(tmp_path, capsys):
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    scores = (run_dir / "scores.jsonl").read_bytes()
+    data = tmp_path / "passages.jsonl"
+    data.write_text('{"id": "p1", "text": "kept"}\n')
+    for target in (run_dir / "scores.jsonl", data, tmp_path):
+        assert main(["report", str(run_dir), "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and str(target) in err and "Traceback" not in err
+    assert (run_dir / "scores.jsonl").read_bytes() == scores  # the run can still be reported
+    assert data.read_text() == '{"id": "p1", "text": "kept"}\n'
+    page = tmp_path / "page.html"
+    assert main(["report", str(run_dir), "--out", str(page)]) == 0
+    first = page.read_text(encoding="utf-8")
+    assert main(["report", str(run_dir), "--out", str(page)]) == 0  # an earlier report is replaced
+    assert page.read_text(encoding="utf-8") == first
+    empty = tmp_path / "empty.html"
+    empty.touch()
+    assert main(["report", str(run_dir), "--out", str(empty)]) == 0 and empty.stat().st_size > 0
+
+
 def test_blind_warning_recomputed_when_not_stored(tmp_path):
     run_dir = write_sample_run(tmp_path / "run", blind_auc=0.75)
     metrics = json.loads((run_dir / "metrics.json").read_text())
