@@ -189,8 +189,9 @@ def verdict_counts(rows, texts, method, audits, alpha, test, guard_test="rank"):
 
 def di_counts(session, examples, audits, seed: int = 0) -> dict[tuple[str, float], dict[str, int]]:
     """The dataset-inference combination (feature_agg, Maini et al.): it learns from the
-    audit's own suspect and clean passages, so each audit fits it anew (`copyprobe audit
-    --method feature_agg`); its fitted rows are left out of the verdicts."""
+    audit's own suspect and clean documents, so each audit fits it anew (`copyprobe audit
+    --method feature_agg`: whole documents since 2026-11-30, before that passages); its
+    fitted rows are left out of the verdicts, and an audit it cannot fit counts as cannot tell."""
     import copyprobe
     from copyprobe.evaluation.verdicts import audit_verdicts
 

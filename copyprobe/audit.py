@@ -260,7 +260,10 @@ class AuditCollection(ScoringCollection):
                  settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True):
         super().__init__(examples, [], {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0},
                          seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline,
-                         chunk_passages=AUDIT_CHUNK_PASSAGES)
+                         chunk_passages=AUDIT_CHUNK_PASSAGES,
+                         # a learning method fitted on passages of a suspect document learns
+                         # that document, and its other passages then score as "suspect"
+                         train_split="document")
         self.method, self.params, self.settings = method, params, settings
 
     def choose(self, session: Any) -> list[Method]:
@@ -284,7 +287,21 @@ class AuditCollection(ScoringCollection):
                           guard_test=self.settings["guard_test"])
         self.notes = [n for n in (note, warning) if n]
         self.section = ("audit", {**self.settings, "method": method})
-        return build_methods([method], {method: dict(params)} if params else None)
+        methods = build_methods([method], {method: dict(params)} if params else None)
+        if any(m.trains for m in methods):
+            self._check_documents_to_learn_from(method)
+        return methods
+
+    def _check_documents_to_learn_from(self, method: str) -> None:
+        """A learning method is fitted on whole suspect and clean documents and tests the
+        others: it needs two documents on each side, said in an audit's words."""
+        docs = {role: {e.doc_id for e in self.examples if e.label == label} for role, label in (("suspect", 1), ("clean", 0))}
+        short = [f"{len(docs[role])} {role} document{'s' if len(docs[role]) != 1 else ''}"
+                 for role in docs if len(docs[role]) < 2]
+        if short:
+            raise DataError(f"method {method!r} learns from whole documents and tests the others, so it needs at "
+                            f"least 2 suspect and 2 clean documents; the audit has {' and '.join(short)} "
+                            f"(the methods reference and min_k_pp test a single document)")
 
 
 def non_default_params(method: str, params: Mapping[str, Any] | None,

@@ -175,6 +175,11 @@ class ScoringPlan:
         self.train_split_by = train_split_by
         # rows a method takes from the data (ReCaLL's prefix) count as its training rows
         self.held = {m: sorted(set(method.hold_out(examples, seed))) for m, method in enumerate(methods)}
+        for method in methods:
+            if method.trains:
+                # the split reads labels and documents only: data it cannot split is refused
+                # before the model runs, not after
+                train_split(method, examples, seed, train_split_by)
 
     def runs(self, rows: Iterable[int] | None = None) -> dict[tuple[int, int], Any]:
         """The runs of every method on the examples at ``rows`` (all by default): generators,

@@ -95,6 +95,29 @@ def test_detect_train_split_document_end_to_end(tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1 and "--train-split" in err
 
 
+@pytest.mark.parametrize("split, passages, message", [
+    ("passage", 3, "at least 14 labelled passages"),  # 6 passages in all
+    ("document", 10, "at least 2 documents of each class"),  # 20, but one document a class
+])
+def test_detect_refuses_data_a_learning_method_cannot_split_before_the_model_runs(tmp_path, capsys, split,
+                                                                                   passages, message):
+    rows = [{"id": e.id, "text": e.text, "label": e.label, "doc_id": e.doc_id} for e in letters(2, [passages], 0)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = FakeBackend(spec="fake-split")
+    from copyprobe.cli import main as cli_main
+
+    code = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+        code = cli_main.main(["detect", "--model", "fake", "--data", str(data), "--methods", "loss,feature_agg",
+                              "--param", "feature_agg.n_train=12", "--train-split", split, "--no-cache",
+                              "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err
+    assert sum(fake.calls.values()) == 0
+
+
 def test_methods_that_ask_once_run_without_a_generator_and_score_as_before():
     import inspect
 

@@ -29,8 +29,11 @@ followed by an L2-regularised logistic regression (the authors train a linear la
 with a logistic loss); the score is the predicted member probability.
 
 The paper's dataset-level decision (a one-sided two-sample t-test that the suspect
-set scores higher than a clean set) is ``copyprobe.evaluation.stats.dataset_test``;
-``copyprobe audit --method feature_agg`` applies it.
+set scores higher than a clean set) is ``copyprobe.evaluation.stats.dataset_test``, a
+function for callers of the library. ``copyprobe audit --method feature_agg`` does not
+apply it: it gives the audit's per-document verdicts (``copyprobe.evaluation.verdicts``),
+with the method fitted on whole suspect and clean documents and the others tested, so
+no document is both learnt from and judged.
 """
 
 from __future__ import annotations

@@ -140,11 +140,13 @@ def test_audit_bad_alpha(tmp_path, capsys):
     assert code == 2 and "--alpha" in capsys.readouterr().err
 
 
-def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, capsys):
-    """Dataset inference (Maini et al.): feature_agg is fitted on part of the suspect and
-    clean passages; the test uses only the rest."""
-    suspect = [{"id": f"s{i}", "text": " ".join(f"book{i % 2}w{j}" for j in range(20)) + f" s{i}", "doc_id": f"book{i % 2}"} for i in range(16)]
-    clean = [{"id": f"c{i}", "text": " ".join(f"fresh{i}x{j}" for j in range(20)), "doc_id": f"fresh{i % 2}"} for i in range(16)]
+def test_feature_agg_audit_trains_on_whole_documents_and_tests_the_others(tmp_path, monkeypatch, capsys):
+    """Dataset inference (Maini et al.): feature_agg is fitted on some suspect and clean
+    documents, whole, and only the others are tested. Fitted on passages of a suspect
+    document, it would learn that document, and its other passages would score as suspect."""
+    suspect = [{"id": f"s{i}", "text": " ".join(f"book{i % 4}w{j}" for j in range(20)) + f" s{i}", "doc_id": f"book{i % 4}"}
+               for i in range(16)]
+    clean = [{"id": f"c{i}", "text": " ".join(f"fresh{i}x{j}" for j in range(20)), "doc_id": f"fresh{i % 4}"} for i in range(16)]
     write_jsonl(tmp_path / "suspect.jsonl", suspect)
     write_jsonl(tmp_path / "clean.jsonl", clean)
     fake = FakeBackend(spec="fake-audit", member_texts=[r["text"] for r in suspect])
@@ -156,13 +158,40 @@ def test_feature_agg_audit_leaves_out_its_training_rows(tmp_path, monkeypatch, c
                  "--no-cache", "--no-progress", "--bootstrap", "0"])
     assert code == 0
     report = json.loads((out / "verdicts.json").read_text())
-    trained = json.loads((out / "run.json").read_text())["train_ids"]["feature_agg"]
-    assert len(trained) >= 8
+    trained = set(json.loads((out / "run.json").read_text())["train_ids"]["feature_agg"])
+    passages_of = {}
+    for role, rows in (("suspect", suspect), ("clean", clean)):
+        for r in rows:
+            passages_of.setdefault(f"{role}:{r['doc_id']}", set()).add(f"{role}:{r['id']}")
+    trained_docs = {doc for doc, ids in passages_of.items() if ids & trained}
+    assert all(passages_of[doc] <= trained for doc in trained_docs)  # whole documents, nothing less
+    assert {d.split(":")[0] for d in trained_docs} == {"suspect", "clean"}
+    tested = [r["doc_id"] for r in report["documents"]] + [d["doc_id"] for d in report["baseline"]["documents"]]
+    assert tested and not set(tested) & {d.split(":", 1)[1] for d in trained_docs}
     used = sum(r["n_passages"] for r in report["documents"]) + sum(d["n_passages"] for d in report["baseline"]["documents"])
     assert used == 32 - len(trained)
-    assert report["test"]["n_clean_documents"] == 2
-    assert all(r["verdict"] == "cannot tell" for r in report["documents"])  # 2 clean documents can show nothing
-    assert capsys.readouterr().out.startswith("Of 2 suspect documents")
+    assert report["test"]["n_clean_documents"] == 4 - sum(d.startswith("clean:") for d in trained_docs)
+    assert all(r["verdict"] == "cannot tell" for r in report["documents"])  # 3 clean documents can show nothing
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"Of {4 - sum(d.startswith('suspect:') for d in trained_docs)} suspect documents")
+    assert "trained on whole documents" in printed
+
+
+def test_feature_agg_audit_of_one_suspect_document_is_refused_before_the_model_runs(tmp_path, monkeypatch, capsys):
+    suspect = [{"id": f"s{i}", "text": f"the one book passage {i} " * 5, "doc_id": "book"} for i in range(8)]
+    clean = [{"id": f"c{i}", "text": f"a clean passage {i} " * 5, "doc_id": f"fresh{i % 4}"} for i in range(16)]
+    write_jsonl(tmp_path / "suspect.jsonl", suspect)
+    write_jsonl(tmp_path / "clean.jsonl", clean)
+    fake = FakeBackend(spec="fake-audit")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
+                 "--clean", str(tmp_path / "clean.jsonl"), "--method", "feature_agg",
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "at least 2 suspect and 2 clean documents; the audit has 1 suspect document" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sum(fake.calls.values()) == 0
 
 
 def test_audit_limit_takes_the_first_passages_of_each_side(tmp_path, monkeypatch):
