@@ -161,8 +161,14 @@ class Run:
         return scores_frame(self.scores or [], list(self.record.methods))
 
 
-def load_run(run_dir: str | os.PathLike) -> Run:
-    """Read a run directory written by any copyprobe command (no model needed)."""
+DERIVED_FILES = ("verdicts.json", "canary.json", "metrics.json")  # what rescore recomputes
+
+
+def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
+    """Read a run directory written by any copyprobe command (no model needed).
+    ``derived=False`` leaves out the files computed from the others (:data:`DERIVED_FILES`),
+    for a rescore that writes them anew (a damaged one is then no obstacle). Scores that do
+    not match the run's passages (a file cut short, a row twice, an unknown id) are refused."""
     path = Path(run_dir)
     if not path.is_dir():
         raise DataError(f"{path} is not a directory (give the run directory that a copyprobe command wrote)")
@@ -171,13 +177,42 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     names = dict(RESULT_FILES.get(record.kind, {}))
     names.update({"verdicts.json": False, "canary.json": False, "metrics.json": False})
     for name in names:
+        if not derived and name in DERIVED_FILES:
+            continue
         shape = None
         if name == "scores.jsonl":
             shape = scores_row(list(record.methods))
         elif name == "metrics.json" and record.kind == "copying":
             shape = COPYING_METRICS
         files[name.split(".")[0]] = read_checked(path / name, shape, required=name == "scores.jsonl")
-    return Run(dir=path, record=record, **files)
+    run = Run(dir=path, record=record, **files)
+    _check_scores_match(run)
+    return run
+
+
+def _check_scores_match(run: Run) -> None:
+    """One scores row per passage of the run: metrics and verdicts recomputed from a file
+    that lost or repeated rows would be wrong without a sign of it."""
+    if run.scores is None:
+        return
+    where = run.dir / "scores.jsonl"
+    damaged = "the run's files are damaged; run the command again (the cache makes it cheap)"
+    line_of: dict[Any, int] = {}
+    for line, row in enumerate(run.scores, 1):
+        if row["id"] in line_of:
+            raise DataError(f"{where}: passage {row['id']!r} has two rows (lines {line_of[row['id']]} and {line}): "
+                            f"{damaged}")
+        line_of[row["id"]] = line
+    if run.examples is not None:
+        known = {e["id"] for e in run.examples}
+        unknown = [i for i in line_of if i not in known]
+        if unknown:
+            raise DataError(f"{where} line {line_of[unknown[0]]}: passage {unknown[0]!r} is not in examples.jsonl: "
+                            f"{damaged}")
+        missing = [e["id"] for e in run.examples if e["id"] not in line_of]
+        if missing:
+            raise DataError(f"{where} has no row for {len(missing)} of the {len(known)} passages in examples.jsonl "
+                            f"(the first: {missing[0]!r}): {damaged}")
 
 
 def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:

@@ -12,6 +12,7 @@ import pytest
 import copyprobe
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.cli.main import main
+from copyprobe.record import DERIVED_FILES
 
 HUGE = 10 ** 400  # json reads it back as an int that no float holds
 FOREIGN = {"name": "left-pad", "version": "1.3.0", "dependencies": {}}  # a package.json
@@ -218,11 +219,46 @@ def test_damaged_run_file_is_one_line_and_exit_2(runs, tmp_path, capsys, kind, n
     shutil.copytree(runs / kind, run_dir)
     _damage(run_dir, name, at, how)
     for command in COMMANDS[kind]:
+        if command == "rescore" and name in DERIVED_FILES:
+            continue  # rescore writes these anew: test_rescore_repairs_a_damaged_derived_file
         assert main([command, str(run_dir)]) == 2
         field = str(at[-1]) if at and how != "foreign" and not isinstance(at[-1], int) else ""
         line = _one_line_error(capsys, name, field)
         if how == "huge":
             assert "float range" in line
+
+
+@pytest.mark.parametrize("kind,name", [("detect", "metrics.json"), ("audit", "metrics.json"),
+                                       ("audit", "verdicts.json"), ("copying", "metrics.json")])
+def test_rescore_repairs_a_damaged_derived_file(runs, tmp_path, kind, name):
+    run_dir = tmp_path / kind
+    shutil.copytree(runs / kind, run_dir)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    (run_dir / name).write_text('{"cut short": [1')
+    assert main(["report", str(run_dir)]) == 2  # the report reads what is there
+    assert main(["rescore", str(run_dir)]) == 0
+    (run_dir / "report.html").unlink(missing_ok=True)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+@pytest.mark.parametrize("kind, edit, says", [
+    ("detect", lambda lines: [], "no row for"),
+    ("detect", lambda lines: lines[1:], "no row for 1 of"),
+    ("detect", lambda lines: lines + lines[:1], "has two rows (lines 1 and"),
+    ("audit", lambda lines: lines[:-1], "no row for 1 of"),
+    ("audit", lambda lines: lines + [json.dumps({**json.loads(lines[0]), "id": "stray"})], "'stray' is not in"),
+])
+def test_scores_that_do_not_match_the_passages_are_refused_and_nothing_is_rewritten(runs, tmp_path, capsys,
+                                                                                     kind, edit, says):
+    run_dir = tmp_path / kind
+    shutil.copytree(runs / kind, run_dir)
+    scores = run_dir / "scores.jsonl"
+    scores.write_text("".join(line + "\n" for line in edit(scores.read_text().splitlines())))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    for command in ("rescore", "report"):
+        assert main([command, str(run_dir)]) == 2
+        _one_line_error(capsys, "scores.jsonl", says)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before  # metrics.json kept, nothing written
 
 
 @pytest.mark.parametrize("kind", ["detect", "audit", "copying"])
