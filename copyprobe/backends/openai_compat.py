@@ -237,6 +237,8 @@ class OpenAIBackend(Backend):
         self.api_key_env = api_key_env
         self.__key = _checked_key(os.environ.get(api_key_env) or None, api_key_env)  # never stored elsewhere
         self.__forms = _key_forms(self.__key)  # what a server or a library could echo of it
+        # runs of 8 of its characters: what an answer must not hold (scrub_key's partial echoes)
+        self.__windows = tuple(self.__key[i:i + 8] for i in range(len(self.__key) - 7)) if self.__key else ()
         self.concurrency = concurrency
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -332,6 +334,16 @@ class OpenAIBackend(Backend):
         return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
 
     # -- HTTP ------------------------------------------------------------------------
+    def _scrub_strings(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with the key taken out of every string in it."""
+        if isinstance(value, str):
+            return scrub_key(value, self.__key, self.__forms)
+        if isinstance(value, list):
+            return [self._scrub_strings(v) for v in value]
+        if isinstance(value, dict):
+            return {self._scrub_strings(k): self._scrub_strings(v) for k, v in value.items()}
+        return value
+
     def _scrub(self, text: str) -> str:
         return " ".join(scrub_key(text, self.__key, self.__forms).split())[:300]
 
@@ -382,11 +394,16 @@ class OpenAIBackend(Backend):
         except ValueError as exc:  # a request urllib refuses to build (its text may quote a header)
             raise _RunWide(f"cannot send a request to {self.base_url}: {self._scrub(str(exc))}") from None
         try:
-            payload = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            payload = json.loads(text)
             if not isinstance(payload, dict):
                 raise ValueError("not an object")
         except (ValueError, UnicodeDecodeError):
             raise _Retryable(f"unreadable JSON from {self.base_url}{path}") from None
+        if self.__key and any(w in text for w in self.__windows + self.__forms):
+            # a server that echoes the request's headers into an answer: what is cached,
+            # scored and reported is the answer without the key
+            payload = self._scrub_strings(payload)
         if "error" in payload and "choices" not in payload and "data" not in payload:
             err = payload["error"]
             msg = err.get("message") if isinstance(err, dict) else err

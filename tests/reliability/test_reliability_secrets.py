@@ -71,6 +71,34 @@ def test_api_key_is_in_no_file_and_no_output(tmp_path, fake_openai):
         assert not any(f in stream for f in fragments(SECRET))
 
 
+def test_a_key_the_server_echoes_in_its_answers_is_in_no_file(tmp_path, fake_openai):
+    """A server (or a proxy) that writes the request's Authorization header into the text it
+    generates: the answer is cached, scored and reported without it."""
+    rows = make_passages(4, seed=23, words=60)
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    server = fake_openai(api_key=SECRET)
+    plain = server.answer
+
+    def echoing(path, body):
+        out = plain(path, body)
+        for choice in out["choices"]:
+            if "text" in choice:
+                choice["text"] = f"Sure! your Bearer {SECRET} and {SECRET[8:30]}... " + choice["text"]
+        return out
+
+    server.answer_fn = echoing
+    result = run(cli_cmd("detect", "--model", f"openai:tiny-model@{server.base_url}", "--data", str(data),
+                         "--methods", "prefix_probe", "--out", str(tmp_path / "run"), "--bootstrap", "20",
+                         "--no-progress", "--report"),
+                 env=sandbox_env(tmp_path, SECRET))
+    assert result.returncode == 0, result.stderr
+    scores = (tmp_path / "run" / "scores.jsonl").read_text()
+    assert "Sure! your Bearer ***" in scores  # the answer was kept, less the key
+    assert files_holding(tmp_path, fragments(SECRET)) == []
+    for stream in (result.stdout, result.stderr):
+        assert not any(f in stream for f in fragments(SECRET))
+
+
 def test_rejected_key_is_not_echoed(tmp_path, fake_openai):
     rows = make_passages(4, seed=22, words=60)
     data = write_jsonl(tmp_path / "data.jsonl", rows)
