@@ -101,7 +101,11 @@ def _main(argv: list[str] | None) -> int:
         _interrupts.told = True
         return 130
     except MemoryError:
-        print("copyprobe: error: out of memory; try a smaller --batch-size", file=sys.stderr)
+        # name only what this command can lower (rescore has no --batch-size)
+        flags = [f for f, dest in (("--batch-size", "batch_size"), ("--bootstrap", "n_bootstrap"),
+                                    ("--bootstrap", "bootstrap"), ("--limit", "limit")) if hasattr(args, dest)]
+        hint = f"; try a smaller {' or '.join(dict.fromkeys(flags))}" if flags else ""
+        print(f"copyprobe: error: out of memory{hint}", file=sys.stderr)
         return 2
     except OSError as exc:  # the environment: full disk, read-only, a directory, permissions
         print(f"copyprobe: error: {describe_os_error(exc)}", file=sys.stderr)

@@ -26,6 +26,7 @@ from copyprobe.copying.fluency import FluencyJudge
 from copyprobe.engine import Collected, Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.params import (
+    BOOTSTRAP_COUNT,
     COUNT,
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -96,7 +97,7 @@ SETTINGS = Settings(
     Setting("nonliteral_max_tokens", 1024, COUNT, "max new tokens of stories (1024 as the paper)"),
     Setting("limit", None, Optional(COUNT), "only the first N items of each task (a quick try-out)"),
     Setting("baseline", True, Boolean(), "also score literal copying on clean text"),
-    Setting("n_bootstrap", 1000, NON_NEGATIVE_INT, "bootstrap resamples of the CI of the difference to the baseline"),
+    Setting("n_bootstrap", 1000, BOOTSTRAP_COUNT, "bootstrap resamples of the CI of the difference to the baseline"),
 )
 
 # the settings of the MemFree filter, which copying() builds into the backend

@@ -101,3 +101,61 @@ def test_the_program_does_not_wait_for_the_blind_baselines_fit():
                               text=True, timeout=45)
     assert proc.returncode == 130, proc.stderr
     assert "terminate called" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["detect", "--model", "fake", "--data", "d.jsonl", "--methods", "loss", "--out", "o", "--bootstrap", "10001"],
+    ["copying", "--model", "fake", "--data", "d.jsonl", "--out", "o", "--bootstrap", "100000000"],
+    ["rescore", "run", "--bootstrap", "20000"],
+])
+def test_bootstrap_resamples_are_bounded_before_any_work(argv, capsys):
+    from copyprobe.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--bootstrap" in err and "10000" in err
+
+
+def test_a_run_record_asking_for_more_resamples_is_refused_by_rescore(tmp_path, capsys):
+    import json
+
+    from copyprobe.cli.main import main
+    from copyprobe.reports.sample import write_sample_run
+
+    run_dir = write_sample_run(tmp_path / "run")
+    record = json.loads((run_dir / "run.json").read_text())
+    record["bootstrap"]["n"] = 10**12
+    (run_dir / "run.json").write_text(json.dumps(record))
+    before = (run_dir / "metrics.json").read_bytes()
+    assert main(["rescore", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bootstrap" in err and "at most 10,000" in err
+    assert (run_dir / "metrics.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, named, not_named", [
+    (["rescore", "run"], "--bootstrap", "--batch-size"),
+    (["detect", "--model", "fake", "--data", "d.jsonl", "--methods", "loss", "--out", "o"], "--batch-size", None),
+])
+def test_out_of_memory_names_only_what_the_command_can_lower(monkeypatch, capsys, argv, named, not_named):
+    from copyprobe.cli import main as cli_main
+
+    real = cli_main.build_parser
+
+    def parser_whose_command_runs_out_of_memory():
+        parser = real()
+        parser.set_defaults(func=None)
+        parsed = parser.parse_args
+
+        def parse(args=None, namespace=None):
+            out = parsed(args, namespace)
+            out.func = lambda _: (_ for _ in ()).throw(MemoryError())
+            return out
+        parser.parse_args = parse
+        return parser
+
+    monkeypatch.setattr(cli_main, "build_parser", parser_whose_command_runs_out_of_memory)
+    assert cli_main.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("copyprobe: error: out of memory; try a smaller") and named in err
+    assert not_named is None or not_named not in err

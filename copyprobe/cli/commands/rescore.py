@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from copyprobe.params import NON_NEGATIVE_INT, option_type
+from copyprobe.params import BOOTSTRAP_COUNT, option_type
 
 
 HELP = "recompute metrics, verdicts, canary.json and report from a run directory (no model is loaded)"
@@ -18,7 +18,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by detect, audit, demo, copying or canary test")
-    parser.add_argument("--bootstrap", type=option_type(NON_NEGATIVE_INT, "--bootstrap"), default=None,
+    parser.add_argument("--bootstrap", type=option_type(BOOTSTRAP_COUNT, "--bootstrap"), default=None,
                         help="bootstrap resamples (default: the number the run used)")
     parser.add_argument("--report", action="store_true", help="also write report.html (detect and audit runs)")
     parser.add_argument("--kit", default=None,
