@@ -96,6 +96,11 @@ class _Fatal(Exception):
     """A failure of this request that retrying will not fix (e.g. 400 prompt too long)."""
 
 
+class _GaveUp(_Fatal):
+    """Transient failures until the retries ran out (HTTP 5xx, unreadable answers): the
+    server is in trouble, which says nothing about what it can answer."""
+
+
 class _RunWide(Exception):
     """A failure that concerns every request (unreachable, 401/403/404)."""
 
@@ -426,7 +431,7 @@ class OpenAIBackend(Backend):
                 if attempt >= self.max_retries:
                     if exc.reason.startswith("cannot reach"):
                         raise _RunWide(exc.reason) from None
-                    raise _Fatal(f"{exc.reason} (gave up after {attempt + 1} attempts)") from None
+                    raise _GaveUp(f"{exc.reason} (gave up after {attempt + 1} attempts)") from None
                 delay = exc.delay
                 if delay is None:
                     delay = self.backoff * (2**attempt) * random.uniform(0.5, 1.5)
@@ -546,10 +551,16 @@ class OpenAIBackend(Backend):
             lp = payload["choices"][0]["logprobs"]
             values = [v for v in lp["token_logprobs"] if v is not None]
             return len(values) >= 2
-        except _RunWide as exc:
-            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except (_RunWide, _GaveUp) as exc:
+            raise BackendError(f"model {self.spec!r}: {self._probe_failed(exc)}") from None
         except (_Fatal, KeyError, IndexError, TypeError):
             return False
+
+    @staticmethod
+    def _probe_failed(exc: Exception) -> str:
+        # a server in trouble is not a server without the capability: say what went wrong
+        return (f"asked what the server can answer, got no usable answer: {exc}" if isinstance(exc, _GaveUp)
+                else str(exc))
 
     def probe_top_logprobs(self, route: str = "completions") -> bool:
         """Does ``route`` ("completions" or "chat") return top-k log-probs of a generated
@@ -563,8 +574,8 @@ class OpenAIBackend(Backend):
             body.update(prompt="The quick brown fox", logprobs=2)
             lp = self._call("/completions", body)["choices"][0].get("logprobs") or {}
             return bool((lp.get("top_logprobs") or [None])[0])
-        except _RunWide as exc:
-            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except (_RunWide, _GaveUp) as exc:
+            raise BackendError(f"model {self.spec!r}: {self._probe_failed(exc)}") from None
         except (_Fatal, KeyError, IndexError, TypeError, AttributeError):
             return False
 

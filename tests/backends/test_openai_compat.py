@@ -230,6 +230,22 @@ def test_top_logprobs_probed_once_per_route_and_refused_before_any_request(api, 
     assert fixed.answer([GenerateRequest(prompt="a b")])[0].text  # plain generation still works
 
 
+@pytest.mark.parametrize("trouble", [("status", 500, {}, '{"error": {"message": "model crashed"}}'), ("garbled",)])
+@pytest.mark.parametrize("probe", ["prompt", "top"])
+def test_a_server_in_trouble_is_not_taken_for_one_without_the_capability(api, monkeypatch, trouble, probe):
+    backend = backend_for(api, monkeypatch, max_retries=1)
+    api.script = [trouble, trouble]
+    request = (TokenLogprobsRequest(text="a b c", stats=False) if probe == "prompt"
+               else GenerateRequest(prompt="a b", max_tokens=1, top_logprobs=5))
+    with pytest.raises(BackendError) as caught:
+        backend.check([request])
+    assert not isinstance(caught.value, CapabilityError)
+    message = str(caught.value)
+    assert "gave up after 2 attempts" in message and "cannot answer" not in message
+    assert ("HTTP 500" in message and "model crashed" in message) if trouble[0] == "status" else "unreadable JSON" in message
+    backend.check([request])  # the server recovered: the probe is asked again and answers
+
+
 def test_min_k_pp_fails_before_any_request(api, monkeypatch):
     backend = backend_for(api, monkeypatch)
     method = make_method("min_k_pp")
