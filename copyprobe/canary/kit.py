@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from copyprobe.canary.generate import STYLES, Drbg, candidates, seed_bytes
+from copyprobe.canary.generate import STYLES, TRAP_LENGTH, WORDS_LENGTH, Drbg, candidates, seed_bytes
 from copyprobe.canary.normalise import contains, normalise
 from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
@@ -171,21 +171,34 @@ def kit_from_manifest(manifest: dict[str, Any], kit_dir: str | os.PathLike = "."
                document=Path(document) if document is not None else path / manifest["document"]["file"])
 
 
+# upper bounds of a kit: past them a kit takes minutes to draw and hours to test (a test
+# scores every candidate), and the smallest p-value, 1 / n_candidates, is already 1e-5
+MAX_CANDIDATES = 100_000
+MAX_CANARIES = 1_000
+MAX_REPEAT = 1_000
+MAX_WORDS = 500
+# words drawn for a whole kit (candidates x canaries x words a candidate): 10 million take
+# about a minute and a half and 50 MB here; 100,000 candidates of 500 words took 8 minutes
+MAX_KIT_WORDS = 10_000_000
+
+
 def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: int = 100, style: str = "sentences",
              repeat: int | None = None, seed: str | int | None = None, n_canaries: int = 1,
              n_words: int | None = None, command: list[str] | None = None) -> Kit:
     """Draw the canaries, mark the document, write the kit; returns the loaded kit."""
     if style not in STYLES:
         raise ConfigError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
-    if n_candidates < 2:
-        raise ConfigError(f"n_candidates must be at least 2, got {n_candidates}")
-    if n_canaries < 1:
-        raise ConfigError(f"n_canaries must be at least 1, got {n_canaries}")
     repeat = DEFAULT_REPEAT[style] if repeat is None else repeat
-    if repeat < 1:
-        raise ConfigError(f"repeat must be at least 1, got {repeat}")
-    if n_words is not None and n_words < 1:
-        raise ConfigError(f"n_words must be at least 1, got {n_words}")
+    for name, value, low, high in (("n_candidates", n_candidates, 2, MAX_CANDIDATES),
+                                   ("n_canaries", n_canaries, 1, MAX_CANARIES), ("repeat", repeat, 1, MAX_REPEAT),
+                                   ("n_words", n_words, 1, MAX_WORDS)):
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"{name} must be in [{low}, {high:,}], got {value}")
+    per_candidate = n_words or {"words": WORDS_LENGTH, "trap": TRAP_LENGTH}.get(style, 0)
+    if n_candidates * n_canaries * per_candidate > MAX_KIT_WORDS:
+        raise ConfigError(f"{n_canaries} canar{'y' if n_canaries == 1 else 'ies'} of {n_candidates:,} candidates of "
+                          f"{per_candidate} words draw {n_candidates * n_canaries * per_candidate:,} words; at most "
+                          f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")

@@ -96,6 +96,36 @@ def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     assert "at least 2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--n-candidates", "100000001"], "--n-candidates must be at most 100,000"),
+    (["--n-canaries", "1001"], "--n-canaries must be at most 1,000"),
+    (["--repeat", "1001"], "--repeat must be at most 1,000"),
+    (["--n-words", "501"], "--n-words must be at most 500"),
+    (["--n-candidates", "9" * 400], "--n-candidates must be an integer"),
+    (["--n-candidates", "100000", "--style", "words", "--n-words", "101"], "draw 10,100,000 words; at most 10,000,000"),
+    (["--n-candidates", "1000", "--n-canaries", "401", "--style", "trap"], "draw 10,025,000 words"),
+])
+def test_make_refuses_a_kit_too_large_to_draw_before_drawing(tmp_path, capsys, args, says):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("A plain paragraph of prose that could hold a canary or two. " * 40)
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "k"), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err
+    assert not (tmp_path / "k").exists()
+
+
+def test_make_interrupted_says_no_kit_was_made(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("copyprobe.canary.kit.make_kit", interrupted)
+    doc = tmp_path / "doc.txt"
+    doc.write_text("Some prose. " * 50)
+    assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "k")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("copyprobe: interrupted; no kit was made") and "cache" not in err
+
+
 @pytest.mark.model
 def test_make_and_test_on_smollm2_offline(tmp_path, capsys):
     """The two commands on the bundled smollm2, loaded by the CLI itself (no network)."""

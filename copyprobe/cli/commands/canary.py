@@ -50,30 +50,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
-def _at_least(low: int, name: str):
+def _at_least(low: int, name: str, high: int | None = None):
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 40 else None
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+            value = None
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text[:40]!r}")
         if value < low:
             raise argparse.ArgumentTypeError(f"{name} must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{name} must be at most {high:,}, got {value}")
         return value
     return parse
 
 
 def add_make_arguments(parser: argparse.ArgumentParser) -> None:
+    from copyprobe.canary.kit import MAX_CANARIES, MAX_CANDIDATES, MAX_REPEAT, MAX_WORDS
+
     parser.add_argument("--doc", required=True, help="the document to mark (UTF-8 text)")
     parser.add_argument("--out", required=True, help="kit directory to write (must not hold a kit yet)")
-    parser.add_argument("--n-candidates", type=_at_least(2, "--n-candidates"), default=100,
+    parser.add_argument("--n-candidates", type=_at_least(2, "--n-candidates", MAX_CANDIDATES), default=100,
                         help="candidates per canary, published one included (default 100: smallest p = 0.01)")
-    parser.add_argument("--n-canaries", type=_at_least(1, "--n-canaries"), default=1,
+    parser.add_argument("--n-canaries", type=_at_least(1, "--n-canaries", MAX_CANARIES), default=1,
                         help="independent canaries in the document (default 1)")
     parser.add_argument("--style", choices=("sentences", "words", "trap"), default="sentences",
                         help="fictional sentences (default), random words, or trap sequences (Meeus et al. 2024)")
-    parser.add_argument("--repeat", type=_at_least(1, "--repeat"), default=None,
+    parser.add_argument("--repeat", type=_at_least(1, "--repeat", MAX_REPEAT), default=None,
                         help="copies of each published canary in the document (default 1; 10 for trap)")
-    parser.add_argument("--n-words", type=_at_least(1, "--n-words"), default=None,
+    parser.add_argument("--n-words", type=_at_least(1, "--n-words", MAX_WORDS), default=None,
                         help="words per words/trap candidate (default 12 / 25)")
     parser.add_argument("--seed", default=None,
                         help="seed of the random draws, for a reproducible kit (default: 32 bytes from the OS); "
@@ -94,10 +100,16 @@ def add_test_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_make(args: argparse.Namespace) -> int:
     from copyprobe.canary.kit import MANIFEST, make_kit
+    from copyprobe.errors import Interrupted
 
-    kit = make_kit(args.doc, args.out, n_candidates=args.n_candidates, style=args.style, repeat=args.repeat,
-                   seed=args.seed, n_canaries=args.n_canaries, n_words=args.n_words,
-                   command=["copyprobe", *sys.argv[1:]])
+    try:
+        kit = make_kit(args.doc, args.out, n_candidates=args.n_candidates, style=args.style, repeat=args.repeat,
+                       seed=args.seed, n_canaries=args.n_canaries, n_words=args.n_words,
+                       command=["copyprobe", *sys.argv[1:]])
+    except KeyboardInterrupt:
+        # a kit has no cache to resume from: the default words ("run again to resume") would mislead
+        raise Interrupted(f"interrupted; no kit was made (anything written to {args.out} is incomplete: "
+                          f"remove it before making a kit there)") from None
     copies = sum(len(c.positions) for c in kit.canaries)
     print(f"{len(kit.canaries)} canar{'y' if len(kit.canaries) == 1 else 'ies'} of {args.n_candidates} candidates "
           f"({kit.style}), {copies} cop{'y' if copies == 1 else 'ies'} inserted")
