@@ -237,6 +237,8 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None) -> Path:
     With ``kind``, a directory that already holds a run is reused only when it is a
     copyprobe run of the same kind (the same command run again): files of another kind,
     another tool or a damaged record are never silently replaced."""
+    if not str(out).strip():  # Path("") is the working directory: never meant
+        raise ConfigError("the output directory is empty; name a directory for the run")
     path = Path(out)
     if kind is not None:
         _check_reusable(path, kind)
