@@ -222,7 +222,7 @@ def test_blind_warning_shown_prominently_and_printed_by_cli(tmp_path, capsys):
     assert "WARNING" in captured.err and "0.93" in captured.err and len(captured.err.splitlines()) == 1
     html = out.read_text(encoding="utf-8")
     page = Page(html)
-    assert "blind-warning" in page.ids
+    assert "blind-warning" in page.ids and "audit-auc-note" not in page.ids  # members and non-members here
     # the warning comes before the summary table
     assert html.index('id="blind-warning"') < html.index('id="summary-table"')
     assert "No failed scores." in page.text

@@ -184,6 +184,8 @@ def test_format2_states_the_test_guard_and_collection(three_words):
     assert "90% of them, or than all of them" in report["rule"]
     assert test["clean documents"].startswith("19 scored")
     assert test["rule"] == report["rule"]
+    # the suspect-vs-clean AUCs of the summary are said not to be the audit's test
+    assert "audit-auc-note" in page.ids and html.index('id="audit-auc-note"') < html.index('id="summary-table"')
     # the collection test: its verdict, reason and p-values
     collection = report["collection"]
     assert "verdict-collection" in page.ids
