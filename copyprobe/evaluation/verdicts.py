@@ -392,9 +392,10 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
     if test != "t" or z is None or not math.isfinite(z):
         return None
     if stats.norm.sf(z) > alpha:
-        return (f"no number of clean documents would make this standing significant: it is {z:.2f} standard "
-                f"deviations of the clean documents above their mean, and alpha = {alpha} needs more than "
-                f"{stats.norm.isf(alpha):.2f}")
+        where = f"{z:.2f} standard deviations of the clean documents above" if z >= 0 else \
+            f"{-z:.2f} standard deviations of the clean documents below"
+        return (f"no number of clean documents would make this standing significant: it is {where} their "
+                f"mean, and alpha = {alpha} needs more than {stats.norm.isf(alpha):.2f} above it")
     more = next((n for n in range(k + 1, 100_001) if stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha), None)
     if more is None:
         return None

@@ -284,6 +284,15 @@ def test_a_standing_no_clean_set_can_make_significant_says_so():
     assert row["verdict"] == NO_EVIDENCE and row["rank"] == 2
     assert "within the range of the clean documents" in row["reason"] and "1 of the 6 clean documents scores" in row["reason"]
     assert "no number of clean documents would make this standing significant" in row["reason"]
+    z = (0.9 - np.mean(clean)) / np.std(clean, ddof=1)
+    assert f"it is {z:.2f} standard deviations of the clean documents above their mean" in row["reason"]
+    # a suspect below the clean documents is said to be below them, not "-1.90 ... above"
+    docs["s"] = (1, docs["s"][1], [-1.5] * 3)
+    scores, doc_of, labels, texts = build(docs)
+    row = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss")["documents"][0]
+    z = (-1.5 - np.mean(clean)) / np.std(clean, ddof=1)
+    assert z < 0 and f"it is {-z:.2f} standard deviations of the clean documents below their mean" in row["reason"]
+    assert "-" not in row["reason"].split("it is ")[1].split(" standard")[0]
 
 
 def test_t_guard_measures_how_far_a_suspect_stands_out():
