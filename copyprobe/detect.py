@@ -16,7 +16,8 @@ from copyprobe.data.example import Example
 from copyprobe.engine import Chunk, Chunked, Collected, Derived, Executed, RunKind, execute
 from copyprobe.errors import DataError
 from copyprobe.methods.base import Method
-from copyprobe.params import LIMIT_SETTING, SEED_SETTING, Boolean, OneOf, Setting, Settings, n_bootstrap_setting
+from copyprobe.params import (LIMIT_SETTING, MAX_BOOTSTRAP, SEED_SETTING, Boolean, OneOf, Setting, Settings,
+                              n_bootstrap_setting)
 from copyprobe.drive import DriveStats, ProgressFactory
 from copyprobe.scoring import (
     TRAIN_SPLITS,
@@ -228,9 +229,13 @@ def derive_metrics(run: record.Run) -> Derived:
         raise DataError(f"{run.dir / 'examples.jsonl'} is missing: the texts are needed for the blind baseline")
     texts = {str(e.get("id")): e.get("text", "") for e in run.examples}
     boot = rec.bootstrap or {}
+    n_bootstrap = int(boot.get("n", 1000))
+    if n_bootstrap > MAX_BOOTSTRAP:  # a hand-edited record, or one from before the bound: read, not recomputed
+        raise DataError(f"{run.dir / 'run.json'} asks for {n_bootstrap:,} bootstrap resamples; metrics are "
+                        f"recomputed with at most {MAX_BOOTSTRAP:,} (give a number of resamples)")
     metrics, notes = summarize(
         run.scores or [], texts, list(rec.methods), rec.train_ids,
-        n_bootstrap=int(boot.get("n", 1000)),
+        n_bootstrap=n_bootstrap,
         seed=int(boot.get("seed", rec.seed or 0)),
         blind_baseline=rec.blind_baseline is not False,
         sources={str(e.get("id")): e["source"] for e in run.examples if isinstance(e.get("source"), str)},

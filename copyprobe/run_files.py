@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 from copyprobe.errors import DataError
 from copyprobe.files import read_json, read_jsonl
-from copyprobe.params import MAX_BOOTSTRAP
 
 
 class _Bad(Exception):
@@ -111,14 +110,6 @@ def at_least(shape: Shape, low: float) -> Shape:
         shape(value, where)
         if value < low:
             raise _Bad(where, f"must be at least {low}, got {value}")
-    return check
-
-
-def at_most(shape: Shape, high: float) -> Shape:
-    def check(value: Any, where: str) -> None:
-        shape(value, where)
-        if value > high:
-            raise _Bad(where, f"must be at most {high:,}, got {value:,}")
     return check
 
 
@@ -240,7 +231,7 @@ RUN = obj(optional={
     "copyprobe_version": opt(STR), "versions": dict_of(STR), "model": opt(obj()), "models": obj(),
     "methods": dict_of(obj()), "data": obj(), "n_passages": opt(at_least(INT, 0)),
     "n_tokens": opt(at_least(INT, 0)), "timings": dict_of(opt(ANY)), "cache": obj(), "requests": obj(),
-    "seed": opt(INT), "bootstrap": obj(optional={"n": at_most(at_least(INT, 0), MAX_BOOTSTRAP), "seed": INT}),
+    "seed": opt(INT), "bootstrap": obj(optional={"n": at_least(INT, 0), "seed": INT}),
     "blind_baseline": opt(BOOL), "train_ids": dict_of(lst(ID)), "failures": lst(obj()), "notes": lst(STR),
     "audit": opt(obj(required={"method": STR, "alpha": NUM},
                      optional={"suspect": opt(STR), "clean": opt(STR), "test": one_of("rank", "t"),

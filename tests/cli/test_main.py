@@ -131,6 +131,9 @@ def test_a_run_record_asking_for_more_resamples_is_refused_by_rescore(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bootstrap" in err and "at most 10,000" in err
     assert (run_dir / "metrics.json").read_bytes() == before
+    assert main(["report", str(run_dir)]) == 0  # such a run is still read: only recomputing is bounded
+    assert main(["rescore", str(run_dir), "--bootstrap", "50"]) == 0
+    assert json.loads((run_dir / "run.json").read_text())["bootstrap"]["n"] == 50
 
 
 @pytest.mark.parametrize("argv, named, not_named", [
