@@ -194,7 +194,8 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
                                    ("n_words", n_words, 1, MAX_WORDS)):
         if value is not None and not low <= value <= high:
             raise ConfigError(f"{name} must be in [{low}, {high:,}], got {value}")
-    per_candidate = n_words or {"words": WORDS_LENGTH, "trap": TRAP_LENGTH}.get(style, 0)
+    # a fictional sentence has about 16 words (generate.sentence)
+    per_candidate = n_words or {"words": WORDS_LENGTH, "trap": TRAP_LENGTH}.get(style, 16)
     if n_candidates * n_canaries * per_candidate > MAX_KIT_WORDS:
         raise ConfigError(f"{n_canaries} canar{'y' if n_canaries == 1 else 'ies'} of {n_candidates:,} candidates of "
                           f"{per_candidate} words draw {n_candidates * n_canaries * per_candidate:,} words; at most "

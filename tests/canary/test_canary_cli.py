@@ -104,6 +104,7 @@ def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     (["--n-candidates", "9" * 400], "--n-candidates must be an integer"),
     (["--n-candidates", "100000", "--style", "words", "--n-words", "101"], "draw 10,100,000 words; at most 10,000,000"),
     (["--n-candidates", "1000", "--n-canaries", "401", "--style", "trap"], "draw 10,025,000 words"),
+    (["--n-candidates", "100000", "--n-canaries", "7"], "7 canaries of 100,000 candidates of 16 words"),
 ])
 def test_make_refuses_a_kit_too_large_to_draw_before_drawing(tmp_path, capsys, args, says):
     doc = tmp_path / "doc.txt"
