@@ -242,6 +242,7 @@ class OpenAIBackend(Backend):
         self.api_key_env = api_key_env
         self.__key = _checked_key(os.environ.get(api_key_env) or None, api_key_env)  # never stored elsewhere
         self.__forms = _key_forms(self.__key)  # what a server or a library could echo of it
+        self._probe_answers: dict[str, str] = {}  # capability -> the error a probe for it got
         # runs of 8 of its characters: what an answer must not hold (scrub_key's partial echoes)
         self.__windows = tuple(self.__key[i:i + 8] for i in range(len(self.__key) - 7)) if self.__key else ()
         self.concurrency = concurrency
@@ -315,8 +316,17 @@ class OpenAIBackend(Backend):
         if lacking:
             path = "/chat/completions" if lacking[0] == "chat" else "/completions"
             raise CapabilityError(f"model {self.spec!r} cannot answer {TOP_LOGPROBS} requests: the server "
-                                  f"returns no top log-probs of generated tokens on {path}")
-        super().check(requests)
+                                  f"returns no top log-probs of generated tokens on {path}"
+                                  + self._probe_answer(TOP_LOGPROBS))
+        try:
+            super().check(requests)
+        except CapabilityError as exc:
+            raise CapabilityError(f"{exc}{self._probe_answer(TOKEN_LOGPROBS)}") from None
+
+    def _probe_answer(self, capability: str) -> str:
+        """'; asked, the server answered: HTTP 500 ...' where a probe for it met an error."""
+        answer = self._probe_answers.get(capability)
+        return f"; asked, the server answered: {answer}" if answer else ""
 
     def info(self) -> dict[str, Any]:
         return {
@@ -551,16 +561,15 @@ class OpenAIBackend(Backend):
             lp = payload["choices"][0]["logprobs"]
             values = [v for v in lp["token_logprobs"] if v is not None]
             return len(values) >= 2
-        except (_RunWide, _GaveUp) as exc:
-            raise BackendError(f"model {self.spec!r}: {self._probe_failed(exc)}") from None
+        except _RunWide as exc:
+            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except _GaveUp as exc:
+            # llama.cpp's server says "logprobs is not supported" with HTTP 500, so a 5xx is
+            # taken as "cannot"; the refusal then quotes it, as a server in trouble looks the same
+            self._probe_answers[TOKEN_LOGPROBS] = str(exc)
+            return False
         except (_Fatal, KeyError, IndexError, TypeError):
             return False
-
-    @staticmethod
-    def _probe_failed(exc: Exception) -> str:
-        # a server in trouble is not a server without the capability: say what went wrong
-        return (f"asked what the server can answer, got no usable answer: {exc}" if isinstance(exc, _GaveUp)
-                else str(exc))
 
     def probe_top_logprobs(self, route: str = "completions") -> bool:
         """Does ``route`` ("completions" or "chat") return top-k log-probs of a generated
@@ -574,8 +583,11 @@ class OpenAIBackend(Backend):
             body.update(prompt="The quick brown fox", logprobs=2)
             lp = self._call("/completions", body)["choices"][0].get("logprobs") or {}
             return bool((lp.get("top_logprobs") or [None])[0])
-        except (_RunWide, _GaveUp) as exc:
-            raise BackendError(f"model {self.spec!r}: {self._probe_failed(exc)}") from None
+        except _RunWide as exc:
+            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except _GaveUp as exc:  # as in probe_prompt_logprobs
+            self._probe_answers[TOP_LOGPROBS] = str(exc)
+            return False
         except (_Fatal, KeyError, IndexError, TypeError, AttributeError):
             return False
 

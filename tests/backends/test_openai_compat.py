@@ -232,18 +232,27 @@ def test_top_logprobs_probed_once_per_route_and_refused_before_any_request(api, 
 
 @pytest.mark.parametrize("trouble", [("status", 500, {}, '{"error": {"message": "model crashed"}}'), ("garbled",)])
 @pytest.mark.parametrize("probe", ["prompt", "top"])
-def test_a_server_in_trouble_is_not_taken_for_one_without_the_capability(api, monkeypatch, trouble, probe):
+def test_a_probe_that_met_server_errors_quotes_them_in_the_refusal(api, monkeypatch, trouble, probe):
+    """llama.cpp's server refuses prompt log-probs with HTTP 500 ("logprobs is not
+    supported ..."), so a probe that meets 5xx answers takes the capability as missing (audit
+    --method auto then picks another score); the refusal says what the server answered, so a
+    server in trouble is not mistaken for one without the capability."""
     backend = backend_for(api, monkeypatch, max_retries=1)
     api.script = [trouble, trouble]
     request = (TokenLogprobsRequest(text="a b c", stats=False) if probe == "prompt"
                else GenerateRequest(prompt="a b", max_tokens=1, top_logprobs=5))
-    with pytest.raises(BackendError) as caught:
+    with pytest.raises(CapabilityError) as caught:
         backend.check([request])
-    assert not isinstance(caught.value, CapabilityError)
     message = str(caught.value)
-    assert "gave up after 2 attempts" in message and "cannot answer" not in message
+    assert "cannot answer" in message and "asked, the server answered:" in message
+    assert "gave up after 2 attempts" in message
     assert ("HTTP 500" in message and "model crashed" in message) if trouble[0] == "status" else "unreadable JSON" in message
-    backend.check([request])  # the server recovered: the probe is asked again and answers
+    plain = backend_for(api, monkeypatch, max_retries=1)  # a server that simply lacks it: nothing quoted
+    api.script = [("status", 400, {}, json.dumps({"error": {"message": "echo not supported"}}))]
+    if probe == "prompt":
+        with pytest.raises(CapabilityError) as caught:
+            plain.check([request])
+        assert "asked, the server answered" not in str(caught.value)
 
 
 def test_min_k_pp_fails_before_any_request(api, monkeypatch):

@@ -73,7 +73,7 @@ def test_every_setting_read_by_the_command_line_has_its_help_and_default(command
 def test_library_names_the_setting_and_the_command_line_the_option(tmp_path, capsys):
     with pytest.raises(SettingError, match=r"^alpha must be a number in \(0, 1\), got 1\.5$"):
         copyprobe.audit(FakeBackend(), ["a b c"], ["d e f"], alpha=1.5)
-    with pytest.raises(SettingError, match=r"^n_bootstrap must be an integer >= 0, got -3$"):
+    with pytest.raises(SettingError, match=r"^n_bootstrap must be an integer in \[0, 10000\], got -3$"):
         copyprobe.detect(FakeBackend(), ["a b c"], ["loss"], n_bootstrap=-3)
     code = main(["audit", "--model", "fake", "--suspect", "s.jsonl", "--clean", "c.jsonl", "--alpha", "1.5",
                  "--out", str(tmp_path / "run")])

@@ -159,7 +159,7 @@ CASES = [
     Case("batch size 0", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "0"], "argument --batch-size: expected auto or an integer >= 1, got 0"),
     Case("batch size not a number", {"data.jsonl": jsonl(GOOD)}, ["--batch-size", "8x"], "argument --batch-size: expected auto or an integer >= 1, got '8x'"),
     Case("concurrency 0", {"data.jsonl": jsonl(GOOD)}, ["--concurrency", "0"], "argument --concurrency: must be an integer >= 1, got 0"),
-    Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "argument --bootstrap: must be an integer >= 0"),
+    Case("negative bootstrap", {"data.jsonl": jsonl(GOOD)}, ["--bootstrap", "-5"], "argument --bootstrap: must be an integer in [0, 10000]"),
     Case("seed not an integer", {"data.jsonl": jsonl(GOOD)}, ["--seed", "one"], "argument --seed: expected an integer in [0, 4294967295]"),
     Case("negative seed", {"data.jsonl": jsonl(GOOD)}, ["--seed", "-1"], "argument --seed: must be an integer in [0, 4294967295], got -1"),
     Case("seed 2^32", {"data.jsonl": jsonl(GOOD)}, ["--seed", str(2**32)], "argument --seed: must be an integer in [0, 4294967295]"),
