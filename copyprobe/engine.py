@@ -227,7 +227,17 @@ def execute(
             extra=extra,
             **fields,
         )
-        derived = kind.derive(as_run(rec, collected.files, out_dir))
+        try:
+            derived = kind.derive(as_run(rec, collected.files, out_dir))
+        except BaseException as exc:
+            # the model's answers are the costly part (and with no cache the only copy):
+            # written without what derive computes, which rescore recomputes from them
+            if out_dir is not None:
+                rec.notes.append(f"the run's metrics could not be computed ({type(exc).__name__}: "
+                                 f"{str(exc)[:200] or 'no message'}); copyprobe rescore computes them from these files")
+                unfinished = {name: None for name in kind.files if name not in collected.files}
+                record.write_run(out_dir, rec, {**collected.files, **unfinished})
+            raise
         rec.notes.extend(derived.notes)
         files = {**collected.files, **derived.files}
         if out_dir is not None:

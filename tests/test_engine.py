@@ -179,3 +179,38 @@ def test_a_new_kind_is_one_module_and_one_registration(tmp_path, monkeypatch):
     assert saved.kind == "toy" and saved.extra == {"toy": {"texts": len(TEXTS)}}  # its settings section
     rescore(tmp_path / "run")
     assert (tmp_path / "run" / "best.json").read_text() == written
+
+
+@pytest.mark.parametrize("failure", [MemoryError, KeyboardInterrupt])
+def test_a_run_whose_metrics_fail_keeps_the_model_answers_for_rescore(tmp_path, monkeypatch, failure):
+    """With no cache the scores exist only in the run: a derive that fails (out of memory,
+    Ctrl-C during the bootstrap) must not take them with it."""
+    import copyprobe
+    from copyprobe.rescore import rescore
+
+    from copyprobe.data.example import Example
+
+    data = [Example(id=f"p{i}", text=f"passage {i} " + "word " * (5 + i), label=i % 2) for i in range(12)]
+    reference = copyprobe.detect(FakeBackend(), data, ["loss", "zlib"], out=tmp_path / "whole", cache=False,
+                                 n_bootstrap=50)
+    assert reference.metrics
+    backend = FakeBackend()
+
+    def fails(*args, **kwargs):
+        raise failure()
+
+    import sys
+
+    monkeypatch.setattr(sys.modules["copyprobe.detect"], "summarize", fails)  # the module, not copyprobe.detect()
+    with pytest.raises(failure):
+        copyprobe.detect(backend, data, ["loss", "zlib"], out=tmp_path / "run", cache=False, n_bootstrap=50)
+    answered = backend.calls["token_logprobs"]
+    assert answered > 0
+    run_dir = tmp_path / "run"
+    assert not (run_dir / "metrics.json").exists()
+    assert (run_dir / "scores.jsonl").read_bytes() == (tmp_path / "whole" / "scores.jsonl").read_bytes()
+    assert any("could not be computed" in n and failure.__name__ in n for n in load_run(run_dir).record.notes)
+    monkeypatch.undo()
+    rescore(run_dir)  # no model: the metrics come from the saved answers
+    assert json.loads((run_dir / "metrics.json").read_text()) == json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    assert backend.calls["token_logprobs"] == answered
