@@ -175,7 +175,7 @@ def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
     record = RunRecord.from_json(read_json(path / "run.json"), str(path / "run.json"))
     files: dict[str, Any] = {}
     names = dict(RESULT_FILES.get(record.kind, {}))
-    names.update({"verdicts.json": False, "canary.json": False, "metrics.json": False})
+    names.update(dict.fromkeys(DERIVED_FILES, False))
     for name in names:
         if not derived and name in DERIVED_FILES:
             continue

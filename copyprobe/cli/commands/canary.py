@@ -43,14 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     find = actions.add_parser("find", help=FIND_HELP, description=FIND_HELP)
     find.add_argument("manifest", metavar="MANIFEST", help="kit directory, or its private/manifest.json")
     find.add_argument("files", metavar="FILE", nargs="+", help="files to search")
-    find.add_argument("--context", type=_at_least(0, "--context"), default=60,
+    find.add_argument("--context", type=_integer_within(0, "--context"), default=60,
                       help="characters of context either side (default 60)")
     find.add_argument("--json", action="store_true", help="one JSON object per occurrence instead of text")
     find.set_defaults(func=run_find)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
-def _at_least(low: int, name: str, high: int | None = None):
+def _integer_within(low: int, name: str, high: int | None = None):
     def parse(text: str) -> int:
         try:
             value = int(text) if len(text) <= 40 else None
@@ -71,15 +71,15 @@ def add_make_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--doc", required=True, help="the document to mark (UTF-8 text)")
     parser.add_argument("--out", required=True, help="kit directory to write (must not hold a kit yet)")
-    parser.add_argument("--n-candidates", type=_at_least(2, "--n-candidates", MAX_CANDIDATES), default=100,
+    parser.add_argument("--n-candidates", type=_integer_within(2, "--n-candidates", MAX_CANDIDATES), default=100,
                         help="candidates per canary, published one included (default 100: smallest p = 0.01)")
-    parser.add_argument("--n-canaries", type=_at_least(1, "--n-canaries", MAX_CANARIES), default=1,
+    parser.add_argument("--n-canaries", type=_integer_within(1, "--n-canaries", MAX_CANARIES), default=1,
                         help="independent canaries in the document (default 1)")
     parser.add_argument("--style", choices=("sentences", "words", "trap"), default="sentences",
                         help="fictional sentences (default), random words, or trap sequences (Meeus et al. 2024)")
-    parser.add_argument("--repeat", type=_at_least(1, "--repeat", MAX_REPEAT), default=None,
+    parser.add_argument("--repeat", type=_integer_within(1, "--repeat", MAX_REPEAT), default=None,
                         help="copies of each published canary in the document (default 1; 10 for trap)")
-    parser.add_argument("--n-words", type=_at_least(1, "--n-words", MAX_WORDS), default=None,
+    parser.add_argument("--n-words", type=_integer_within(1, "--n-words", MAX_WORDS), default=None,
                         help="words per words/trap candidate (default 12 / 25)")
     parser.add_argument("--seed", default=None,
                         help="seed of the random draws, for a reproducible kit (default: 32 bytes from the OS); "
