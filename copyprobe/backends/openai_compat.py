@@ -117,6 +117,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if not model:
         raise ConfigError(f"bad model spec {spec!r}: expected openai:<model>@<base_url>")
     url = url.strip() if sep else os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    _refuse_credentials(url, "the base URL" if sep else "OPENAI_BASE_URL")
     from copyprobe.params import URL
 
     problem = URL().reason(url)  # scheme, host, IPv6 brackets, port a number in [1, 65535]
@@ -126,6 +127,21 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if parsed.path in ("", "/"):
         url = url.rstrip("/") + "/v1"
     return model, url.rstrip("/")
+
+
+def _refuse_credentials(url: str, where: str = "the base URL") -> None:
+    """Refuse ``http://user:secret@host/v1`` without repeating it: urllib sends no
+    credentials from a URL (it would take ``user:secret@host`` for the host name), and the URL
+    is written to run.json, the cache and every error message."""
+    try:
+        netloc = urllib.parse.urlsplit(url.strip()).netloc
+    except ValueError:  # a broken URL: the URL check that follows says what is wrong
+        return
+    if "@" in netloc:
+        raise ConfigError(f"{where} holds a user name or password (user:...@host), which would be written to "
+                          "run.json and the cache and is not sent: put the API key in the environment variable "
+                          "the backend reads (OPENAI_API_KEY unless api_key_env names another) and give the URL "
+                          "without it")
 
 
 # -- the API key: refused when an HTTP header cannot carry it, scrubbed from every text --
@@ -237,6 +253,8 @@ class OpenAIBackend(Backend):
                                                   "server that needs none")
         else:  # the default: optional (local servers need no key)
             api_key_env = "OPENAI_API_KEY"
+        if isinstance(base_url, str):
+            _refuse_credentials(base_url)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env

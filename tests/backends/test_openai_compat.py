@@ -90,6 +90,23 @@ def test_parse_spec():
         parse_spec("openai:m@ftp//nowhere")
 
 
+@pytest.mark.parametrize("url", ["http://user:pw-s3cret@127.0.0.1:8000/v1", "https://pw-s3cret@api.example.com",
+                                 "http://:pw-s3cret@[::1]:8000/v1"])
+def test_credentials_in_the_url_are_refused_without_repeating_them(url, monkeypatch):
+    # urllib would send them nowhere (it reads user:pw@host as the host name) and the spec
+    # lands in run.json, the cache and error messages
+    for make in (lambda: parse_spec(f"openai:m@{url}"), lambda: OpenAIBackend("m", url)):
+        with pytest.raises(ConfigError, match="user name or password") as caught:
+            make()
+        assert "s3cret" not in str(caught.value) and "OPENAI_API_KEY" in str(caught.value)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    with pytest.raises(ConfigError, match="^OPENAI_BASE_URL holds") as caught:
+        parse_spec("openai:m")
+    assert "s3cret" not in str(caught.value)
+    # an @ in the path is not a credential
+    assert parse_spec("openai:m@http://127.0.0.1:8000/v1/@x") == ("m", "http://127.0.0.1:8000/v1/@x")
+
+
 def test_fingerprint_and_info_never_hold_the_key(api, monkeypatch):
     a = backend_for(api, monkeypatch, key=SECRET)
     b = backend_for(api, monkeypatch, key="another-key")
