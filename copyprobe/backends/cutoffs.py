@@ -60,10 +60,21 @@ def check_published(text: str | None) -> str | None:
         return None
     found = _DATE.match(str(text).strip())
     if not found or (found.group(2) and not 1 <= int(found.group(2)) <= 12) or \
-            (found.group(3) and not 1 <= int(found.group(3)) <= 31):
+            (found.group(3) and not _real_day(*map(int, found.groups()))):
         raise SettingError("published", f"must be a date YYYY, YYYY-MM or YYYY-MM-DD (when the suspect text was "
                                         f"first published), got {text!r}")
     return str(text).strip()
+
+
+def _real_day(year: int, month: int, day: int) -> bool:
+    """Is YYYY-MM-DD a day of the calendar (2024-02-30 is not)?"""
+    import datetime
+
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return True
 
 
 def could_have_seen(spec: str | None, published: str | None) -> tuple[bool | None, str | None]:

@@ -161,7 +161,12 @@ def parse_params(items: list[str] | None, methods: list[str], option: str = "--m
                               if option == "--method" and len(methods) == 1 else
                               f"--param {item!r} names method {method!r}, which is not in {option}")
         cls = method_class(method)
-        params.setdefault(method, {})[name] = convert_param(cls, name, raw)
+        value = convert_param(cls, name, raw)
+        given = params.setdefault(method, {})
+        if name in given and given[name] != value:  # the last one winning would hide a typo
+            raise ConfigError(f"--param {method}.{name} is given twice, as {given[name]!r} and {value!r}: "
+                              "give it once")
+        given[name] = value
     return params
 
 

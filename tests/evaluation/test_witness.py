@@ -154,10 +154,11 @@ def test_publication_dates_against_training_cutoffs():
     assert seen is False and "2024-08" in why and "model card" in why
     assert could_have_seen("hf:./my-model", "2025")[0] is None
     assert could_have_seen("gemma-3-270m", None)[0] is None
-    for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32"):
+    for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32", "2025-02-29", "2025-04-31"):
         with pytest.raises(ConfigError, match="^published must be a date"):
             check_published(bad)
     assert check_published(" 2025-06 ") == "2025-06"
+    assert check_published("2024-02-29") == "2024-02-29"  # a leap day
 
 
 def test_a_raw_score_that_fails_the_null_battery_gives_cannot_tell_not_a_claim():
