@@ -372,7 +372,42 @@ def derive_copying(run: Run) -> Derived:
     """metrics.json from results.jsonl and the copying settings in run.json."""
     if run.results is None or not run.record.copying:
         raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
+    _check_results_match(run)
     return Derived({"metrics.json": compute_metrics(run.results, CopyConfig.from_description(run.record.copying))})
+
+
+def _check_results_match(run: Run) -> None:
+    """One results row per (task, item, template, set) that run.json says was asked for:
+    metrics recomputed from a file that lost or repeated rows would be wrong without a sign
+    of it. Rows for bad input (one per input error) are not counted."""
+    where = run.dir / "results.jsonl"
+    damaged = "the run's files are damaged; run the command again (the cache makes it cheap)"
+    line_of: dict[tuple, int] = {}
+    asked: dict[str, int] = {}
+    for line, row in enumerate(run.results or [], 1):
+        if row.get("template") is None and str(row.get("error") or "").startswith("bad input"):
+            continue
+        key = (row["task"], row["id"], row.get("template"), row.get("set"))
+        if key in line_of:
+            raise DataError(f"{where}: {row['task']} item {row['id']!r} (template {row.get('template')}) has two "
+                            f"rows (lines {line_of[key]} and {line}): {damaged}")
+        line_of[key] = line
+        asked[row["task"]] = asked.get(row["task"], 0) + 1
+    counts = (run.record.data or {}).get("counts")
+    if not isinstance(counts, dict):  # a record without the data's counts: nothing to hold the rows against
+        return
+    described = run.record.copying
+    limit = described.get("limit")
+    templates = len(described.get("templates") or ())
+    n_clean = ((run.record.data or {}).get("clean") or {}).get("n_literal", 0)
+    for task in ("literal", "nonliteral", "qa"):
+        if task not in described.get("tasks", ()):
+            continue
+        items = counts.get(task, 0) if limit is None else min(limit, counts.get(task, 0))
+        expected = items if task == "qa" else (items + (n_clean if task == "literal" else 0)) * templates
+        if asked.get(task, 0) != expected:
+            raise DataError(f"{where} has {asked.get(task, 0)} {task} rows where run.json asked for {expected}: "
+                            f"{damaged}")
 
 
 def _resample(rec: RunRecord, n_bootstrap: int | None) -> None:

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -84,6 +85,27 @@ def test_bad_input_rows_are_reported_per_item(tmp_path):
     assert errs == {"a": "empty generation", "b": "bad input: missing field 'reference'"}
     assert res["metrics"]["literal"]["n"] == 0 and res["metrics"]["literal"]["rate"] is None
     assert {f["id"] for f in res["run"]["failures"]} == {"a", "b"}
+
+
+def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
+    from copyprobe.errors import DataError
+    from copyprobe.rescore import rescore
+
+    fb, _ = _fake()
+    cfg = CopyConfig(tasks=("literal", "qa"), templates=(0, 1), limit=3, judge=BackendJudge(None))
+    copying(fb, "kjv", cfg, out=tmp_path / "run", cache=False)
+    results = tmp_path / "run" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    # 3 suspect literal items and the 3 clean ones they are matched with, in 2 templates; 3 QA items once
+    assert [r["task"] for r in rows].count("literal") == (3 + 3) * 2 and [r["task"] for r in rows].count("qa") == 3
+    rescore(tmp_path / "run")  # intact: recomputed
+    for damaged, says in ((lines + lines[:1], "has two rows (lines 1 and 16)"),
+                          (lines[:3] + lines[4:], "has 11 literal rows where run.json asked for 12"),
+                          (lines[:-1], "has 2 qa rows where run.json asked for 3")):
+        results.write_text("\n".join(damaged) + "\n")
+        with pytest.raises(DataError, match=re.escape(says)):
+            rescore(tmp_path / "run")
 
 
 @pytest.mark.parametrize("argv,message", [
