@@ -40,6 +40,7 @@ is the table's: see :meth:`FrequencyTable.check_tokens`.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import io
@@ -47,6 +48,8 @@ import itertools
 import json
 import os
 import sys
+import threading
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +57,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError, DataError, DataWarning
 
 FORMAT = 1
 DEFAULT_CHUNK_CHARS = 1 << 20  # characters read per step (about 1-4 MB of text)
@@ -264,13 +267,29 @@ def _table_from_arrays(arrays: dict[str, np.ndarray], where: str) -> FrequencyTa
 
 
 # ----------------------------------------------------------------------------- streaming
+# A web corpus of gigabytes often holds a few bytes that are not UTF-8: they are counted as
+# U+FFFD (as errors="replace" reads them), and the build says how many there were per file.
+_NOT_UTF8 = "copyprobe-freq-not-utf8"
+_not_utf8 = threading.local()  # per thread: the handler runs in the thread that reads
+
+
+def _count_and_replace(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    _not_utf8.bytes = getattr(_not_utf8, "bytes", 0) + error.end - error.start
+    return "\ufffd", error.end
+
+
+codecs.register_error(_NOT_UTF8, _count_and_replace)
+
+
 def _open_text(path: str) -> io.TextIOBase:
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors=_NOT_UTF8)
     try:
         if path.endswith(".gz"):
-            return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-        return open(path, "r", encoding="utf-8", errors="replace")
+            return gzip.open(path, "rt", encoding="utf-8", errors=_NOT_UTF8)
+        return open(path, "r", encoding="utf-8", errors=_NOT_UTF8)
     except OSError as exc:
         raise DataError(f"cannot read corpus file {path!r}: {exc.strerror or exc}") from None
 
@@ -283,6 +302,7 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
         if path != "-" and os.path.isdir(path):
             raise DataError(f"corpus {path!r} is a folder; give the text files inside it")
         handle = _open_text(path)
+        replaced_before = getattr(_not_utf8, "bytes", 0)
         try:
             while True:
                 try:
@@ -293,11 +313,16 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
                 except (OSError, zlib.error) as exc:  # not gzip, or damaged compressed data
                     raise DataError(f"cannot read corpus file {path!r}: {exc}") from None
                 if not chunk:
-                    return
+                    break
                 yield chunk
         finally:
             if path != "-":
                 handle.close()
+        replaced = getattr(_not_utf8, "bytes", 0) - replaced_before
+        if replaced:
+            name = "standard input" if path == "-" else repr(path)
+            warnings.warn(DataWarning(f"corpus {name}: {replaced:,} byte{'s' if replaced != 1 else ''} not UTF-8, "
+                                      "counted as the replacement character U+FFFD"), stacklevel=2)
     else:
         try:
             iterator = iter(source)

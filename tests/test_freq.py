@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import threading
 import tracemalloc
+import warnings
 
 import pytest
 
 from copyprobe.cli.main import main
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError, DataError, DataWarning
 from copyprobe.freq import build_frequency_table, load_frequency_table
 
 
@@ -157,6 +158,33 @@ def test_cli_build_and_show(tmp_path, monkeypatch, capsys):
     assert load_frequency_table(out).counts.tolist() == [0, 2, 1, 1, 1, 1]
     assert main(["freq", "show", str(out)]) == 0
     assert "tokenizer:   toy" in capsys.readouterr().out
+
+
+def test_bytes_not_utf8_are_counted_as_u_fffd_and_said(tmp_path, monkeypatch, capsys):
+    import gzip
+
+    import copyprobe.cli.commands.freq as freq_cmd
+
+    tok = WordTokenizer(["the", "cat", "\ufffd"])
+    plain, packed = tmp_path / "c.txt", tmp_path / "d.txt.gz"
+    plain.write_bytes(b"the cat \xff the \xfe\n")
+    packed.write_bytes(gzip.compress(b"cat \xe9 cat\n"))
+    with pytest.warns(DataWarning) as caught:
+        table = build_frequency_table(tok, [str(plain), str(packed)])
+    # "the cat ? the ?" and "cat ? cat": a replacement character where each byte was
+    assert table.counts.tolist() == [0, 2, 3, 3]
+    said = [str(w.message) for w in caught]
+    assert said == [f"corpus {str(plain)!r}: 2 bytes not UTF-8, counted as the replacement character U+FFFD",
+                    f"corpus {str(packed)!r}: 1 byte not UTF-8, counted as the replacement character U+FFFD"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean file warns nothing
+        plain.write_text("the cat\n")
+        build_frequency_table(tok, [str(plain)])
+    monkeypatch.setattr(freq_cmd, "load_tokenizer", lambda spec: tok)
+    assert main(["freq", "build", "--tokenizer", "toy", "--corpus", str(packed), "--out", str(tmp_path / "t.npz"),
+                 "--quiet"]) == 0
+    assert capsys.readouterr().err.strip() == f"copyprobe: warning: corpus {str(packed)!r}: 1 byte not UTF-8, " \
+                                              "counted as the replacement character U+FFFD"
 
 
 def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
