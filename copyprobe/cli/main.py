@@ -96,10 +96,13 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as exc:
         # a command that kept its work elsewhere says where (errors.Interrupted)
         told = str(exc) if isinstance(exc, Interrupted) else ""
-        print(f"copyprobe: {told or 'interrupted; finished work is in the cache — run the same command again to resume'}",
-              file=sys.stderr)
+        told = told or "interrupted; finished work is in the cache — run the same command again to resume"
+        if _interrupts.by == signal.SIGTERM:  # a scheduler's or `kill`'s stop: said as such
+            told = "terminated (SIGTERM)" + (told[len("interrupted"):] if told.startswith("interrupted")
+                                             else "; " + told)
+        print(f"copyprobe: {told}", file=sys.stderr)
         _interrupts.told = True
-        return 130
+        return 143 if _interrupts.by == signal.SIGTERM else 130
     except MemoryError:
         # name only what this command can lower (rescore has no --batch-size)
         flags = [f for f, dest in (("--batch-size", "batch_size"), ("--bootstrap", "n_bootstrap"),
@@ -154,23 +157,26 @@ def describe_unicode_error(exc: UnicodeError) -> str:
 
 
 class _Interrupts:
-    """SIGINT for the `copyprobe` program. The first Ctrl-C raises KeyboardInterrupt as
-    usual, so the run ends cleanly with its resume hint (waiting, e.g., for the API
-    requests in flight); a second one stops at once: exit 130, one line in all, never a
+    """SIGINT and SIGTERM for the `copyprobe` program. The first raises KeyboardInterrupt
+    as Ctrl-C does, so the run ends cleanly with its resume hint (waiting, e.g., for the
+    API requests in flight; a batch scheduler sends SIGTERM some seconds before SIGKILL);
+    a second one stops at once: exit 130 (143 for SIGTERM), one line in all, never a
     traceback from the cleanup it cut short."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.told = False  # the resume hint is printed: the second Ctrl-C adds no line
+        self.by: int | None = None  # the first signal
+        self.told = False  # the resume hint is printed: the second signal adds no line
 
     def __call__(self, signum, frame) -> None:
         self.count += 1
         if self.count == 1:
+            self.by = signum
             raise KeyboardInterrupt
         if not self.told:
             os.write(2, "copyprobe: interrupted twice; stopped at once — finished work is in the cache, "
                         "run the same command again to resume\n".encode())
-        os._exit(130)  # skips the cleanup the user chose not to wait for; files are written atomically
+        os._exit(143 if self.by == signal.SIGTERM else 130)  # skips the cleanup not waited for; files are atomic
 
 
 _interrupts = _Interrupts()
@@ -181,11 +187,15 @@ def entry(argv: list[str] | None = None) -> None:
     installed by ``main`` itself, which tests and embedding code call in-process)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
         signal.signal(signal.SIGINT, _interrupts)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupts)
     code = main(argv)
-    if code == 130 and signal.getsignal(signal.SIGINT) is _interrupts:
-        # interrupted, the line said: a second Ctrl-C during the exit (Python resets its
-        # handlers while it finalizes) must not turn exit 130 into death by SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code in (130, 143):
+        # interrupted, the line said: a second signal during the exit (Python resets its
+        # handlers while it finalizes) must not turn the exit code into death by signal
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is _interrupts:
+                signal.signal(signum, signal.SIG_IGN)
     if _daemons_alive():
         _exit_now(code)
     sys.exit(code)

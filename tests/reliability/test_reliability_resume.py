@@ -144,7 +144,10 @@ def test_sigkill_at_ten_random_moments_then_resume(tmp_path, dataset, reference_
     print(f"kills={kills} unique={n_unique} answered_total={sum(all_answers.values())} repeated={repeated}")
 
 
-def test_ctrl_c_exits_130_with_a_resume_hint_and_no_traceback(tmp_path, dataset, reference_run):
+@pytest.mark.parametrize("signum,code,said", [(signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_ctrl_c_or_sigterm_ends_with_a_resume_hint_and_no_traceback(tmp_path, dataset, reference_run, signum, code, said):
+    # SIGTERM (a batch scheduler's stop, `kill`, `timeout`) ends the run as Ctrl-C does; it ended it silently
     ref_dir, _ = reference_run
     out, cache, log = tmp_path / "run", tmp_path / "cache.sqlite", tmp_path / "model.log"
     cmd = fake_cli_cmd(*detect_args(dataset, out, cache))
@@ -155,12 +158,13 @@ def test_ctrl_c_exits_130_with_a_resume_hint_and_no_traceback(tmp_path, dataset,
     while len(log_lines(log)) < 40 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     assert proc.poll() is None, "run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     assert "Traceback" not in stderr and "Traceback" not in stdout
     lines = [l for l in stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and "interrupted" in lines[0] and "run the same command again" in lines[0], stderr
+    assert len(lines) == 1 and lines[0].startswith(f"copyprobe: {said}; ") and "run the same command again" in lines[0], \
+        stderr
     # the answers committed before Ctrl-C are kept and not asked again
     kept = {(fp, kind, key) for fp, kind, key, _ in cache_rows(cache)}
     assert len(kept) >= 30  # at least 40 answered before Ctrl-C, each stored as it finished
