@@ -92,6 +92,28 @@ def test_rescore_of_a_missing_kit_is_one_line(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nowhere" in err
 
 
+def test_rescore_of_a_run_whose_kit_moved_asks_for_its_new_place(tmp_path, capsys):
+    from copyprobe.cli.main import main
+    from copyprobe.errors import DataSettingError
+
+    run_dir = tmp_path / "canary"
+    shutil.copytree(SAVED / "canary", run_dir)
+    record = _json(run_dir / "run.json")
+    record["canary"]["kit"] = str(tmp_path / "kit-moved-away")
+    (run_dir / "run.json").write_text(json.dumps(record))
+    with pytest.raises(DataSettingError, match="^kit is needed: the kit this run was tested with is no longer at"):
+        rescore(run_dir)
+    assert main(["rescore", str(run_dir)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"copyprobe rescore: error: argument --kit: is needed: the kit this run was tested with is no longer at "
+        f"{tmp_path / 'kit-moved-away'}; give the directory it was moved to (see copyprobe rescore --help)")
+    rescore(run_dir, inputs={"kit": SAVED / "canary-kit"})  # its new place given: recomputed
+    again, saved = _json(run_dir / "canary.json"), _json(SAVED / "canary" / "canary.json")
+    assert again["kit"].pop("kit") == str(tmp_path / "kit-moved-away")  # the recorded place, as run.json says
+    saved["kit"].pop("kit")
+    assert again == saved
+
+
 @pytest.mark.parametrize("edit, field", [
     (lambda run: run["canary"].update(kit=["a", "list"]), "canary.kit"),
     (lambda run: run["canary"].pop("alpha"), "alpha"),

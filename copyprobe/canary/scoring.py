@@ -19,7 +19,7 @@ from copyprobe.canary import stats
 from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
 from copyprobe.engine import Derived, RunKind, execute
-from copyprobe.errors import DataError
+from copyprobe.errors import DataError, DataSettingError
 from copyprobe.params import SEED_SETTING, Real, Setting, Settings, Text
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
 from copyprobe.evaluation.vocabulary import ordinal
@@ -134,6 +134,9 @@ def recorded_kit(run: record.Run) -> Kit:
     if not where or not settings.get("manifest_checksum"):
         raise DataError(f"{run.dir / 'run.json'} does not name the canary kit it was tested with "
                         "(canary.kit and canary.manifest_checksum)")
+    if not run.inputs.get("kit") and not Path(str(where)).exists():  # moved since: the rescore must say where to
+        raise DataSettingError("kit", f"is needed: the kit this run was tested with is no longer at {where}; "
+                                      "give the directory it was moved to")
     path, manifest, canaries = read_manifest(where)
     if manifest.get("checksum") != settings.get("manifest_checksum"):
         raise DataError(f"{path} is not the kit this run was tested with (its manifest checksum differs from "

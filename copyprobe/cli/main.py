@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser_ = sub.add_parser(info.name.replace("_", "-"), help=module.HELP,
                                  description=getattr(module, "DESCRIPTION", module.HELP))
         module.add_arguments(parser_)
-        parser_.set_defaults(func=module.run)
+        # _prog: a setting's error names the option that set it (add_settings may set it too)
+        parser_.set_defaults(func=module.run, **({} if parser_.get_default("_prog") else {"_prog": parser_.prog}))
     return parser
 
 
@@ -85,7 +86,7 @@ def _main(argv: list[str] | None) -> int:
         if flag is None and hasattr(args, exc.setting) and getattr(args, "_prog", None):
             flag = "--" + exc.setting.replace("_", "-")  # an option of this command by the setting's name
         if flag is None:  # a setting the command line did not read: the library's words
-            print(f"copyprobe: error: {one_line(exc)}", file=sys.stderr)
+            print(f"copyprobe: error: {' '.join(str(exc).split())}", file=sys.stderr)
         else:  # the option that set it, as argparse words a bad option value
             print(f"{args._prog}: error: argument {flag}: {exc.problem} (see {args._prog} --help)", file=sys.stderr)
         return exc.exit_code
