@@ -3,6 +3,7 @@ directly, and a model named twice in one run loaded once."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -169,3 +170,19 @@ def test_checkpoints_of_equal_size_differ_above_a_gigabyte(memo_dir, tmp_path):
             handle.truncate(size)
         hashes.append(loading.hash_model_dir(directory))
     assert hashes[0] != hashes[1]
+
+
+def test_the_gguf_conversion_draws_no_bar_of_its_own(monkeypatch, capsys):
+    # transformers draws it with tqdm directly, past disable_progress_bar; --no-progress means none
+    pytest.importorskip("gguf")
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    from copyprobe.backends.hf.loading import _quiet_gguf_conversion_bar
+
+    monkeypatch.setattr(gguf_utils, "tqdm", gguf_utils.tqdm)  # restored after the test
+    monkeypatch.delenv("COPYPROBE_VERBOSE", raising=False)
+    _quiet_gguf_conversion_bar()
+    _quiet_gguf_conversion_bar()  # twice: wrapped once
+    assert list(gguf_utils.tqdm(range(3), desc="Converting")) == [0, 1, 2]
+    assert "Converting" not in capsys.readouterr().err
+    assert not isinstance(gguf_utils.tqdm.func, functools.partial)

@@ -8,6 +8,7 @@ ids and GGUF files (with a conversion cache). Used by :class:`HFBackend` and by
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -212,6 +213,23 @@ def quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
+def _quiet_gguf_conversion_bar() -> None:
+    """transformers draws the GGUF conversion's bar with tqdm directly, past
+    ``disable_progress_bar``; the line above it says what is happening (and --no-progress
+    must mean no bar). COPYPROBE_VERBOSE=1 keeps it."""
+    if os.environ.get("COPYPROBE_VERBOSE"):
+        return
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # another layout of transformers: its bar stays
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None and not getattr(bar, "_copyprobe_quiet", False):
+        quiet = functools.partial(bar, disable=True)
+        quiet._copyprobe_quiet = True  # type: ignore[attr-defined]
+        gguf_utils.tqdm = quiet
+
+
 def local_directory(name_or_path: str) -> Path | None:
     """The model directory ``name_or_path`` names, or None for a hub id. A name that looks
     like a path (absolute, ./, ~) must exist and hold a config.json."""
@@ -348,6 +366,7 @@ def load_gguf(path: str | os.PathLike, torch_dtype, device: str | None = None) -
         pass
     print(f"copyprobe: converting {file.name} for transformers (once; later loads use the cache)",
           file=sys.stderr)
+    _quiet_gguf_conversion_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
         model = AutoModelForCausalLM.from_pretrained(file.parent, **kwargs)
