@@ -38,7 +38,11 @@ def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
 
     loaded = read(run_dir)
     if loaded.scores is None:
-        raise DataError(f"{loaded.dir / 'scores.jsonl'} does not exist (the report shows detect and audit runs)")
+        kind = loaded.record.kind
+        raise DataError(f"{loaded.dir / 'scores.jsonl'} does not exist" + (
+            f": {loaded.dir} holds {'an' if kind[:1] in 'aeiou' else 'a'} {kind} run, and the report shows detect, "
+            "audit, canary and copying runs" if kind not in ("detect", "audit", "canary")
+            else " (the run's files are incomplete; run the command again)"))
     return {"dir": loaded.dir, "run": loaded.record.to_json(), "scores": loaded.scores,
             "metrics": loaded.metrics, "examples": loaded.examples, "verdicts": loaded.verdicts,
             "canary": loaded.canary}

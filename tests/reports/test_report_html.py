@@ -301,6 +301,15 @@ def test_broken_run_directories_raise_data_error(tmp_path, damage, message):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_run_of_a_kind_without_a_page_is_named(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    record = json.loads((run_dir / "run.json").read_text())
+    record["kind"] = "plant"  # what `copyprobe plant` writes beside its model
+    (run_dir / "run.json").write_text(json.dumps(record))
+    with pytest.raises(DataError, match="holds a plant run, and the report shows detect, audit, canary and copying"):
+        write_report(run_dir)
+
+
 def test_not_a_directory_and_unwritable_output(tmp_path, capsys):
     with pytest.raises(DataError, match="not a directory"):
         write_report(tmp_path / "missing")
