@@ -223,9 +223,12 @@ def shared_runs(text: str, source: str | set, n: int = RUN_WORDS) -> set[tuple[s
 
 def source_text(kind: str) -> str:
     """The whole source the suspects come from: the KJV, every licence used, every module used."""
+    import shutil
     import subprocess
 
     if kind == "kjv":
+        if shutil.which("bible") is None:
+            raise SystemExit("the `bible` command is missing: apt-get install bible-kjv")
         return subprocess.run(["bible", "-f", "Ge1:1-Re22:999"], capture_output=True, text=True, check=True).stdout
     if kind == "licence":
         return "\n".join((LICENCES / n).read_text(encoding="utf-8", errors="replace") for n in LICENCE_FILES)
