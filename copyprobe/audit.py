@@ -411,7 +411,7 @@ def audit(
     elif params:
         build_methods(list(params), {m: dict(v) for m, v in params.items()})
     if out is not None:
-        record.prepare_out_dir(out, "audit")
+        record.prepare_out_dir(out, "audit", model)
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
     read_files: dict[str, list] = {"suspect": [], "clean": []}
     suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], **options)

@@ -293,7 +293,7 @@ def detect(
     # methods are checked before the output, the data and the model: a typo must not cost any
     built = build_methods(methods, params)
     if out is not None:
-        record.prepare_out_dir(out, "detect")
+        record.prepare_out_dir(out, "detect", model)
     examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,

@@ -231,17 +231,19 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
     return out
 
 
-def prepare_out_dir(out: str | os.PathLike, kind: str | None = None) -> Path:
+def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any = None) -> Path:
     """Create the output directory now, so an unwritable one fails before any model work.
 
     With ``kind``, a directory that already holds a run is reused only when it is a
     copyprobe run of the same kind (the same command run again): files of another kind,
-    another tool or a damaged record are never silently replaced."""
+    another tool or a damaged record are never silently replaced. With ``model`` (a spec
+    or a backend), only a run of the same model spec is replaced: a record of what model A
+    did is evidence that a run of model B must not erase."""
     if not str(out).strip():  # Path("") is the working directory: never meant
         raise ConfigError("the output directory is empty; name a directory for the run")
     path = Path(out)
     if kind is not None:
-        _check_reusable(path, kind)
+        _check_reusable(path, kind, _spec_of(model))
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".copyprobe-write-test"
@@ -252,7 +254,12 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None) -> Path:
     return path
 
 
-def _check_reusable(path: Path, kind: str) -> None:
+def _spec_of(model: Any) -> str | None:
+    spec = model if isinstance(model, str) else getattr(model, "target_spec", getattr(model, "spec", None))
+    return spec.strip() if isinstance(spec, str) and spec.strip() else None
+
+
+def _check_reusable(path: Path, kind: str, spec: str | None = None) -> None:
     # run.json is written last: a run's files without it are a run whose writing failed,
     # which the same command resumes; so only an existing run.json decides
     if not (path / "run.json").is_file():
@@ -270,6 +277,11 @@ def _check_reusable(path: Path, kind: str) -> None:
         raise ConfigError(f"{path / 'run.json'} is not a copyprobe run record; it would be overwritten; {advice}")
     if other != kind:
         raise ConfigError(f"{path} holds {_a(other)} {other} run; {_a(kind)} {kind} run would overwrite it; {advice}")
+    recorded = found.get("model") if isinstance(found.get("model"), dict) else {}
+    before = recorded.get("spec")
+    if spec is not None and isinstance(before, str) and before.strip() and before.strip() != spec:
+        raise ConfigError(f"{path} holds {_a(kind)} {kind} run of model {before.strip()}; a run of {spec} would "
+                          f"overwrite it; {advice}")
 
 
 def _a(word: str) -> str:

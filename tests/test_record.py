@@ -90,6 +90,20 @@ def test_write_run_removes_stale_files_and_writes_run_json_last(tmp_path):
     assert load_run(out).scores == [{"id": "a"}]
 
 
+def test_a_run_of_another_model_does_not_replace_a_run(tmp_path):
+    from copyprobe.errors import ConfigError
+
+    detect_run(tmp_path, methods=("loss",))
+    before = (tmp_path / "run" / "scores.jsonl").read_bytes()
+    other = FakeBackend(spec="another-fake")
+    with pytest.raises(ConfigError, match=r"holds a detect run of model fake; a run of another-fake would overwrite it"):
+        copyprobe.detect(other, str(tmp_path / "data.jsonl"), ["loss"], out=tmp_path / "run", cache=False)
+    assert (tmp_path / "run" / "scores.jsonl").read_bytes() == before
+    # the same model again (a resume, or more methods) reuses the directory
+    detect_run(tmp_path, methods=("loss", "zlib"))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["methods"].keys() == {"loss", "zlib"}
+
+
 def test_rescore_reproduces_metrics_byte_for_byte_without_a_model(tmp_path, no_model):
     detect_run(tmp_path)
     run_dir = tmp_path / "run"

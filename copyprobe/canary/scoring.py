@@ -202,7 +202,7 @@ def canary_test(
     started = time.perf_counter()
     values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
     if out is not None:
-        record.prepare_out_dir(out, "canary")
+        record.prepare_out_dir(out, "canary", model)
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),

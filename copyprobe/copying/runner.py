@@ -450,7 +450,7 @@ def copying(
 
     started = time.perf_counter()
     MEMFREE_SETTINGS.check({"memfree_n": memfree_n, "memfree_index": memfree_index})
-    out_dir = record.prepare_out_dir(out, "copying") if out is not None else None
+    out_dir = record.prepare_out_dir(out, "copying", model) if out is not None else None
     copyset = data if isinstance(data, CopySet) else load_copyset(data, **(book_options or {}))
     notes: list[str] = []
     data_info: dict[str, Any] = {"path": copyset.source or None, "counts": copyset.counts()}

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = build_config(args)  # bad options fail before any loading
     check_batch_size(args.batch_size)
-    prepare_out_dir(args.out, "copying")
+    prepare_out_dir(args.out, "copying", args.model)
     with progress_bars(not args.no_progress) as progress:
         result = copying(
             args.model, args.data, config, out=args.out, cache=cache_setting(args),
