@@ -79,9 +79,10 @@ def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys)
     assert len(chose) == 1 and run["notes"][0] == chose[0]  # said once, first
     capsys.readouterr()
     # alpha 0.01, rank test, 4 clean documents: the answer is fixed, said before any scoring
-    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "s.jsonl"), "--clean", str(tmp_path / "c.jsonl"),
-                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--bootstrap", "0",
-                 "--param", "reference.model=fake", "--test", "rank"])
+    # the same model again (the spec the first run recorded, as a real loader records the one named)
+    code = main(["audit", "--model", "fake-audit", "--suspect", str(tmp_path / "s.jsonl"), "--clean",
+                 str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "run"), "--no-cache", "--no-progress",
+                 "--bootstrap", "0", "--param", "reference.model=fake", "--test", "rank"])
     assert code == 2 and "Give at least 99 clean documents" in capsys.readouterr().err
 
     # a model that does not score text: top-k log-probs of generations, else generations alone

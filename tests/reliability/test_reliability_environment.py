@@ -156,8 +156,8 @@ def test_output_refused_at_the_end_of_the_run(tmp_path, capsys, fake_model, monk
 
     real_prepare = record.prepare_out_dir
 
-    def prepare(out, kind=None):
-        path = real_prepare(out, kind)
+    def prepare(out, kind=None, model=None):
+        path = real_prepare(out, kind, model)
         monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
         return path
 
