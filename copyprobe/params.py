@@ -51,9 +51,28 @@ class Constraint:
         """A command-line string turned into a checked value, or one ConfigError line."""
         try:
             value = self.parse(raw)
-        except (ValueError, TypeError, OverflowError):
-            raise ConfigError(f"bad value {raw!r} for {what}: expected {self.describe()}") from None
+        except (ValueError, TypeError, OverflowError) as e:
+            raise ConfigError(f"bad value {raw!r} for {what}: {expected(self, e)}") from None
         return self.validate(value, what)
+
+
+class EmptyItemError(ValueError):
+    """A comma-separated list with an empty item; its message says so (a plain ValueError
+    from int() or float() says nothing a user can act on, so those are not shown)."""
+
+
+def comma_items(text: str) -> list[str]:
+    """The stripped items of a comma-separated list. An empty item ("a,,b", "a,") is an
+    error: it is more often a name left out than a wish."""
+    items = [part.strip() for part in text.split(",")]
+    if any(items) and not all(items):  # " , " is an empty list, said as such by the caller
+        raise EmptyItemError("an empty item between commas")
+    return [item for item in items if item]
+
+
+def expected(constraint: "Constraint", exc: Exception) -> str:
+    """Why a string is no value of ``constraint``, for a message."""
+    return str(exc) if isinstance(exc, EmptyItemError) else f"expected {constraint.describe()}"
 
 
 def _is_number(value: Any) -> bool:
@@ -244,7 +263,7 @@ class Items(Constraint):
         return f"a comma-separated list of at least {self.min_items} ({self.inner.describe()})"
 
     def parse(self, text: str) -> tuple:
-        return tuple(self.inner.parse(part) for part in text.split(",") if part.strip())
+        return tuple(self.inner.parse(part) for part in comma_items(text))
 
 
 PORT = Integer(1, 65535)
@@ -430,8 +449,8 @@ def parse_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
         try:
             return constraint.parse(raw)
-        except (ValueError, TypeError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected {constraint.describe()}, got {raw!r}") from None
+        except (ValueError, TypeError, OverflowError) as e:
+            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {raw!r}") from None
 
     convert.__name__ = flag
     return convert
@@ -445,8 +464,8 @@ def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
         try:
             value = constraint.parse(raw)
-        except (ValueError, TypeError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected {constraint.describe()}, got {raw!r}") from None
+        except (ValueError, TypeError, OverflowError) as e:
+            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {raw!r}") from None
         problem = constraint.reason(value)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)

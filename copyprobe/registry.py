@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.errors import ConfigError
+from copyprobe.params import expected
 
 _METHODS: dict[str, type] = {}
 _DISCOVERED = False
@@ -95,8 +96,8 @@ def convert_param(cls: type, key: str, raw: str) -> Any:
     constraint = constraints[key]
     try:  # read only: make_method checks the value against the constraint, once
         return constraint.parse(raw)
-    except (ValueError, TypeError, OverflowError):
-        raise ConfigError(f"bad value {raw!r} for {cls.name}.{key}: expected {constraint.describe()}") from None
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ConfigError(f"bad value {raw!r} for {cls.name}.{key}: {expected(constraint, e)}") from None
 
 
 def make_method(name: str, **params: Any):

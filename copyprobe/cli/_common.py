@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from copyprobe.errors import ConfigError
-from copyprobe.params import Device, option_type
+from copyprobe.params import Device, comma_items, option_type
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None = None, report: bool = True) -> None:
@@ -224,7 +224,10 @@ def scored_exit_code(rows: Any, names: list[str]) -> int:
 
 
 def split_names(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    try:
+        names = comma_items(text)
+    except ValueError as e:
+        raise ConfigError(f"--methods {text!r}: {e}") from None
     if not names:
         raise ConfigError("--methods is empty (run `copyprobe methods` to list them)")
     return names

@@ -39,6 +39,7 @@ from copyprobe.params import (
     Optional,
     Setting,
     Settings,
+    comma_items,
 )
 from copyprobe.record import Run, RunRecord
 from copyprobe.drive import DriveStats, Failure, drive
@@ -50,7 +51,7 @@ class Tasks(Constraint):
     """Copying tasks: at least one of literal, nonliteral, qa; fluency grades their outputs."""
 
     def parse(self, text: str) -> tuple[str, ...]:
-        return tuple(t.strip() for t in text.split(",") if t.strip())
+        return tuple(comma_items(text))
 
     def describe(self) -> str:
         return f"comma-separated tasks from {', '.join(TASKS)}"
@@ -109,8 +110,8 @@ MEMFREE_SETTINGS = Settings(
 
 def parse_tasks(text: str | Sequence[str]) -> tuple[str, ...]:
     """Task names (a comma-separated string or a sequence), checked, without repeats."""
-    names = Tasks().parse(text) if isinstance(text, str) else tuple(text)
-    SETTINGS["tasks"].constraint.validate(names, "tasks")
+    tasks = SETTINGS["tasks"].constraint
+    names = tasks.convert(text, "tasks") if isinstance(text, str) else tasks.validate(tuple(text), "tasks")
     return tuple(dict.fromkeys(names))
 
 
@@ -137,7 +138,7 @@ class CopyConfig:
 
     def __post_init__(self):
         if isinstance(self.tasks, str):
-            self.tasks = Tasks().parse(self.tasks)
+            self.tasks = SETTINGS["tasks"].constraint.convert(self.tasks, "tasks")
         self.tasks, self.templates = tuple(self.tasks), tuple(self.templates)
         SETTINGS.check({**{s.name: getattr(self, s.name) for s in SETTINGS if hasattr(self, s.name)},
                         "mitigation": self.gen.mitigation, "chat": self.gen.chat,

@@ -171,3 +171,29 @@ def test_library_errors_name_no_command_line_option():
                     and "--force-reinstall" not in text:
                 offenders.append(f"{rel}: {text}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("text, items", [("a", ["a"]), (" a , b ", ["a", "b"]), ("", []), (" ", []),
+                                         (" , ", []), ("a,,b", None), ("a,", None), (",a", None)])
+def test_comma_lists_refuse_an_empty_item(text, items):
+    from copyprobe.params import EmptyItemError, comma_items
+
+    if items is None:
+        with pytest.raises(EmptyItemError, match="an empty item between commas"):
+            comma_items(text)
+    else:
+        assert comma_items(text) == items
+
+
+def test_library_comma_lists_name_the_setting():
+    from copyprobe.copying.runner import CopyConfig, parse_tasks
+    from copyprobe.errors import ConfigError
+    from copyprobe.scoring import build_methods
+
+    with pytest.raises(ConfigError, match=r"^methods 'loss,,zlib': an empty item between commas$"):
+        build_methods("loss,,zlib")
+    with pytest.raises(ConfigError, match=r"^bad value 'literal,' for tasks: an empty item between commas$"):
+        CopyConfig(tasks="literal,")
+    with pytest.raises(ConfigError, match="for tasks: an empty item"):
+        parse_tasks("literal,,qa")
+    assert [m.name for m in build_methods(" loss , zlib ")] == ["loss", "zlib"]

@@ -111,6 +111,7 @@ def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
 @pytest.mark.parametrize("argv,message", [
     (["--tasks", "literal,poems"], "unknown copying task(s) poems"),
     (["--tasks", "fluency"], "fluency grades the outputs"),
+    (["--tasks", "literal,,qa"], "--tasks: an empty item between commas, got 'literal,,qa'"),
     (["--templates", "0,5"], "template index 5 out of range"),
     (["--data", "/nonexistent.json"], "does not exist"),
     (["--limit", "0"], "--limit: must be an integer >= 1, got 0"),
