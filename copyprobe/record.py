@@ -279,9 +279,20 @@ def _check_reusable(path: Path, kind: str, spec: str | None = None) -> None:
         raise ConfigError(f"{path} holds {_a(other)} {other} run; {_a(kind)} {kind} run would overwrite it; {advice}")
     recorded = found.get("model") if isinstance(found.get("model"), dict) else {}
     before = recorded.get("spec")
-    if spec is not None and isinstance(before, str) and before.strip() and before.strip() != spec:
+    if spec is not None and isinstance(before, str) and before.strip() and not _same_model(before.strip(), spec):
         raise ConfigError(f"{path} holds {_a(kind)} {kind} run of model {before.strip()}; a run of {spec} would "
                           f"overwrite it; {advice}")
+
+
+def _same_model(before: str, spec: str) -> bool:
+    """Whether two specs name the same model: as written, or as loaded (hf:./m and hf:/abs/m,
+    an alias and gguf: of its file). A relative path is read from the working directory."""
+    if before == spec:
+        return True
+    from copyprobe.backends.specs import weights_identity
+
+    identity = weights_identity(spec)
+    return identity is not None and identity == weights_identity(before)
 
 
 def _a(word: str) -> str:

@@ -104,6 +104,29 @@ def test_a_run_of_another_model_does_not_replace_a_run(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["methods"].keys() == {"loss", "zlib"}
 
 
+def test_one_model_written_two_ways_is_the_same_model(tmp_path, monkeypatch):
+    from copyprobe.errors import ConfigError
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    monkeypatch.chdir(tmp_path)
+    rows = labelled_rows()
+    data = str(write_data(tmp_path / "data.jsonl", rows))
+
+    def run(spec):
+        return copyprobe.detect(FakeBackend(spec=spec), data, ["loss"], out=tmp_path / "run", cache=False)
+
+    run("hf:./m")
+    run(f"hf:{tmp_path}/m")  # the same directory, written another way: reused
+    with pytest.raises(ConfigError, match=r"holds a detect run of model hf:/\S+/m; a run of hf:\./other would"):
+        run("hf:./other")
+    with pytest.raises(ConfigError, match="a run of gguf:w.gguf would overwrite it"):
+        run("gguf:w.gguf")  # another file, and another kind of model
+    (tmp_path / "run").rename(tmp_path / "run-m")
+    run("gguf:w.gguf")
+    run(f"gguf:{tmp_path / 'w.gguf'}")
+
+
 def test_rescore_reproduces_metrics_byte_for_byte_without_a_model(tmp_path, no_model):
     detect_run(tmp_path)
     run_dir = tmp_path / "run"
