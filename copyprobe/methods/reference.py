@@ -22,7 +22,7 @@ class Reference(Method):
 
     model: str = param(
         "auto", ModelSpec(auto=True),
-        "reference model spec; 'auto' = gemma-3-270m for smollm2 targets, smollm2 for gemma",
+        "reference model spec; 'auto' = smollm2 for a gemma target, gemma-3-270m for any other",
     )
 
     def models(self) -> set[str]:
