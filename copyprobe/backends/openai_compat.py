@@ -37,7 +37,8 @@ exponential backoff and jitter, up to ``max_retries`` times. A request that stil
 is answered with :class:`~copyprobe.backends.base.RequestFailed` carrying the reason, so
 only the rows that needed it fail. Errors that concern every request -- server
 unreachable, wrong model name (404), authentication (401/403) -- raise
-:class:`~copyprobe.errors.BackendError` at once.
+:class:`~copyprobe.errors.BackendError` at once; a refused connection or an unknown host
+before the server has answered once is one of them, not retried.
 
 ``usage`` totals requests, retries, failures, prompt and completion tokens (from the
 responses' ``usage``) for cost accounting.
@@ -261,6 +262,9 @@ class OpenAIBackend(Backend):
         self.__key = _checked_key(os.environ.get(api_key_env) or None, api_key_env)  # never stored elsewhere
         self.__forms = _key_forms(self.__key)  # what a server or a library could echo of it
         self._probe_answers: dict[str, str] = {}  # capability -> the error a probe for it got
+        # until a server has answered once, a refused connection or an unknown host name is a
+        # wrong URL or a server not started, not a hiccup: said at once, not after the retries
+        self._answered = False
         # runs of 8 of its characters: what an answer must not hold (scrub_key's partial echoes)
         self.__windows = tuple(self.__key[i:i + 8] for i in range(len(self.__key) - 7)) if self.__key else ()
         self.concurrency = concurrency
@@ -393,7 +397,9 @@ class OpenAIBackend(Backend):
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
+            self._answered = True
         except urllib.error.HTTPError as exc:
+            self._answered = True
             status = exc.code
             try:
                 detail = exc.read().decode("utf-8", "replace")
@@ -421,6 +427,9 @@ class OpenAIBackend(Backend):
             reason = exc.reason
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
+            if not self._answered and isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
+                raise _RunWide(f"cannot reach {self.base_url}: {self._scrub(str(reason))} (nothing has answered "
+                               "there yet: is the server running, and the URL right?)") from None
             raise _Retryable(f"cannot reach {self.base_url}: {self._scrub(str(reason))}") from None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             raise _Retryable(f"connection to {self.base_url} failed: {self._scrub(type(exc).__name__ + ' ' + str(exc))}") from None

@@ -358,6 +358,26 @@ def test_unreachable_server_is_one_clear_error(monkeypatch):
     assert "\n" not in str(info.value) and SECRET not in str(info.value)
 
 
+def test_a_refused_connection_is_said_at_once_before_any_answer_and_retried_after_one(api, monkeypatch):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    never = backend_for(api, monkeypatch, max_retries=5)
+    never.base_url = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(BackendError, match="Connection refused.*is the server running"):
+        never.answer([GenerateRequest(prompt="x")])
+    assert never.usage["requests"] == 1 and never.sleeps == []  # no retry, no wait
+    # a server that has answered once and then goes away (a restart) is waited for
+    backend = backend_for(api, monkeypatch, max_retries=2)
+    assert backend.answer([GenerateRequest(prompt="x")])[0].text == " completion of x"
+    api.close()
+    with pytest.raises(BackendError, match="cannot reach"):
+        backend.answer([GenerateRequest(prompt="y")])
+    assert backend.usage["requests"] == 1 + 3 and len(backend.sleeps) == 2
+
+
 def test_requests_run_concurrently(api, monkeypatch):
     backend = backend_for(api, monkeypatch, concurrency=8)
     api.delay = 0.3  # long enough that a serial client could never overlap two requests
