@@ -52,7 +52,7 @@ class Constraint:
         try:
             value = self.parse(raw)
         except (ValueError, TypeError, OverflowError) as e:
-            raise ConfigError(f"bad value {raw!r} for {what}: {expected(self, e)}") from None
+            raise ConfigError(f"bad value {shown(raw)} for {what}: {expected(self, e)}") from None
         return self.validate(value, what)
 
 
@@ -68,6 +68,11 @@ def comma_items(text: str) -> list[str]:
     if any(items) and not all(items):  # " , " is an empty list, said as such by the caller
         raise EmptyItemError("an empty item between commas")
     return [item for item in items if item]
+
+
+def shown(raw: str, limit: int = 60) -> str:
+    """``raw`` quoted for a one-line message, cut where it is long (a pasted file, 400 digits)."""
+    return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + f" ... ({len(raw):,} characters)"
 
 
 def expected(constraint: "Constraint", exc: Exception) -> str:
@@ -450,7 +455,7 @@ def parse_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
         try:
             return constraint.parse(raw)
         except (ValueError, TypeError, OverflowError) as e:
-            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {raw!r}") from None
+            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {shown(raw)}") from None
 
     convert.__name__ = flag
     return convert
@@ -465,7 +470,7 @@ def option_type(constraint: Constraint, flag: str) -> Callable[[str], Any]:
         try:
             value = constraint.parse(raw)
         except (ValueError, TypeError, OverflowError) as e:
-            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {raw!r}") from None
+            raise argparse.ArgumentTypeError(f"{expected(constraint, e)}, got {shown(raw)}") from None
         problem = constraint.reason(value)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.errors import ConfigError
-from copyprobe.params import expected
+from copyprobe.params import expected, shown
 
 _METHODS: dict[str, type] = {}
 _DISCOVERED = False
@@ -97,7 +97,7 @@ def convert_param(cls: type, key: str, raw: str) -> Any:
     try:  # read only: make_method checks the value against the constraint, once
         return constraint.parse(raw)
     except (ValueError, TypeError, OverflowError) as e:
-        raise ConfigError(f"bad value {raw!r} for {cls.name}.{key}: {expected(constraint, e)}") from None
+        raise ConfigError(f"bad value {shown(raw)} for {cls.name}.{key}: {expected(constraint, e)}") from None
 
 
 def make_method(name: str, **params: Any):

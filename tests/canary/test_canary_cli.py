@@ -93,15 +93,15 @@ def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     empty.write_text("  \n")
     assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k")]) == 2
     assert main(["canary", "make", "--doc", str(empty), "--out", str(tmp_path / "k"), "--n-candidates", "1"]) == 2
-    assert "at least 2" in capsys.readouterr().err
+    assert "must be an integer in [2, 100000], got 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--n-candidates", "100000001"], "--n-candidates must be at most 100,000"),
-    (["--n-canaries", "1001"], "--n-canaries must be at most 1,000"),
-    (["--repeat", "1001"], "--repeat must be at most 1,000"),
-    (["--n-words", "501"], "--n-words must be at most 500"),
-    (["--n-candidates", "9" * 400], "--n-candidates must be an integer"),
+    (["--n-candidates", "100000001"], "argument --n-candidates: must be an integer in [2, 100000], got 100000001"),
+    (["--n-canaries", "1001"], "argument --n-canaries: must be an integer in [1, 1000], got 1001"),
+    (["--repeat", "1001"], "argument --repeat: must be an integer in [1, 1000], got 1001"),
+    (["--n-words", "501"], "argument --n-words: must be an integer in [1, 500], got 501"),
+    (["--n-candidates", "9" * 400], "argument --n-candidates: expected an integer in [2, 100000], got '999"),
     (["--n-candidates", "100000", "--style", "words", "--n-words", "101"], "draw 10,100,000 words; at most 10,000,000"),
     (["--n-candidates", "1000", "--n-canaries", "401", "--style", "trap"], "draw 10,025,000 words"),
     (["--n-candidates", "100000", "--n-canaries", "7"], "7 canaries of 100,000 candidates of 16 words"),

@@ -17,6 +17,7 @@ from copyprobe.cli._common import (
     progress_bars,
     setting_values,
 )
+from copyprobe.params import Integer, option_type
 
 HELP = "canary audits: mark a document before publishing it, later test a model with an exact p-value"
 DESCRIPTION = (
@@ -43,27 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     find = actions.add_parser("find", help=FIND_HELP, description=FIND_HELP)
     find.add_argument("manifest", metavar="MANIFEST", help="kit directory, or its private/manifest.json")
     find.add_argument("files", metavar="FILE", nargs="+", help="files to search")
-    find.add_argument("--context", type=_integer_within(0, "--context"), default=60,
+    find.add_argument("--context", type=option_type(Integer(0), "--context"), default=60,
                       help="characters of context either side (default 60)")
     find.add_argument("--json", action="store_true", help="one JSON object per occurrence instead of text")
     find.set_defaults(func=run_find)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
-
-
-def _integer_within(low: int, name: str, high: int | None = None):
-    def parse(text: str) -> int:
-        try:
-            value = int(text) if len(text) <= 40 else None
-        except ValueError:
-            value = None
-        if value is None:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text[:40]!r}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{name} must be at least {low}, got {value}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"{name} must be at most {high:,}, got {value}")
-        return value
-    return parse
 
 
 def add_make_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,15 +56,15 @@ def add_make_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--doc", required=True, help="the document to mark (UTF-8 text)")
     parser.add_argument("--out", required=True, help="kit directory to write (must not hold a kit yet)")
-    parser.add_argument("--n-candidates", type=_integer_within(2, "--n-candidates", MAX_CANDIDATES), default=100,
+    parser.add_argument("--n-candidates", type=option_type(Integer(2, MAX_CANDIDATES), "--n-candidates"), default=100,
                         help="candidates per canary, published one included (default 100: smallest p = 0.01)")
-    parser.add_argument("--n-canaries", type=_integer_within(1, "--n-canaries", MAX_CANARIES), default=1,
+    parser.add_argument("--n-canaries", type=option_type(Integer(1, MAX_CANARIES), "--n-canaries"), default=1,
                         help="independent canaries in the document (default 1)")
     parser.add_argument("--style", choices=("sentences", "words", "trap"), default="sentences",
                         help="fictional sentences (default), random words, or trap sequences (Meeus et al. 2024)")
-    parser.add_argument("--repeat", type=_integer_within(1, "--repeat", MAX_REPEAT), default=None,
+    parser.add_argument("--repeat", type=option_type(Integer(1, MAX_REPEAT), "--repeat"), default=None,
                         help="copies of each published canary in the document (default 1; 10 for trap)")
-    parser.add_argument("--n-words", type=_integer_within(1, "--n-words", MAX_WORDS), default=None,
+    parser.add_argument("--n-words", type=option_type(Integer(1, MAX_WORDS), "--n-words"), default=None,
                         help="words per words/trap candidate (default 12 / 25)")
     parser.add_argument("--seed", default=None,
                         help="seed of the random draws, for a reproducible kit (default: 32 bytes from the OS); "
