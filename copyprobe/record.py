@@ -28,6 +28,10 @@ from typing import Any
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import read_json, read_jsonl, utc_now, versions, write_json, write_jsonl
 from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_checked, scores_row
+from copyprobe.text import article
+
+# the end of every message about result files that disagree with their run.json
+DAMAGED = "the run's files are damaged; run the command again (the cache makes it cheap)"
 
 FORMAT_VERSION = 1
 
@@ -196,23 +200,22 @@ def _check_scores_match(run: Run) -> None:
     if run.scores is None:
         return
     where = run.dir / "scores.jsonl"
-    damaged = "the run's files are damaged; run the command again (the cache makes it cheap)"
     line_of: dict[Any, int] = {}
     for line, row in enumerate(run.scores, 1):
         if row["id"] in line_of:
             raise DataError(f"{where}: passage {row['id']!r} has two rows (lines {line_of[row['id']]} and {line}): "
-                            f"{damaged}")
+                            f"{DAMAGED}")
         line_of[row["id"]] = line
     if run.examples is not None:
         known = {e["id"] for e in run.examples}
         unknown = [i for i in line_of if i not in known]
         if unknown:
             raise DataError(f"{where} line {line_of[unknown[0]]}: passage {unknown[0]!r} is not in examples.jsonl: "
-                            f"{damaged}")
+                            f"{DAMAGED}")
         missing = [e["id"] for e in run.examples if e["id"] not in line_of]
         if missing:
             raise DataError(f"{where} has no row for {len(missing)} of the {len(known)} passages in examples.jsonl "
-                            f"(the first: {missing[0]!r}): {damaged}")
+                            f"(the first: {missing[0]!r}): {DAMAGED}")
 
 
 def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:
@@ -276,11 +279,11 @@ def _check_reusable(path: Path, kind: str, spec: str | None = None) -> None:
     if not isinstance(other, str):
         raise ConfigError(f"{path / 'run.json'} is not a copyprobe run record; it would be overwritten; {advice}")
     if other != kind:
-        raise ConfigError(f"{path} holds {_a(other)} {other} run; {_a(kind)} {kind} run would overwrite it; {advice}")
+        raise ConfigError(f"{path} holds {article(other)} {other} run; {article(kind)} {kind} run would overwrite it; {advice}")
     recorded = found.get("model") if isinstance(found.get("model"), dict) else {}
     before = recorded.get("spec")
     if spec is not None and isinstance(before, str) and before.strip() and not _same_model(before.strip(), spec):
-        raise ConfigError(f"{path} holds {_a(kind)} {kind} run of model {before.strip()}; a run of {spec} would "
+        raise ConfigError(f"{path} holds {article(kind)} {kind} run of model {before.strip()}; a run of {spec} would "
                           f"overwrite it; {advice}")
 
 
@@ -293,11 +296,6 @@ def _same_model(before: str, spec: str) -> bool:
 
     identity = weights_identity(spec)
     return identity is not None and identity == weights_identity(before)
-
-
-def _a(word: str) -> str:
-    """The indefinite article of ``word`` ("an audit", "a detect")."""
-    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 __all__ = [

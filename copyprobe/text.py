@@ -112,3 +112,9 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
         prev = cur
     return prev[-1]
+
+
+def article(word: str) -> str:
+    """The indefinite article before ``word``: "an" before a vowel letter, else "a" (for
+    copyprobe's own words: run kinds, canary word lists; "an hour" is not among them)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"

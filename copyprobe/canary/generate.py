@@ -37,6 +37,8 @@ import os
 import re
 from typing import Callable, Sequence, TypeVar
 
+from copyprobe.text import article
+
 T = TypeVar("T")
 
 STYLES = ("sentences", "words", "trap")
@@ -166,11 +168,6 @@ TEMPLATES = (
     "The {animals} that nested behind the {room} in {place} were fed by {name} for {num} days.",
     "By the spring of {year}, {name} had mended {num} {objects} for the people of {place}.",
 )
-
-
-def article(word: str) -> str:
-    """"an" before a vowel letter, else "a" (the word lists avoid the exceptions)."""
-    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def ordinal(n: int) -> str:

@@ -41,7 +41,7 @@ from copyprobe.params import (
     Settings,
     comma_items,
 )
-from copyprobe.record import Run, RunRecord
+from copyprobe.record import DAMAGED, Run, RunRecord
 from copyprobe.drive import DriveStats, Failure, drive
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
@@ -382,7 +382,6 @@ def _check_results_match(run: Run) -> None:
     metrics recomputed from a file that lost or repeated rows would be wrong without a sign
     of it. Rows for bad input (one per input error) are not counted."""
     where = run.dir / "results.jsonl"
-    damaged = "the run's files are damaged; run the command again (the cache makes it cheap)"
     line_of: dict[tuple, int] = {}
     asked: dict[str, int] = {}
     for line, row in enumerate(run.results or [], 1):
@@ -391,7 +390,7 @@ def _check_results_match(run: Run) -> None:
         key = (row["task"], row["id"], row.get("template"), row.get("set"))
         if key in line_of:
             raise DataError(f"{where}: {row['task']} item {row['id']!r} (template {row.get('template')}) has two "
-                            f"rows (lines {line_of[key]} and {line}): {damaged}")
+                            f"rows (lines {line_of[key]} and {line}): {DAMAGED}")
         line_of[key] = line
         asked[row["task"]] = asked.get(row["task"], 0) + 1
     counts = (run.record.data or {}).get("counts")
@@ -408,7 +407,7 @@ def _check_results_match(run: Run) -> None:
         expected = items if task == "qa" else (items + (n_clean if task == "literal" else 0)) * templates
         if asked.get(task, 0) != expected:
             raise DataError(f"{where} has {asked.get(task, 0)} {task} rows where run.json asked for {expected}: "
-                            f"{damaged}")
+                            f"{DAMAGED}")
 
 
 def _resample(rec: RunRecord, n_bootstrap: int | None) -> None:

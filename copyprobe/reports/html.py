@@ -27,6 +27,7 @@ from copyprobe.reports.sections.per_method import method_names, methods_context,
 from copyprobe.reports.sections.run_settings import settings_context
 from copyprobe.reports.sections.verdicts import standings_sentence, verdict_class, verdict_sentence, verdicts_context
 from copyprobe.reports.templating import environment
+from copyprobe.text import article
 
 # ---------------------------------------------------------------- reading the run
 
@@ -37,12 +38,10 @@ def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     from copyprobe.record import load_run as read
 
     loaded = read(run_dir)
-    if loaded.scores is None:
+    if loaded.scores is None:  # load_run requires scores.jsonl of the kinds that write one
         kind = loaded.record.kind
-        raise DataError(f"{loaded.dir / 'scores.jsonl'} does not exist" + (
-            f": {loaded.dir} holds {'an' if kind[:1] in 'aeiou' else 'a'} {kind} run, and the report shows detect, "
-            "audit, canary and copying runs" if kind not in ("detect", "audit", "canary")
-            else " (the run's files are incomplete; run the command again)"))
+        raise DataError(f"{loaded.dir} holds {article(kind)} {kind} run, which has no scores.jsonl; the report "
+                        "shows detect, audit, canary and copying runs")
     return {"dir": loaded.dir, "run": loaded.record.to_json(), "scores": loaded.scores,
             "metrics": loaded.metrics, "examples": loaded.examples, "verdicts": loaded.verdicts,
             "canary": loaded.canary}

@@ -306,7 +306,7 @@ def test_a_run_of_a_kind_without_a_page_is_named(tmp_path):
     record = json.loads((run_dir / "run.json").read_text())
     record["kind"] = "plant"  # what `copyprobe plant` writes beside its model
     (run_dir / "run.json").write_text(json.dumps(record))
-    with pytest.raises(DataError, match="holds a plant run, and the report shows detect, audit, canary and copying"):
+    with pytest.raises(DataError, match="holds a plant run, which has no scores.jsonl; the report shows detect, audit, canary and copying"):
         write_report(run_dir)
 
 
