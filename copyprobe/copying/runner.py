@@ -19,6 +19,7 @@ from typing import Any
 
 from copyprobe.copying import literal as lit
 from copyprobe.copying import nonliteral as nl
+from copyprobe.copying import prompts
 from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import CopySet
@@ -197,7 +198,8 @@ def build_runs(data: CopySet, config: CopyConfig,
         for item, which in literal:
             for t in config.templates:
                 key = ("literal", item.id, t)
-                rows[key] = {"task": "literal", "id": item.id, "title": item.title, "template": t, "set": which,
+                rows[key] = {"task": "literal", "id": item.id, "title": item.title,
+                             "template": prompts.LITERAL_TEMPLATES[t].name, "set": which,
                              "prefix_tail": " ".join(item.input.split()[-40:]), "reference": item.reference}
                 runs[key] = _with_fluency(
                     lit.run_literal(item, g, template=t, demos=config.demos.get("literal", ()),
@@ -207,7 +209,8 @@ def build_runs(data: CopySet, config: CopyConfig,
         for item in data.nonliteral[:lim]:
             for t in config.templates:
                 key = ("nonliteral", item.id, t)
-                rows[key] = {"task": "nonliteral", "id": item.id, "title": item.title, "template": t}
+                rows[key] = {"task": "nonliteral", "id": item.id, "title": item.title,
+                             "template": prompts.NONLITERAL_TEMPLATES[t].name}
                 runs[key] = _with_fluency(
                     nl.run_nonliteral(item, g, config.judge, template=t, demos=config.demos.get("nonliteral", ()),
                                       event_threshold=config.event_threshold,
@@ -217,7 +220,7 @@ def build_runs(data: CopySet, config: CopyConfig,
         g = GenConfig(config.qa_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
         for item in data.qa[:lim]:
             key = ("qa", item.id, 0)
-            rows[key] = {"task": "qa", "id": item.id, "title": item.title, "template": 0,
+            rows[key] = {"task": "qa", "id": item.id, "title": item.title, "template": prompts.QA_TEMPLATE.name,
                          "reference": list(item.reference)}
             runs[key] = qa_mod.run_qa(item, g, demos=config.demos.get("qa", ()), max_tokens=config.qa_max_tokens)
     return runs, rows

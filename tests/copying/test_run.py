@@ -87,6 +87,23 @@ def test_bad_input_rows_are_reported_per_item(tmp_path):
     assert {f["id"] for f in res["run"]["failures"]} == {"a", "b"}
 
 
+def test_template_is_the_prompts_name_on_scored_and_failed_rows():
+    from copyprobe.copying.runner import build_runs, result_rows
+    from copyprobe.drive import Failure
+
+    kjv = load_copyset("kjv")
+    cfg = CopyConfig(tasks=("literal", "nonliteral", "qa"), templates=(0, 2), limit=2, judge=BackendJudge(None))
+    runs, skeleton = build_runs(kjv, cfg)
+    failed = next(key for key in skeleton if key[0] == "literal" and key[2] == 2)
+    scored = {key: {"output": "x", "error": None, "f1": 0.0} for key in skeleton if key[0] == "qa"}
+    rows = result_rows(kjv, cfg, skeleton, {failed: Failure("server said no"), **scored})
+    names = {(r["task"], r["template"]) for r in rows if r["template"] is not None}
+    assert names == {("literal", "literal.1"), ("literal", "literal.3"), ("nonliteral", "nonliteral.1"),
+                     ("nonliteral", "nonliteral.3"), ("qa", "qa.1")}
+    row = next(r for r in rows if r["id"] == failed[1] and r["error"] == "server said no")
+    assert row["template"] == "literal.3"
+
+
 def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
     from copyprobe.errors import DataError
     from copyprobe.rescore import rescore
