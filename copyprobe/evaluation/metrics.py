@@ -10,7 +10,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,10 @@ Metric = Callable[[np.ndarray, np.ndarray], float]
 MAX_DEGENERATE_FRACTION = 0.1
 # cells of the (resamples x rows) weight matrix handled at once by the fast AUC path
 _CHUNK_CELLS = 4_000_000
+# resamples x groups cells up to which the seeded draw is kept whole and shared by every
+# method of a run (64 MB as int32); above, it is drawn a chunk at a time and not kept, so
+# 200,000 passages need tens of MB, not the 6 GB a whole draw took
+_KEEP_CELLS = 16_000_000
 # columns (resamples) from which _prefix_sums adds row by row (the two ways break even at
 # about 256 here: 0.58 against 0.56 ms for 825 rows)
 _ROW_BY_ROW = 256
@@ -213,6 +217,36 @@ def _seeded_counts(seed: int, n_groups: int, n_resamples: int) -> np.ndarray:
     return counts
 
 
+def _counts_in_chunks(seed: int, n_groups: int, n_resamples: int) -> Iterator[np.ndarray]:
+    """The seeded draw of :func:`_seeded_counts`, as consecutive chunks of its resamples:
+    the kept matrix where it is small, else drawn a chunk at a time from one generator.
+    The chunks are the matrix's rows, in order, number for number: numpy draws the
+    resamples one after another whether asked for all at once or a few at a time."""
+    if n_groups * n_resamples <= _KEEP_CELLS:
+        yield _seeded_counts(seed, n_groups, n_resamples)
+        return
+    rng = np.random.default_rng(seed)
+    step = max(1, _CHUNK_CELLS // n_groups)
+    for start in range(0, n_resamples, step):
+        counts = _draw_counts(rng, n_groups, min(step, n_resamples - start))
+        yield counts.astype(np.int32) if n_groups < np.iinfo(np.int32).max else counts
+
+
+def _resample_values(y: np.ndarray, s: np.ndarray, metric: Metric, counts: np.ndarray,
+                     codes: np.ndarray) -> np.ndarray:
+    """``metric`` of each resample in ``counts`` (resamples x groups); NaN for one class."""
+    if metric is roc_auc:
+        return _weighted_auc(y, s, counts, codes)
+    weights = counts[:, codes]  # row i appears as often as its group was drawn
+    values = np.full(counts.shape[0], np.nan)
+    rows = np.arange(len(y))
+    for b in range(counts.shape[0]):
+        idx = np.repeat(rows, weights[b])
+        if len(np.unique(y[idx])) == 2:
+            values[b] = metric(y[idx], s[idx])
+    return values
+
+
 def bootstrap_ci(
     labels: Sequence[int],
     scores: Sequence[float],
@@ -232,8 +266,9 @@ def bootstrap_ci(
     than ``max_degenerate_fraction`` of them are, the bounds are NaN. Fewer than two
     groups (or rows) give NaN bounds too, with every resample counted degenerate.
 
-    ``metric=roc_auc`` takes a vectorised path (all resamples at once); any other callable
-    is called once per resample. The same seed draws the same resamples, so intervals of
+    ``metric=roc_auc`` takes a vectorised path (many resamples at once); any other callable
+    is called once per resample. Memory is bounded for any number of rows: a large draw is
+    made and used a chunk of resamples at a time. The same seed draws the same resamples, so intervals of
     different methods on the same rows are paired.
     """
     if n_resamples < 1:
@@ -245,17 +280,8 @@ def bootstrap_ci(
     if n_groups < 2:
         # every resample of one group is that group again: no spread to read an interval from
         return BootstrapCI(math.nan, math.nan, n_resamples, n_resamples)
-    counts = _seeded_counts(int(seed), n_groups, n_resamples)
-    if metric is roc_auc:
-        values = _weighted_auc(y, s, counts, codes)
-    else:
-        weights = counts[:, codes]  # row i appears as often as its group was drawn
-        values = np.full(n_resamples, np.nan)
-        rows = np.arange(len(y))
-        for b in range(n_resamples):
-            idx = np.repeat(rows, weights[b])
-            if len(np.unique(y[idx])) == 2:
-                values[b] = metric(y[idx], s[idx])
+    values = np.concatenate([_resample_values(y, s, metric, counts, codes)
+                             for counts in _counts_in_chunks(int(seed), n_groups, n_resamples)])
     valid = values[~np.isnan(values)]
     n_degenerate = n_resamples - len(valid)
     if len(valid) == 0 or n_degenerate > max_degenerate_fraction * n_resamples:

@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import average_precision_score, roc_auc_score
 
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.evaluation import (
@@ -210,6 +210,29 @@ def test_weighted_auc_is_the_same_for_either_memory_order_and_in_chunks(monkeypa
         weights = counts[b, codes]
         kept = weights > 0
         assert whole[b] == pytest.approx(roc_auc_score(y[kept], s[kept], sample_weight=weights[kept]), abs=1e-12)
+
+
+@pytest.mark.parametrize("groups", [False, True])
+def test_a_draw_too_large_to_keep_is_used_in_chunks_with_the_same_intervals(monkeypatch, groups):
+    from copyprobe.evaluation import metrics
+
+    rng = np.random.default_rng(12)
+    n = 400
+    y = rng.integers(0, 2, n)
+    s = rng.normal(size=n) + 0.4 * y
+    g = np.arange(n) // 4 if groups else None
+    whole_draw = metrics._seeded_counts(5, n // 4 if groups else n, 90)
+
+    def intervals():
+        return (metrics.bootstrap_ci(y, s, groups=g, n_resamples=90, seed=5),
+                metrics.bootstrap_ci(y, s, average_precision_score, groups=g, n_resamples=30, seed=5))
+
+    kept = intervals()
+    monkeypatch.setattr(metrics, "_KEEP_CELLS", 0)
+    monkeypatch.setattr(metrics, "_CHUNK_CELLS", 7 * n + 3)  # 7 resamples at a time, the last chunk short
+    chunks = list(metrics._counts_in_chunks(5, n // 4 if groups else n, 90))
+    assert len(chunks) > 1 and np.array_equal(np.concatenate(chunks), whole_draw)
+    assert intervals() == kept
 
 
 def test_weighted_auc_counts_in_int64_where_int32_could_overflow():
