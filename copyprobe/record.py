@@ -282,20 +282,25 @@ def _check_reusable(path: Path, kind: str, spec: str | None = None) -> None:
         raise ConfigError(f"{path} holds {article(other)} {other} run; {article(kind)} {kind} run would overwrite it; {advice}")
     recorded = found.get("model") if isinstance(found.get("model"), dict) else {}
     before = recorded.get("spec")
-    if spec is not None and isinstance(before, str) and before.strip() and not _same_model(before.strip(), spec):
+    if spec is not None and isinstance(before, str) and before.strip() and not _same_model(recorded, spec):
         raise ConfigError(f"{path} holds {article(kind)} {kind} run of model {before.strip()}; a run of {spec} would "
                           f"overwrite it; {advice}")
 
 
-def _same_model(before: str, spec: str) -> bool:
-    """Whether two specs name the same model: as written, or as loaded (hf:./m and hf:/abs/m,
-    an alias and gguf: of its file). A relative path is read from the working directory."""
-    if before == spec:
+def _same_model(recorded: dict, spec: str) -> bool:
+    """Whether ``spec`` names the model of a recorded run: as written, or as loaded (hf:./m
+    and hf:/abs/m, an alias and gguf: of its file), each path resolved from the working
+    directory of its own run. A record without ``weights_location`` (a remote model, a run
+    of an earlier version) is compared as written."""
+    if str(recorded.get("spec")).strip() == spec:
         return True
+    location = recorded.get("weights_location")
+    if not isinstance(location, list):
+        return False
     from copyprobe.backends.specs import weights_identity
 
     identity = weights_identity(spec)
-    return identity is not None and identity == weights_identity(before)
+    return identity is not None and list(identity) == location
 
 
 __all__ = [

@@ -110,8 +110,18 @@ class Session:
         return {"path": str(self.cache.path) if self.cache else None, "hits": hits, "misses": misses}
 
     def model_info(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(target facts, other models' facts by spec) for the run record."""
-        return self.target.info(), {spec: b.info() for spec, b in self.backends.items() if spec is not None}
+        """(target facts, other models' facts by spec) for the run record. A local target's
+        facts include ``weights_location``, the weights its spec loads, resolved from the
+        working directory of this run: a later run in the same output directory is of the
+        same model when its spec loads the same (record.prepare_out_dir)."""
+        from copyprobe.backends.specs import weights_identity
+
+        target = self.target.info()
+        spec = target.get("spec")
+        location = weights_identity(spec) if isinstance(spec, str) else None
+        if location is not None:
+            target = {**target, "weights_location": list(location)}
+        return target, {spec: b.info() for spec, b in self.backends.items() if spec is not None}
 
     def close(self, *, wait: bool = True) -> None:
         """Release the backends this session loaded and the cache file; safe to call twice.

@@ -107,24 +107,35 @@ def test_a_run_of_another_model_does_not_replace_a_run(tmp_path):
 def test_one_model_written_two_ways_is_the_same_model(tmp_path, monkeypatch):
     from copyprobe.errors import ConfigError
 
-    (tmp_path / "m").mkdir()
+    for name in ("a/m", "b/m"):
+        (tmp_path / name).mkdir(parents=True)
     (tmp_path / "w.gguf").write_bytes(b"GGUF")
-    monkeypatch.chdir(tmp_path)
     rows = labelled_rows()
     data = str(write_data(tmp_path / "data.jsonl", rows))
 
-    def run(spec):
-        return copyprobe.detect(FakeBackend(spec=spec), data, ["loss"], out=tmp_path / "run", cache=False)
+    def run(spec, out="run"):
+        return copyprobe.detect(FakeBackend(spec=spec), data, ["loss"], out=tmp_path / out, cache=False)
 
+    monkeypatch.chdir(tmp_path / "a")
     run("hf:./m")
-    run(f"hf:{tmp_path}/m")  # the same directory, written another way: reused
-    with pytest.raises(ConfigError, match=r"holds a detect run of model hf:/\S+/m; a run of hf:\./other would"):
-        run("hf:./other")
-    with pytest.raises(ConfigError, match="a run of gguf:w.gguf would overwrite it"):
-        run("gguf:w.gguf")  # another file, and another kind of model
-    (tmp_path / "run").rename(tmp_path / "run-m")
-    run("gguf:w.gguf")
-    run(f"gguf:{tmp_path / 'w.gguf'}")
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())["model"]
+    assert saved["weights_location"] == ["hf", str(tmp_path / "a" / "m")]
+    monkeypatch.chdir(tmp_path)
+    run("hf:a/m")  # the same directory, from another working directory: reused
+    run(f"hf:{tmp_path}/a/m")
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(ConfigError, match=r"holds a detect run of model hf:/\S+/a/m; a run of hf:\./m would"):
+        run("hf:./m")  # ./m here is another model, though written as the first run wrote it
+    with pytest.raises(ConfigError, match="a run of gguf:../w.gguf would overwrite it"):
+        run("gguf:../w.gguf")  # another file, and another kind of model
+    run("gguf:../w.gguf", out="run-w")
+    run(f"gguf:{tmp_path / 'w.gguf'}", out="run-w")
+    # a spec that names no local weights (a remote model, a record of an earlier version) is
+    # compared as written, and a path that cannot be read is a refusal, not a traceback
+    monkeypatch.chdir(tmp_path)
+    run("hf:~no-such-user-xyz/m", out="run-home")
+    with pytest.raises(ConfigError, match="of model hf:~no-such-user-xyz/m; a run of hf:~no-such-user-xyz/n"):
+        run("hf:~no-such-user-xyz/n", out="run-home")
 
 
 def test_rescore_reproduces_metrics_byte_for_byte_without_a_model(tmp_path, no_model):

@@ -166,11 +166,12 @@ def weights_identity(spec: str) -> tuple[str, str] | None:
     remote specs and specs that do not resolve (loading them reports why)."""
     try:
         source = resolve_local(spec)
-    except (ConfigError, BackendError):
+        engine = "llamacpp" if spec.strip().startswith("llamacpp:") else "hf"
+        location = Path(source.path).expanduser()
+        return engine, str(location.resolve()) if location.exists() else source.path
+    except (ConfigError, BackendError, OSError, RuntimeError, ValueError):
+        # RuntimeError: "~user" with no such user; ValueError: a NUL in the path
         return None
-    engine = "llamacpp" if spec.strip().startswith("llamacpp:") else "hf"
-    location = Path(source.path).expanduser()
-    return engine, str(location.resolve()) if location.exists() else source.path
 
 
 def load_tokenizer(spec: str):
