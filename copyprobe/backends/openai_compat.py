@@ -427,7 +427,7 @@ class OpenAIBackend(Backend):
             reason = exc.reason
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
-            if not self._answered and isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
+            if not self._answered and self._nobody_there(reason):
                 raise _RunWide(f"cannot reach {self.base_url}: {self._scrub(str(reason))} (nothing has answered "
                                "there yet: is the server running, and the URL right?)") from None
             raise _Retryable(f"cannot reach {self.base_url}: {self._scrub(str(reason))}") from None
@@ -451,6 +451,23 @@ class OpenAIBackend(Backend):
             msg = err.get("message") if isinstance(err, dict) else err
             raise _Fatal(f"error from {self.base_url}{path}: {self._scrub(str(msg))}")
         return payload
+
+    def _nobody_there(self, reason: object) -> bool:
+        """Whether a failed connection means no server at the URL: a host name that does
+        not exist (not a resolver's temporary failure), or a refusal that a fresh
+        connection gets too (a full listen queue, which some systems answer with a refusal
+        under many concurrent requests, lets the fresh one in)."""
+        if isinstance(reason, socket.gaierror):
+            return reason.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME))
+        if not isinstance(reason, ConnectionRefusedError):
+            return False
+        parts = urllib.parse.urlsplit(self.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=min(self.timeout, 5.0)).close()
+        except OSError:
+            return True
+        return False
 
     def _call(self, path: str, body: dict) -> dict:
         """POST with retries. Raises _Fatal (this request) or _RunWide (every request).

@@ -378,6 +378,29 @@ def test_a_refused_connection_is_said_at_once_before_any_answer_and_retried_afte
     assert backend.usage["requests"] == 1 + 3 and len(backend.sleeps) == 2
 
 
+@pytest.mark.parametrize("reason", ["refused but listening", "temporary name failure"])
+def test_a_first_failure_that_is_no_missing_server_is_retried(api, monkeypatch, reason):
+    """A refusal while a fresh connection gets in (a full listen queue), and a resolver's
+    temporary failure, are retried even before the server's first answer."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    real = urllib.request.urlopen
+    failures = [ConnectionRefusedError(111, "Connection refused") if reason.startswith("refused")
+                else socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")]
+
+    def flaky(*args, **kwargs):
+        if failures:
+            raise urllib.error.URLError(failures.pop())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", flaky)
+    backend = backend_for(api, monkeypatch, max_retries=2)
+    assert backend.answer([GenerateRequest(prompt="x")])[0].text == " completion of x"
+    assert backend.usage["retries"] == 1 and len(backend.sleeps) == 1
+
+
 def test_requests_run_concurrently(api, monkeypatch):
     backend = backend_for(api, monkeypatch, concurrency=8)
     api.delay = 0.3  # long enough that a serial client could never overlap two requests
