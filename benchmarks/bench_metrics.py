@@ -9,8 +9,8 @@ together. Printed beside them: scikit-learn's roc_auc_score called once per resa
 
 With ``--large N`` it also bootstraps N passages (1,000 resamples) and prints the peak
 memory that took beyond what the process held before: a draw of more than 16 million
-cells (resamples x passages) is made and used a chunk at a time, so it stays tens of MB
-where the whole draw (``--keep-whole``) took 4.6 GB for 200,000 passages.
+cells (resamples x passages) is made and used a chunk at a time: about 150 MiB for 200,000
+passages, where the whole draw (``--keep-whole``) took 4.6 GB.
 """
 
 from __future__ import annotations
