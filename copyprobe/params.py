@@ -220,13 +220,31 @@ class ModelSpec(Constraint):
 
     auto: bool = False
     keywords: tuple[str, ...] = ()
+    many: bool = False  # a comma-separated list of them
+    empty: bool = False  # "" (none) allowed
 
     def check(self, value: Any) -> bool:
-        return isinstance(value, str) and bool(value.strip())
+        if not isinstance(value, str):
+            return False
+        if not self.many:
+            return self.empty or bool(value.strip())
+        try:
+            return self.empty or bool(comma_items(value))
+        except EmptyItemError:
+            return False
+
+    def reason(self, value: Any) -> str | None:
+        if self.many and isinstance(value, str):
+            try:
+                comma_items(value)
+            except EmptyItemError as e:
+                return f"has {e}, got {shown(value)}"
+        return super().reason(value)
 
     def describe(self) -> str:
         words = ([AUTO] if self.auto else []) + list(self.keywords)
-        return "a model spec" + (f" or {', '.join(repr(w) for w in words)}" if words else "")
+        what = "a comma-separated list of model specs" if self.many else "a model spec"
+        return what + (f" or {', '.join(repr(w) for w in words)}" if words else "") + (", or empty" if self.empty else "")
 
 
 @dataclasses.dataclass(frozen=True)

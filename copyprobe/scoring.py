@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method, Score
-from copyprobe.params import comma_items
+from copyprobe.params import comma_items, shown
 from copyprobe.registry import make_method
 from copyprobe.drive import DriveStats, Failure, OneStep, ProgressFactory, drive
 
@@ -32,7 +32,7 @@ def build_methods(
         try:
             methods = comma_items(methods)
         except ValueError as e:
-            raise ConfigError(f"methods {methods!r}: {e}") from None
+            raise ConfigError(f"methods {shown(methods)}: {e}") from None
     if not methods:
         raise ConfigError("no methods given (run `copyprobe methods` to list them)")
     params = dict(params or {})

@@ -198,4 +198,7 @@ def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2 and "corpus is empty" in err and len(err.strip().splitlines()) == 1
     code = main(["freq", "build", "--tokenizer", "toy", "--corpus", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "t.npz")])
     assert code == 2 and "not found" in capsys.readouterr().err
+    code = main(["freq", "build", "--tokenizer", "toy", "--corpus", str(empty), "--out", str(tmp_path / "t.npz"),
+                 "--chunk-chars", "0"])
+    assert code == 2 and "argument --chunk-chars: must be an integer >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "t.npz").exists()

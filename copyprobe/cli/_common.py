@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from copyprobe.errors import ConfigError
-from copyprobe.params import Device, comma_items, option_type
+from copyprobe.params import Device, comma_items, option_type, shown
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None = None, report: bool = True) -> None:
@@ -133,7 +133,7 @@ def batch_size_option(raw: str) -> int | str:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {raw!r}") from None
+        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {shown(raw)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {value}")
     return value
@@ -155,7 +155,7 @@ def parse_params(items: list[str] | None, methods: list[str], option: str = "--m
         key, sep, raw = item.partition("=")
         method, dot, name = key.strip().partition(".")
         if not sep or not dot or not method or not name:
-            raise ConfigError(f"bad --param {item!r}: expected METHOD.NAME=VALUE, e.g. min_k.k=0.1")
+            raise ConfigError(f"bad --param {shown(item)}: expected METHOD.NAME=VALUE, e.g. min_k.k=0.1")
         if method not in methods:
             raise ConfigError(f"--param {item!r} names method {method!r}, but {option} is {methods[0]}"
                               if option == "--method" and len(methods) == 1 else
@@ -227,7 +227,7 @@ def split_names(text: str) -> list[str]:
     try:
         names = comma_items(text)
     except ValueError as e:
-        raise ConfigError(f"--methods {text!r}: {e}") from None
+        raise ConfigError(f"--methods {shown(text)}: {e}") from None
     if not names:
         raise ConfigError("--methods is empty (run `copyprobe methods` to list them)")
     return names

@@ -43,7 +43,7 @@ from copyprobe.backends.base import GenerateRequest, TokenLogprobs, TokenLogprob
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
-from copyprobe.params import Boolean, COUNT, ModelSpec, NON_NEGATIVE_INT, OneOf, Real, Text, param
+from copyprobe.params import Boolean, COUNT, ModelSpec, NON_NEGATIVE_INT, OneOf, Real, param
 from copyprobe.registry import register
 from copyprobe.text import Word, normalize, response_spans, split_specs, split_words
 
@@ -221,7 +221,7 @@ class InfoProbe(Method):
     )
     max_tokens: int = param(10, COUNT, "at most this many probes per text, most surprising first (paper: 10)")
     filter_models: str = param(
-        "", Text(),
+        "", ModelSpec(many=True, empty=True),
         "comma list of instruction-tuned models; candidates any of them guesses are dropped",
     )
     filter_prompt: str = param(

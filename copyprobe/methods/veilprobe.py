@@ -202,7 +202,7 @@ class VeilProbe(Method):
         "default proxy/substitute model; 'auto' = the other bundled model",
     )
     proxies: str = param(
-        "reference", ModelSpec(auto=True, keywords=("reference",)),
+        "reference", ModelSpec(auto=True, keywords=("reference",), many=True),
         "comma list of proxy models for key-token attribution; 'reference' = the reference model",
     )
     substituter: str = param(

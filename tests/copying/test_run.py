@@ -132,6 +132,8 @@ def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
     (["--templates", "0,5"], "template index 5 out of range"),
     (["--data", "/nonexistent.json"], "does not exist"),
     (["--limit", "0"], "--limit: must be an integer >= 1, got 0"),
+    (["--prefix-words", "0"], "--prefix-words: must be an integer >= 1, got 0"),
+    (["--embedding-threshold", "nan"], "--embedding-threshold: must be a number in [-1, 1], got nan"),
 ])
 def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
     base = ["copying", "--model", "smollm2-135m-instruct", "--data", "kjv", "--out", str(tmp_path / "o")]

@@ -145,6 +145,7 @@ CASES = [
     Case("empty methods", {"data.jsonl": jsonl(GOOD)}, ["--methods", " , "], "--methods is empty"),
     Case("empty name between commas", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,,zlib"], "--methods 'loss,,zlib': an empty item between commas"),
     Case("trailing comma in a list parameter", {"data.jsonl": jsonl(GOOD)}, ["--methods", "feature_agg", "--param", "feature_agg.ks=0.1,"], "bad value '0.1,' for feature_agg.ks: an empty item between commas"),
+    Case("empty model between commas", {"data.jsonl": jsonl(GOOD)}, ["--methods", "veilprobe", "--param", "veilprobe.proxies=reference,,gemma-3-270m"], "veilprobe.proxies has an empty item between commas, got 'reference,,gemma-3-270m'"),
     Case("method given twice", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,loss"], "given twice"),
     Case("bad --param syntax", {"data.jsonl": jsonl(GOOD)}, ["--methods", "min_k", "--param", "min_k=0.1"], "bad --param 'min_k=0.1'"),
     Case("--param without value", {"data.jsonl": jsonl(GOOD)}, ["--methods", "min_k", "--param", "min_k.k"], "bad --param"),

@@ -16,6 +16,7 @@ from copyprobe.cli._common import (
     setting_values,
 )
 from copyprobe.errors import DataError
+from copyprobe.params import COUNT, Real, option_type
 
 
 HELP = "literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations"
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_settings(parser, SETTINGS, ("tasks", "mitigation"))
     parser.add_argument("--judge", default="embedding", help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
-    parser.add_argument("--embedding-threshold", type=float, default=None, help="cosine threshold of the embedding judge (default: the calibrated one)")
+    parser.add_argument("--embedding-threshold", type=option_type(Real(-1, 1), "--embedding-threshold"), default=None, help="cosine threshold of the embedding judge (default: the calibrated one)")
     parser.add_argument("--fluency-judge", default="target", help="fluency judge: 'target' (default: the evaluated model) or a model spec")
     add_settings(parser, SETTINGS, ("templates",))
     parser.add_argument("--chat", action="store_true", help=SETTINGS["chat"].help)
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                     "literal_max_tokens", "nonliteral_max_tokens", "limit"))
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
     add_settings(parser, MEMFREE_SETTINGS)
-    parser.add_argument("--prefix-words", type=int, default=200, help="book input: words of each prefix (default 200)")
-    parser.add_argument("--reference-words", type=int, default=50, help="book input: words of each reference (default 50)")
+    parser.add_argument("--prefix-words", type=option_type(COUNT, "--prefix-words"), default=200, help="book input: words of each prefix (default 200)")
+    parser.add_argument("--reference-words", type=option_type(COUNT, "--reference-words"), default=50, help="book input: words of each reference (default 50)")
     parser.add_argument("--clean", default=None,
                         help="baseline: text the model cannot have seen (.txt/.epub, or CopyBench literal JSON), "
                         "scored like the book; default: the clean prose shipped with copyprobe (docs/copying.md)")

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from copyprobe.errors import BackendError, ConfigError
+from copyprobe.params import COUNT, option_type
 
 
 def load_tokenizer(spec: str) -> Any:
@@ -100,7 +101,7 @@ def register(subparsers: Any) -> None:
                        help="model spec whose tokenizer to use (an alias, or hf:DIR for a local folder)")
     build.add_argument("--corpus", required=True, nargs="+", metavar="FILE", help="plain-text files")
     build.add_argument("--out", required=True, metavar="FREQ", help="output table (.npz)")
-    build.add_argument("--chunk-chars", type=int, default=1 << 20, metavar="N",
+    build.add_argument("--chunk-chars", type=option_type(COUNT, "--chunk-chars"), default=1 << 20, metavar="N",
                        help="characters read per step (default %(default)s)")
     build.add_argument("--quiet", action="store_true", help="no progress line")
     build.set_defaults(func=_build)
