@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from copyprobe.errors import RowError
+from copyprobe.params import comma_items
 
 _EDGE_PUNCT = string.punctuation + "“”‘’«»—–…„‚‹›"
 _SPACE_MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
@@ -92,13 +93,13 @@ def response_spans(text: str, response: Any) -> list[tuple[int, int] | None]:
 
 
 def split_specs(value: Any) -> list[str]:
+    """The model specs of a list parameter (a comma-separated string, checked by
+    params.ModelSpec(many=True), or a sequence)."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
-        items = value
-    else:
-        items = str(value).split(",")
-    return [s.strip() for s in items if str(s).strip()]
+        return [str(s).strip() for s in value if str(s).strip()]
+    return comma_items(str(value))
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
