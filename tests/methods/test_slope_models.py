@@ -36,22 +36,26 @@ NORMALIZATIONS = ("none", "mean", "zscore")
 
 def direct_logprobs(backend, text: str, n: int):
     """{position: log p} of every scored token: full prefix (n = 0) or the leading
-    special tokens plus the n previous tokens (positions with n text predecessors only)."""
+    special tokens plus the n previous tokens (positions with n text predecessors only).
+    The n-token contexts all have the same length, so they go as one unpadded batch: on
+    two CPU cores a forward pass of a few tokens costs what reading the weights costs, and
+    one pass a position made this check take most of a minute."""
     import torch
 
     ids = list(backend.tokenizer(text).input_ids)
     lead = ids[:len(backend.lead_ids)] if ids[:len(backend.lead_ids)] == backend.lead_ids else []
-    out = {}
     with torch.no_grad():
         if n == 0:
             logits = backend.model(torch.tensor([ids])).logits[0].float()
             logp = torch.log_softmax(logits, -1)
             return {p: float(logp[p - 1, ids[p]]) for p in range(1, len(ids))}
-        for p in range(len(lead) + n, len(ids)):
-            context = lead + ids[p - n:p]
-            logits = backend.model(torch.tensor([context]), logits_to_keep=1).logits[0, -1].float()
-            out[p] = float(torch.log_softmax(logits, -1)[ids[p]])
-    return out
+        positions = list(range(len(lead) + n, len(ids)))
+        if not positions:
+            return {}
+        contexts = torch.tensor([lead + ids[p - n:p] for p in positions])
+        logits = backend.model(contexts, logits_to_keep=1).logits[:, -1].float()
+        logp = torch.log_softmax(logits, -1)
+    return {p: float(logp[row, ids[p]]) for row, p in enumerate(positions)}
 
 
 def expected_score(full: dict, local: dict, n: int, normalize: str, variant: str) -> float:
@@ -70,6 +74,7 @@ def expected_score(full: dict, local: dict, n: int, normalize: str, variant: str
 
 def check_model(backend) -> None:
     examples = [Example(id=str(i), text=t) for i, t in enumerate(TEXTS)]
+    full_prefix = {e.text: direct_logprobs(backend, e.text, 0) for e in examples}
     for n in range(6):
         methods = {(v, z): make_method("slope", ngram=n, normalize=z, variant=v)
                    for v, z in itertools.product(("notebook", "probability", "legacy"), NORMALIZATIONS)}
@@ -78,7 +83,7 @@ def check_model(backend) -> None:
                           key=lambda r: (r.text, r.ngram or 0, r.ngram_drop_short))
         answers = dict(zip(requests, backend.answer(requests)))
         for example in examples:
-            full = direct_logprobs(backend, example.text, 0)
+            full = full_prefix[example.text]
             local = direct_logprobs(backend, example.text, n) if n else {}
             for (variant, normalize), method in methods.items():
                 responses = [answers[r] for r in method.requests(example)]
