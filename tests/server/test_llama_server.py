@@ -89,25 +89,29 @@ def test_prompt_logprobs_over_http(backend):
 
 
 def test_decop_blackbox_scores_every_passage(backend):
-    rows = booktection_rows()[:2]  # 48 prompts: slow on a busy CPU
-    results = run("decop", rows, backend, mode="blackbox")
-    for pid in (r.id for r in rows):
-        score = results[pid]
+    # one passage with all 24 orderings, one with the 4 rotations (28 prompts: each costs
+    # about a second on two busy cores)
+    rows = booktection_rows()[:2]
+    results = {**run("decop", rows[:1], backend, mode="blackbox"),
+               **run("decop", rows[1:], backend, mode="blackbox", orderings_asked="rotations")}
+    for row, n_orderings in zip(rows, (24, 4)):
+        score = results[row.id]
         assert not isinstance(score, Failure), score
-        assert score.details["n_orderings"] == 24 and 0 <= score.value <= 1
-        assert score.value == score.details["n_correct"] / 24
+        assert score.details["n_orderings"] == n_orderings and 0 <= score.value <= 1
+        assert score.value == score.details["n_correct"] / n_orderings
 
 
 def test_decop_logit_scores_every_passage(backend):
     (choice,) = backend.answer([ChoiceLogprobsRequest(messages=(("user", "Pick A, B, C or D."),), choices=tuple("ABCD"))])
     assert choice.logprobs and all(v <= 0 for v in choice.logprobs.values())
-    rows = booktection_rows()[1:]
-    results = run("decop", rows, backend, mode="logit")
-    for pid in (r.id for r in rows):
-        score = results[pid]
+    rows = booktection_rows()[1:]  # as above: all 24 orderings, then the 4 rotations
+    results = {**run("decop", rows[:1], backend, mode="logit"),
+               **run("decop", rows[1:], backend, mode="logit", orderings_asked="rotations")}
+    for row, n_orderings in zip(rows, (24, 4)):
+        score = results[row.id]
         assert not isinstance(score, Failure), score
         assert sum(score.details["letter_probs"].values()) == pytest.approx(1.0)
-        assert 0 <= score.value <= 1 and score.details["n_orderings"] == 24
+        assert 0 <= score.value <= 1 and score.details["n_orderings"] == n_orderings
 
 
 def test_decop_with_target_as_paraphraser_scores_or_reports(backend):
@@ -163,17 +167,19 @@ def test_wrong_path_is_one_clear_error_without_the_key(llama_server, monkeypatch
 
 # -- information-guided probes and VeilProbe over HTTP (issue 6) ------------------------------
 
+# short: llama-cpp-python's server sorts the whole vocabulary in Python for every token of a
+# prompt whose log-probs are asked (about 0.1 s a token on two cores)
 FRESH = [
-    "Marta stacked the blue crates behind the bakery while the delivery van idled in the lane.",
-    "The ferry schedule changed in March, so Ibrahim took the slower bus along the coast road.",
-    "Our neighbour's greenhouse leaks whenever the north wind pushes rain against its panes.",
-    "Lena tuned the cello twice before the rehearsal, then forgot her bow on the tram.",
+    "Marta stacked the blue crates behind the bakery at dawn.",
+    "The ferry schedule changed, so Ibrahim took the slower bus.",
+    "Our neighbour's greenhouse leaks whenever the north wind blows.",
+    "Lena tuned the cello twice, then forgot her bow.",
 ]
 FAMOUS = [
-    "In the beginning God created the heaven and the earth. And the earth was without form, and void.",
-    "The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures.",
-    "For God so loved the world, that he gave his only begotten Son, that whosoever believeth in him.",
-    "Our Father which art in heaven, Hallowed be thy name. Thy kingdom come. Thy will be done.",
+    "In the beginning God created the heaven and the earth.",
+    "The LORD is my shepherd; I shall not want.",
+    "For God so loved the world, that he gave his only begotten Son.",
+    "Our Father which art in heaven, Hallowed be thy name.",
 ]
 
 
@@ -186,7 +192,7 @@ def labelled_rows() -> list[Example]:
     # the server is target and reference alike (surprisal from its prompt log-probs)
     ("info_probe", {"logprob_threshold": -6.0, "max_tokens": 2, "answer_tokens": 8}),
     ("veilprobe", {"n_train": 4, "n_samples": 1, "suffix_tokens": 8, "attribution_tokens": 4,
-                   "max_attribution_words": 3, "map_epochs": 1, "proto_steps": 20}),
+                   "max_attribution_words": 2, "map_epochs": 1, "proto_steps": 20}),
 ])
 def test_guided_probes_run_through_detect_and_a_warm_cache_sends_nothing(llama_server, monkeypatch, tmp_path,
                                                                           method, params):
