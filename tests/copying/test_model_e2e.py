@@ -23,8 +23,9 @@ def _ngrams(ids, n):
 
 def test_kjv_set_reports_every_rate(smollm2):
     data = load_copyset("kjv")
-    cfg = CopyConfig(literal_max_tokens=60, nonliteral_max_tokens=96, qa_max_tokens=24, limit=2,
-                     fluency_judge=FluencyJudge(None, max_tokens=96))
+    # every generated token is a forward pass of the whole model (~0.1 s here): short budgets
+    cfg = CopyConfig(literal_max_tokens=40, nonliteral_max_tokens=64, qa_max_tokens=24, limit=2,
+                     fluency_judge=FluencyJudge(None, max_tokens=48))
     rows, metrics = run_copying(data, lambda spec: smollm2, cfg)
     assert len(rows) == 6
     assert metrics == compute_metrics(rows, cfg)
