@@ -74,5 +74,5 @@ def run_literal(
     if not output:
         raise RowError("empty generation")
     scores = literal_scores(output, item.reference, words)
-    return {"output": output, "template": prompts.LITERAL_TEMPLATES[template].name, **scores,
+    return {"output": output, **scores,
             "copied": scores["rouge_l"] >= threshold}

@@ -284,7 +284,6 @@ def run_nonliteral(
     undetermined = [e for e, v in zip(item.reference_events, verdicts) if v is None]
     result: dict[str, Any] = {
         "output": story,
-        "template": prompts.NONLITERAL_TEMPLATES[template].name,
         **chars,
         "character_copied": chars["character_overlap"] >= character_threshold,
         "events_found": supported,
