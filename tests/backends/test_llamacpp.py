@@ -235,16 +235,24 @@ def test_texts_sharing_prefixes_score_as_they_do_alone(backend_name, request):
     total = sum(len(backend.tokenize(t)) for t in texts)
     # the removed-word texts share everything before the removed word: much is reused
     assert decoded < 0.8 * total
-    # a real model decodes each text alone at ~7 ms a token on two cores: every third
-    # removed-word text (resumes at 0, 32 and 64 alike) and every other text
+    # SmolLM2 decodes each text alone at ~7 ms a token on two cores: of the removed-word
+    # texts, every third and each whose tokens leave the full text's within one token of a
+    # resume boundary (where an off-by-one would show); all the other texts. The tiny model
+    # and Qwen (whose kernels a misaligned resume changes): every text.
+    unit = 32 if backend.chunk % 32 == 0 else backend.chunk
+    full_ids = backend.tokenize(text)
+
+    def near_a_boundary(ids):
+        shared = next((k for k, (a, b) in enumerate(zip(ids, full_ids)) if a != b), min(len(ids), len(full_ids)))
+        return shared % unit in (unit - 1, 0, 1)
+
     removed_words = range(1, len(words) + 1)
     checked = [i for i in range(len(texts))
-               if backend.max_length <= 256 or i not in removed_words or i % 3 == 0]
+               if backend_name != "llamacpp_smollm2" or i not in removed_words or i % 3 == 0
+               or near_a_boundary(backend.tokenize(texts[i]))]
     for i in checked:
         _fresh(backend)
-        alone = backend.answer([requests[i]])[0]
-        assert len(alone.token_ids) == len(backend.tokenize(texts[i]))
-        assert together[i] == alone  # the same numbers, bit for bit
+        assert together[i] == backend.answer([requests[i]])[0]  # the same numbers, bit for bit
 
 
 def test_sampler_applies_temperature_top_k_and_nucleus():
@@ -348,8 +356,9 @@ def test_top_k_tokens_after_each_word_of_a_passage_reuse_the_cache(backend_name,
     assert decoded == expected
     total = sum(map(len, prompts))
     assert decoded < (0.6 if backend.max_length > 256 else 0.9) * total
-    # a real model decodes each prompt alone at ~7 ms a token on two cores: every third one
-    step = 1 if backend.max_length <= 256 else 3
+    # SmolLM2 decodes each prompt alone at ~7 ms a token on two cores: every third one (the
+    # count above checks every prompt's resume); the tiny model and Qwen: every one
+    step = 3 if backend_name == "llamacpp_smollm2" else 1
     for r, answer in list(zip(requests, together))[::step]:
         _fresh(backend)
         alone = backend.answer([r])[0]

@@ -39,8 +39,8 @@ def _summaries(kits, backend, method="loss"):
     methods = build_methods([method])
     with Session(backend, cache=False) as session:
         rows, _ = score_examples(examples, methods, session.backend_for)
-    # each kit's own rows: canary_summary indexes the rows it is given, and all 50,000 for
-    # each of 1,000 kits made this take most of a minute
+    # each kit's own rows: canary_summary indexes the rows it is given, and all of them
+    # (tens of thousands) for each of 1,000 kits made this take most of a minute
     by_kit: dict[str, list] = {}
     for row in rows:
         by_kit.setdefault(row["id"].split(":", 1)[0], []).append(row)

@@ -4,8 +4,8 @@ one that adds <bos> (Gemma-3-270M).
 
 Before issue 29, n = 1 on SmolLM2 crashed in the scoring path (each text's prefix window
 held one token with nothing to score, and a batch made only of such windows reached
-score_rows with 0 rows). The values are checked against a direct, unbatched
-computation from the model's logits: the full-prefix log-probability of each token, and
+score_rows with 0 rows). The values are checked against a direct computation from the
+model's logits, without padding (one unpadded batch of equal-length contexts per n): the full-prefix log-probability of each token, and
 the log-probability given only the leading special tokens and its n predecessors.
 """
 
@@ -37,9 +37,8 @@ NORMALIZATIONS = ("none", "mean", "zscore")
 def direct_logprobs(backend, text: str, n: int):
     """{position: log p} of every scored token: full prefix (n = 0) or the leading
     special tokens plus the n previous tokens (positions with n text predecessors only).
-    The n-token contexts all have the same length, so they go as one unpadded batch: on
-    two CPU cores a forward pass of a few tokens costs what reading the weights costs, and
-    one pass a position made this check take most of a minute."""
+    The n-token contexts have one length, so they go as one unpadded batch (one pass a
+    position took most of a minute: a pass of a few tokens costs a read of the weights)."""
     import torch
 
     ids = list(backend.tokenizer(text).input_ids)

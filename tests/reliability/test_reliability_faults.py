@@ -165,7 +165,8 @@ def test_faults_in_front_of_the_real_llama_server(tmp_path, llama_server, monkey
     clean = copyprobe.detect(OpenAIBackend("smollm2", llama_server, concurrency=2), str(data), ["prefix_probe"],
                              params=params, out=tmp_path / "clean", cache=False, n_bootstrap=100)
     assert not clean.run["failures"]
-    # a hang costs the client its timeout: 8 s is several times a 12-token answer here
+    # a hang costs the client its timeout: 8 s is several times a 12-token answer here, and
+    # the hang (12 s) outlasts it, so each is a client timeout and a retry
     with FaultProxy(upstream, rate=0.2, seed=3, retry_after=1, hang_s=12.0) as proxy:
         backend = OpenAIBackend("smollm2", proxy.base_url, concurrency=2, timeout=8.0, max_retries=4,
                                 backoff=0.05, max_backoff=2.0)

@@ -61,6 +61,11 @@ def run(method_name, examples, backend, **params):
     return drive({e.id: method.run(e) for e in examples}, lambda spec: backend)
 
 
+def run_each(examples, backend, decop_params):
+    """decop on each example with its own parameters, all in one drive (one batch of requests)."""
+    return drive({e.id: make_method("decop", **p).run(e) for e, p in zip(examples, decop_params)}, lambda spec: backend)
+
+
 def test_server_features(backend):
     chat, completion, seeded_a, seeded_b = backend.answer([
         GenerateRequest(messages=(("user", "Say hello."),), max_tokens=8),
@@ -92,8 +97,7 @@ def test_decop_blackbox_scores_every_passage(backend):
     # one passage with all 24 orderings, one with the 4 rotations (28 prompts: each costs
     # about a second on two busy cores)
     rows = booktection_rows()[:2]
-    results = {**run("decop", rows[:1], backend, mode="blackbox"),
-               **run("decop", rows[1:], backend, mode="blackbox", orderings_asked="rotations")}
+    results = run_each(rows, backend, [{"mode": "blackbox"}, {"mode": "blackbox", "orderings_asked": "rotations"}])
     for row, n_orderings in zip(rows, (24, 4)):
         score = results[row.id]
         assert not isinstance(score, Failure), score
@@ -105,8 +109,7 @@ def test_decop_logit_scores_every_passage(backend):
     (choice,) = backend.answer([ChoiceLogprobsRequest(messages=(("user", "Pick A, B, C or D."),), choices=tuple("ABCD"))])
     assert choice.logprobs and all(v <= 0 for v in choice.logprobs.values())
     rows = booktection_rows()[1:]  # as above: all 24 orderings, then the 4 rotations
-    results = {**run("decop", rows[:1], backend, mode="logit"),
-               **run("decop", rows[1:], backend, mode="logit", orderings_asked="rotations")}
+    results = run_each(rows, backend, [{"mode": "logit"}, {"mode": "logit", "orderings_asked": "rotations"}])
     for row, n_orderings in zip(rows, (24, 4)):
         score = results[row.id]
         assert not isinstance(score, Failure), score
@@ -210,6 +213,7 @@ def test_guided_probes_run_through_detect_and_a_warm_cache_sends_nothing(llama_s
     failed = {f["id"] for f in first.run["failures"]}
     assert set(first.scores["id"]) - trained == set(scored["id"]) | failed
     assert len(scored) >= 2 and first.run["cache"]["misses"] > 0
+    assert {i.rstrip("0123456789") for i in scored["id"]} == {"famous", "fresh"}  # a score on each side
     assert first.run["requests"]["by_model_kind"]
     second = copyprobe.detect(spec, labelled_rows(), [method], params={method: params}, cache=cache,
                               n_bootstrap=20, blind_baseline=False)
