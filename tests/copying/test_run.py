@@ -104,6 +104,19 @@ def test_template_is_the_prompts_name_on_scored_and_failed_rows():
     assert row["template"] == "literal.3"
 
 
+def test_scored_literal_and_nonliteral_rows_carry_the_template_name(tmp_path):
+    # the name comes from the runner's row skeleton only (the generators no longer set it)
+    fb = FakeBackend(generate_fn=lambda r: "And God said, Let there be light: and there was light.")
+    cfg = CopyConfig(tasks=("literal", "nonliteral"), templates=(0, 2), limit=2, baseline=False,
+                     judge=BackendJudge(None))
+    res = copying(fb, load_copyset("kjv"), cfg, cache=False, out=tmp_path / "o")
+    scored = [r for r in res["rows"] if r["error"] is None]
+    assert {(r["task"], r["template"]) for r in scored} == {
+        ("literal", "literal.1"), ("literal", "literal.3"), ("nonliteral", "nonliteral.1"), ("nonliteral", "nonliteral.3")}
+    written = [json.loads(line) for line in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    assert [r["template"] for r in written] == [r["template"] for r in res["rows"]]
+
+
 def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
     from copyprobe.errors import DataError
     from copyprobe.rescore import rescore
