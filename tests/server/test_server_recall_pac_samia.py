@@ -15,10 +15,12 @@ from copyprobe.session import Session
 
 pytestmark = pytest.mark.server
 
-TEXTS = ["In the beginning God created the heaven and the earth.",
-         "Marta stacked the blue crates behind the bakery while the van idled.",
+# short: llama-cpp-python's server sorts the whole vocabulary in Python for every token of a
+# prompt whose log-probs are asked, a context's too (about 0.1 s a token on two cores)
+TEXTS = ["In the beginning God created the heaven.",
+         "Marta stacked the crates behind the bakery.",
          "The LORD is my shepherd; I shall not want.",
-         "Seven reluctant spreadsheets negotiated quietly with the archive."]
+         "Seven reluctant spreadsheets negotiated quietly."]
 
 
 @pytest.fixture
