@@ -33,15 +33,17 @@ TEXT = ("In the beginning God created the heaven and the earth. And the earth wa
         "And God said, Let there be light: and there was light.")
 
 
-def best_seconds(answer, text: str, repeats: int) -> tuple[float, int]:
-    """(least seconds of ``repeats`` requests, tokens scored)."""
+def timed_row(route: str, answer, words: int, text: str, repeats: int) -> dict:
+    """One result row: the least seconds of ``repeats`` requests for ``text`` through ``answer``."""
     times, n = [], 0
     for _ in range(repeats):
         start = time.perf_counter()
         (response,) = answer(text)
         times.append(time.perf_counter() - start)
         n = len(response.logprobs)
-    return min(times), n
+    s = min(times)
+    return {"route": route, "words": words, "tokens_scored": n, "seconds": round(s, 3),
+            "ms_per_token": round(1000 * s / n, 1)}
 
 
 def main() -> None:
@@ -64,9 +66,9 @@ def main() -> None:
         http = OpenAIBackend.from_spec(f"openai:smollm2@{url}", max_retries=0)
         http.answer([TokenLogprobsRequest("warm up", stats=False)])
         for words, text in zip(lengths, texts):
-            s, n = best_seconds(lambda t: http.answer([TokenLogprobsRequest(t, stats=False)]), text, args.repeats)
-            rows.append({"route": "llama_cpp.server (echo + logprobs)", "words": words, "tokens_scored": n,
-                         "seconds": round(s, 3), "ms_per_token": round(1000 * s / n, 1)})
+            rows.append(timed_row("llama_cpp.server (echo + logprobs)",
+                                  lambda t: http.answer([TokenLogprobsRequest(t, stats=False)]), words, text,
+                                  args.repeats))
     local = load_backend("llamacpp:smollm2-135m-instruct", n_threads=args.threads)
 
     def fresh_answer(text):
@@ -74,9 +76,7 @@ def main() -> None:
         return local.answer([TokenLogprobsRequest(text, stats=False)])
 
     for words, text in zip(lengths, texts):
-        s, n = best_seconds(fresh_answer, text, args.repeats)
-        rows.append({"route": "llamacpp: in process", "words": words, "tokens_scored": n,
-                     "seconds": round(s, 3), "ms_per_token": round(1000 * s / n, 1)})
+        rows.append(timed_row("llamacpp: in process", fresh_answer, words, text, args.repeats))
     local.close()
     import llama_cpp
 
