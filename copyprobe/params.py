@@ -62,12 +62,14 @@ class EmptyItemError(ValueError):
 
 
 def comma_items(text: str) -> list[str]:
-    """The stripped items of a comma-separated list. An empty item ("a,,b", "a,") is an
-    error: it is more often a name left out than a wish."""
+    """The stripped items of a comma-separated list. An empty item ("a,,b", "a,", ",") is an
+    error: it is more often a name left out than a wish. Only a blank text is the empty list."""
+    if not text.strip():
+        return []
     items = [part.strip() for part in text.split(",")]
-    if any(items) and not all(items):  # " , " is an empty list, said as such by the caller
+    if not all(items):
         raise EmptyItemError("an empty item between commas")
-    return [item for item in items if item]
+    return items
 
 
 def shown(raw: str, limit: int = 60) -> str:

@@ -174,7 +174,7 @@ def test_library_errors_name_no_command_line_option():
 
 
 @pytest.mark.parametrize("text, items", [("a", ["a"]), (" a , b ", ["a", "b"]), ("", []), (" ", []),
-                                         (" , ", []), ("a,,b", None), ("a,", None), (",a", None)])
+                                         (" , ", None), (",", None), ("a,,b", None), ("a,", None), (",a", None)])
 def test_comma_lists_refuse_an_empty_item(text, items):
     from copyprobe.params import EmptyItemError, comma_items
 
@@ -197,3 +197,17 @@ def test_library_comma_lists_name_the_setting():
     with pytest.raises(ConfigError, match="for tasks: an empty item"):
         parse_tasks("literal,,qa")
     assert [m.name for m in build_methods(" loss , zlib ")] == ["loss", "zlib"]
+
+
+def test_an_optional_list_reads_blank_as_empty_and_refuses_a_lone_comma():
+    from copyprobe.errors import ConfigError
+    from copyprobe.params import Integer, Items, infer
+
+    optional = Items(Integer(0), min_items=0)
+    assert optional.convert("", "offsets") == ()
+    assert optional.convert(" 1, 2 ", "offsets") == (1, 2)
+    with pytest.raises(ConfigError, match=r"^bad value ',' for offsets: an empty item between commas$"):
+        optional.convert(",", "offsets")
+    # a plain __init__ default of () infers the same optional list
+    with pytest.raises(ConfigError, match="an empty item between commas"):
+        infer(()).convert(" , ", "names")
