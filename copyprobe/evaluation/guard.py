@@ -12,7 +12,7 @@ passages the test uses, in two parts:
   morphology and function words) and words, TF-IDF weighted, over its passages; two
   documents' distance is the cosine distance of those profiles. A document's *style
   distance* is its mean distance to the clean documents (a clean document's, to the other
-  clean documents). Every document is represented by the same number of passages, so no
+  clean documents and the suspect: every document's distance to the other k of the pool). Every document is represented by the same number of passages, so no
   document looks closer or farther only because its profile is less noisy.
 - **length**: the mean number of words per passage, compared on a log scale the same way
   (shorter or longer passages change token log-probabilities by themselves).
@@ -52,11 +52,14 @@ class Standing:
     """Where one document stands among k clean documents on one model-free feature."""
 
     value: float  # the suspect's mean distance to the clean documents
-    clean_values: tuple[float, ...]  # each clean document's mean distance to the other clean ones
+    clean_values: tuple[float, ...]  # each clean document's mean distance to the others of the pool
     rank: int  # 1 + #clean documents at least as far (1 = farther than every one)
     p_value: float  # rank / (k + 1), or the prediction t-test's p with test "t"
     test: str = "rank"  # how p_value was computed: "rank" (exact) or "t" (by how much, assuming normality)
     material: bool = True  # False: a difference too small to explain any score (the t guard's length part)
+    # each clean document's mean distance to the other clean ones alone: what the group test
+    # (collection_standing) sets the suspects against, the same for every suspect
+    clean_apart: tuple[float, ...] = ()
 
     def as_json(self) -> dict[str, float | int | str]:
         out: dict[str, float | int | str] = {
@@ -113,14 +116,19 @@ def length_distances(words_per_passage: Sequence[float]) -> np.ndarray:
 
 def standings(distances: np.ndarray, suspect: int, clean: Sequence[int], test: str = "rank") -> Standing:
     """The suspect's mean distance to the clean documents against each clean document's
-    mean distance to the other clean documents (leave one out)."""
+    mean distance to the other k documents of the pool (the other clean ones and the
+    suspect). Every document's value is then the same function of the pool, so under
+    exchangeability the suspect's rank is uniform and the rank p exact; a clean document's
+    distance to the other clean ones alone made the suspect first about 1 time in 6 with
+    6 clean documents, not 1 in 7."""
     clean = list(clean)
     value = float(np.mean(distances[suspect, clean])) if clean else math.nan
-    clean_values = []
+    clean_values, apart = [], []
     for c in clean:
         others = [o for o in clean if o != c]
-        clean_values.append(float(np.mean(distances[c, others])) if others else math.nan)
-    return rank_standing(value, clean_values, test)
+        clean_values.append(float(np.mean(distances[c, others + [suspect]])) if others else math.nan)
+        apart.append(float(np.mean(distances[c, others])) if others else math.nan)
+    return replace(rank_standing(value, clean_values, test), clean_apart=tuple(apart))
 
 
 def guard(doc_passages: Mapping[str, Sequence[str]], suspects: Sequence[str],
@@ -155,7 +163,8 @@ def collection_standing(per_suspect: Mapping[str, Mapping[str, Standing]]) -> di
     out = {}
     for part in ("style", "length"):
         s_values = [st[part].value for st in per_suspect.values()]
-        c_values = list(next(iter(per_suspect.values()))[part].clean_values) if per_suspect else []
+        first = next(iter(per_suspect.values()))[part] if per_suspect else None
+        c_values = list(first.clean_apart or first.clean_values) if first else []
         if len(s_values) < 1 or len(c_values) < 2 or not all(map(math.isfinite, s_values + c_values)):
             out[part] = math.nan
             continue

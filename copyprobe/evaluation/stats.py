@@ -28,6 +28,59 @@ def prediction_t_p(x: float, clean: Sequence[float]) -> float:
     return float(stats.t.sf(t, df=k - 1))
 
 
+def exact_mann_whitney_p(suspect: Sequence[float], clean: Sequence[float], *, max_work: float = 3e8,
+                         resamples: int = 200_000) -> float:
+    """One-sided p of the Mann-Whitney U test that ``suspect`` scores exceed ``clean`` ones,
+    exact under exchangeability with ties counted as halves: the share of the C(m + k, m)
+    ways to pick m of the pooled scores whose mid-rank sum is at least the suspects'.
+
+    Without ties it is scipy's exact p. With ties scipy's exact method (1.17) reads the
+    tie-corrected U against the no-ties distribution, which can be below the true p: on
+    suspects [0.5, 0.5] against [0.5, 0.5] + [0.25] * 18 + [0] * 8 it gives 0.0092, the true
+    p being 6/435 = 0.0138. Here the distribution of the sum of doubled mid-ranks (whole
+    numbers) is counted group by group of tied values. Where that count would take more
+    than ``max_work`` array steps (hundreds of documents with ties), a seeded permutation
+    estimate (1 + hits) / (1 + resamples) is used instead, which is a valid p-value too."""
+    s = np.asarray(suspect, dtype=float).ravel()
+    c = np.asarray(clean, dtype=float).ravel()
+    m, k = len(s), len(c)
+    if m == 0 or k == 0:
+        return math.nan
+    pooled = np.concatenate([s, c])
+    if len(np.unique(pooled)) == len(pooled):
+        return float(stats.mannwhitneyu(s, c, alternative="greater", method="exact").pvalue)
+    ranks2 = np.rint(2 * stats.rankdata(pooled)).astype(np.int64)  # doubled mid-ranks: whole numbers
+    observed = int(ranks2[:m].sum())
+    top = int(np.sort(ranks2)[len(ranks2) - m:].sum())  # the largest sum m of them can make
+    values, counts = np.unique(ranks2, return_counts=True)
+    work = (m + 1) * (top + 1) * float(sum(min(int(n), m) + 1 for n in counts))
+    if work > max_work:
+        rng = np.random.default_rng(0)
+        hits, done = 0, 0
+        while done < resamples:
+            size = min(10_000, resamples - done)
+            picks = np.argpartition(rng.random((size, len(ranks2))), m - 1, axis=1)[:, :m]
+            hits += int((ranks2[picks].sum(axis=1) >= observed).sum())
+            done += size
+        return (1 + hits) / (1 + resamples)
+    # ways[j, w]: how many ways (rescaled as it grows) to pick j of the values seen so far
+    # with doubled rank sum w
+    ways = np.zeros((m + 1, top + 1))
+    ways[0, 0] = 1.0
+    for value, n in zip(values.tolist(), counts.tolist()):
+        step = np.zeros_like(ways)
+        log_choose = [math.lgamma(n + 1) - math.lgamma(t + 1) - math.lgamma(n - t + 1) for t in range(min(n, m) + 1)]
+        biggest = max(log_choose)
+        for t, lc in enumerate(log_choose):
+            shift = t * value
+            if shift > top:
+                break
+            step[t:, shift:] += math.exp(lc - biggest) * ways[:m + 1 - t, :top + 1 - shift]
+        ways = step / step.max()
+    picked = ways[m]
+    return float(min(1.0, picked[observed:].sum() / picked.sum()))
+
+
 MIN_N = 2  # per group; a variance (Welch) needs two values, and one value says nothing
 
 

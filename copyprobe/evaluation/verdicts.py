@@ -38,7 +38,11 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
 
 With two or more suspect documents a collection-level test is added: are the suspect
 documents as a group above the clean ones (exact one-sided Mann-Whitney over document
-scores, with the same guard on the group)?
+scores, ties counted as halves in the exact permutation distribution, with the same guard
+on the group)?
+
+With a reference-calibrated score the reference model is asked as a witness
+(:mod:`copyprobe.evaluation.witness`); a suspect it was asked about has its p-value doubled.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from copyprobe.evaluation.stats import prediction_t_p
+from copyprobe.evaluation.stats import exact_mann_whitney_p, prediction_t_p
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, LENGTH_MATERIAL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
 from copyprobe.evaluation.witness import Witness, clause as witness_clause, judge, judge_group
@@ -57,6 +61,7 @@ from copyprobe.evaluation.witness import summary as witness_summary
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
 MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
+WITNESS_SPLIT = 2  # a suspect whose test the witness chose: each of its two tests at alpha / 2
 
 ASSUMPTIONS = {
     "rank": ("had the model never seen the suspect document, its score would be exchangeable with the clean "
@@ -271,13 +276,22 @@ def verdicts(
     # null battery) is no test: a suspect the reference knows then gets no verdict from it
     unfit = raw_unfit(witness.raw_method) if switched else None
     blocked = switched if unfit else set()
+    # the witness picks each suspect's test (the target's own score or the calibrated one) from
+    # the reference model's scores, which follow the target's through what makes a text easy
+    # for any model: each path alone has size alpha, the two together up to 2 alpha. So a
+    # suspect the witness was asked about gets each path at alpha / 2 (its p doubled), and
+    # a false claim by either path has chance at most alpha (Bonferroni, any dependence)
+    split = {s: WITNESS_SPLIT if j.needed and j.p is not None else 1 for s, j in judgements.items()}
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
     test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean]) else "t") for s in tested}
     raw_p = {}
     for s in tested:
         if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
-            raw_p[s] = test_p(score_of[s][s], [score_of[s][c] for c in clean], test_of[s])
-    adjusted = dict(zip(raw_p, holm(list(raw_p.values()))))
+            raw_p[s] = min(1.0, split.get(s, 1) * test_p(score_of[s][s], [score_of[s][c] for c in clean], test_of[s]))
+    # a suspect left without a test by the reference's scores (blocked) stays in Holm's family
+    # at p = 1: which suspects are tested must not shrink the others' adjustment
+    family = {**raw_p, **{s: 1.0 for s in blocked}}
+    adjusted = {s: a for s, a in zip(family, holm(list(family.values()))) if s in raw_p}
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
     rows = []
@@ -312,8 +326,9 @@ def verdicts(
         my_test = test_of.get(s, p_test)
         my_ties = ties if s not in switched else (tied(my_clean) if my_test != test else 0)
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
-                                       clean_needed(my_test, alpha), witness.raw_method if s in switched else method,
-                                       _z(mine.get(s), my_clean), my_ties)
+                                       clean_needed(my_test, alpha / split.get(s, 1)),
+                                       witness.raw_method if s in switched else method,
+                                       _z(mine.get(s), my_clean), my_ties, split.get(s, 1))
         if s in blocked:
             verdict, why = CANNOT_TELL, f"the reference model knows it and {witness.raw_method} alone is no test"
             reason = (f"{name} ranks {_ordinal(row['rank'])} of {row['of']} documents by {witness.raw_method}, but "
@@ -334,7 +349,8 @@ def verdicts(
         "test": {"name": test, "assumptions": ASSUMPTIONS[p_test], "n_clean_documents": k,
                  "min_p": min_p(p_test, k), "clean_needed": needed, "passages_per_document": m_passages,
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
-                 "multiple_testing": "Holm over suspect documents" if len(raw_p) > 1 else None},
+                 "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
+                 **({"witness_split": WITNESS_SPLIT} if any(v > 1 for v in split.values()) else {})},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": rule(guard_test),
         "baseline": {
@@ -350,9 +366,10 @@ def verdicts(
     if len(tested) >= 2 and k >= 2:
         group = judge_group(witness, own, tested, clean) if witness else None
         by_own = group is not None and group.switched and all(d in target_own for d in tested + clean)
+        group_split = WITNESS_SPLIT if group is not None and group.needed and group.p is not None else 1
         report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
                                            _validity(method, method_params, test, alpha, guard_test,
-                                                     collection=True))
+                                                     collection=True), group_split)
         group_unfit = raw_unfit(witness.raw_method) if by_own else None
         if group_unfit:
             report["collection"].update(verdict=CANNOT_TELL, tested_on=witness.raw_method, reason=(
@@ -396,9 +413,18 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
             f"{-z:.2f} standard deviations of the clean documents below"
         return (f"no number of clean documents would make this standing significant: it is {where} their "
                 f"mean, and alpha = {alpha} needs more than {stats.norm.isf(alpha):.2f} above it")
-    more = next((n for n in range(k + 1, 100_001) if stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha), None)
-    if more is None:
+    def reaches(n: int) -> bool:
+        return stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha
+
+    # the p falls as n grows (more degrees of freedom, a smaller prediction interval): bisect
+    # for the fewest n, up to 100,000 (one by one took 35 s for an answer near 94,000)
+    low, high = k + 1, 100_000
+    if not reaches(high):
         return None
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid + 1, high)
+    more = low
     return (f"the same standing ({z:.2f} standard deviations above the clean documents' mean) would be "
             f"significant with at least {more} clean documents like these")
 
@@ -436,8 +462,10 @@ def _validity(method: str, params, test: str, alpha: float, guard_test: str, col
     return f"; {clause}" if clause else ""
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0) -> tuple[str, str, str | None]:
-    """(verdict, reason, a few words on why for the one-line form: None when the standing says it)."""
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0, split=1
+            ) -> tuple[str, str, str | None]:
+    """(verdict, reason, a few words on why for the one-line form: None when the standing says it);
+    ``split``: the factor the witness multiplied the p-value by (2 when it chose the test)."""
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -445,19 +473,23 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
     if k == 0:
         return (CANNOT_TELL, "no clean document has a score: give documents you are sure the model never saw",
                 "no clean document scored")
-    if math.isnan(p) or min_p(test, k) > alpha:
+    if math.isnan(p) or split * min_p(test, k) > alpha:
         if test == "rank":
             why = (f"{ties} of the {k} clean documents share their score with another (a score with few possible "
                    f"values), so the t test's normal model does not hold and the exact rank test is used: "
                    if ties else "")
+            smallest = (f"1/{k + 1} = {1 / (k + 1):.3g}" if split == 1 else
+                        f"{split}/{k + 1} = {split / (k + 1):.3g} (doubled for the witness's choice of test)")
             return CANNOT_TELL, (f"{why}with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
-                                 f"one document can give is 1/{k + 1} = {1 / (k + 1):.3g}, above alpha = {alpha}: "
+                                 f"one document can give is {smallest}, above alpha = {alpha}: "
                                  f"give at least {needed} documents you are sure the model never saw, in the same "
                                  f"genre and style as {name}"), f"too few clean documents for the rank test ({k} < {needed})"
         return CANNOT_TELL, (f"the t test needs at least {MIN_CLEAN_T} clean documents, got {k}: give documents "
                              f"you are sure the model never saw, in the same genre and style as {name}"), \
             f"too few clean documents for the t test ({k} < {MIN_CLEAN_T})"
     standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
+    if split > 1:
+        standing += ", doubled for the witness's choice of test"
     standing += f", Holm-adjusted {_fmt_p(p_adj)})" if p_adj != p else ")"
     if p_adj > alpha:
         if p <= alpha:
@@ -472,7 +504,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
             where = (f"{name} scores within the range of the clean documents: it ranks {standing}, {higher} of the "
                      f"{k} clean documents score{'s' if higher == 1 else ''} at least as high, not significant at "
                      f"alpha = {alpha}")
-        decisive = _decisive(test, z, k, alpha)
+        decisive = _decisive(test, z, k, alpha / split)
         return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
                              f"saw it"), None
     style, length = st.get("style"), st.get("length")
@@ -484,7 +516,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
         what, x = tripped[0]
         return CANNOT_TELL, (f"{name} ranks {standing}, but its {what} alone already sets it apart: it is "
                              f"farther from the clean documents than {len(x.clean_values) + 1 - x.rank} of "
-                             f"{len(x.clean_values)} clean documents are from each other ({_ordinal(x.rank)} of "
+                             f"{len(x.clean_values)} clean documents are from the others ({_ordinal(x.rank)} of "
                              f"{len(x.clean_values) + 1}, p = {_fmt_p(x.p_value)}), so the difference can be "
                              f"explained by {what if what != 'style' else 'style or topic'}, not only by training; "
                              f"give clean documents in the same genre and style"), \
@@ -553,14 +585,12 @@ def shared_words(report: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "") -> dict[str, Any]:
+def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "", split: int = 1) -> dict[str, Any]:
     """The group test over the suspect documents that pass their own guard. A suspect that
     differs from the clean documents in style or length by the text alone could carry the
     group result on its style, so it is left out of the group (a choice made without the
     scores, so the test stays valid for the rest); the rest must not stand out as a group
     either (Mann-Whitney over their style and length distances)."""
-    from scipy.stats import mannwhitneyu
-
     outliers = [s for s in suspects
                 if any(_guard_trips(standings.get(s, {}).get(part), 0.0) for part in ("style", "length"))]
     group = [s for s in suspects if s not in outliers]
@@ -577,30 +607,33 @@ def _collection(suspects, clean, doc_score, alpha, standings, validity: str = ""
                            f"the text alone ({', '.join(names)}): give clean documents in the same genre and style")}
     s_scores = [doc_score[s] for s in group]
     c_scores = [doc_score[c] for c in clean]
-    p = float(mannwhitneyu(s_scores, c_scores, alternative="greater", method="exact").pvalue)
+    # split: 2 when the witness chose the score the group is compared on (as for one document)
+    p = min(1.0, split * exact_mann_whitney_p(s_scores, c_scores))
     text = collection_standing({s: standings[s] for s in group})
-    min_possible = 1.0 / math.comb(len(group) + len(clean), len(group))
+    pooled = sorted(s_scores + c_scores, reverse=True)  # the most extreme pick: the largest scores
+    min_possible = min(1.0, split * exact_mann_whitney_p(pooled[:len(group)], pooled[len(group):]))
     # a part none of the group differs in materially (the t guard's length part) cannot block it
     immaterial = {part for part in ("style", "length") if all(not standings[s][part].material for s in group)}
     blocked = [part for part in ("style", "length")
                if part not in immaterial and (math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p))]
+    shown_p = _fmt_p(p) + (", doubled for the witness's choice of score" if split > 1 else "")
     one = len(group) == 1
     which = ("the" if not names else "the other") + (" suspect document" if one else f" {len(group)} suspect documents")
     score, do = ("scores", "does") if one else ("score", "do")
     if p > alpha:
         verdict = NO_EVIDENCE
         reason = (f"{which} {do} not score above the {len(clean)} clean documents as a group (one-sided "
-                  f"Mann-Whitney over documents, p = {_fmt_p(p)}){left_out}")
+                  f"Mann-Whitney over documents, p = {shown_p}){left_out}")
     elif blocked:
         verdict = CANNOT_TELL
-        reason = (f"{which} {score} above the clean ones as a group (p = {_fmt_p(p)}), but {'it also differs' if one else 'they also differ'} from "
+        reason = (f"{which} {score} above the clean ones as a group (p = {shown_p}), but {'it also differs' if one else 'they also differ'} from "
                   f"them in {' and '.join(blocked)} by the text alone (p = "
                   f"{', '.join(_fmt_p(text[b]) for b in blocked)}): give clean documents in the same genre and "
                   f"style{left_out}")
     else:
         verdict = EVIDENCE
         reason = (f"{which} {score} above the clean ones as a group (one-sided Mann-Whitney over documents, "
-                  f"p = {_fmt_p(p)}), while the text alone does not set them apart (style p = "
+                  f"p = {shown_p}), while the text alone does not set them apart (style p = "
                   f"{_fmt_p(text['style'])}, passage length p = {_fmt_p(text['length'])}); this says the model was "
                   f"trained on some of them, not which{left_out}{validity}")
     return {**out, "p": p, "min_p": min_possible, "style_p": _num(text["style"]), "length_p": _num(text["length"]),

@@ -13,10 +13,16 @@ question: its mean log-likelihood of the suspect document (the calibrated score'
 half, so it costs nothing more) against the clean documents', with the audit's document
 test. When it recognises the suspect (p <= ``LEVEL``), the document is tested on the
 target's own likelihood (the calibrated score's first half: ``loss`` or ``topk_loss``)
-instead. The rule reads only the reference model's scores, never the target's, so it is
-fixed before the target's scores are seen; a reference model whose training data ends
-before the text was published (``--published``) cannot have seen it and is trusted
-without asking.
+instead. The rule reads only the reference model's scores, never the target's, but that
+does not make it free: the reference's scores follow the target's through what makes a
+text easy for any model, so a text the reference ranks high the target often ranks high
+too, and the two tests (each of size alpha alone) together claimed training on never-seen
+texts up to twice as often as alpha in simulations (0.079 at alpha 0.05, 19 clean
+documents). A suspect the witness was asked about therefore has each test at alpha / 2:
+its p-value is doubled (Bonferroni over the two paths, whatever their dependence), and the
+collection's too when the witness judged the group. A reference model whose training data
+ends before the text was published (``--published``) cannot have seen it and is trusted
+without asking; then nothing is doubled.
 
 Pure functions of scores rows (scores.jsonl's ``details`` of the calibrated method hold
 both halves); ``copyprobe rescore`` reruns them.
@@ -146,14 +152,14 @@ def judge(witness: Witness, own: Mapping[str, float], suspect: str, clean: Seque
 def judge_group(witness: Witness, own: Mapping[str, float], group: Sequence[str], clean: Sequence[str]) -> Judgement:
     """The witness's judgement of suspects as a group (one-sided Mann-Whitney of the
     reference model's own document scores, as the collection test)."""
-    from scipy.stats import mannwhitneyu
+    from copyprobe.evaluation.stats import exact_mann_whitney_p
 
     needed = witness.could_have_seen is not False
     s = [own[d] for d in group if d in own]
     c = [own[d] for d in clean if d in own]
     if len(s) < len(group) or len(c) < len(clean) or not s or not c:
         return Judgement(None, None, None, False, needed, False)
-    p = float(mannwhitneyu(s, c, alternative="greater", method="exact").pvalue)
+    p = exact_mann_whitney_p(s, c)
     return Judgement(p, None, None, p <= LEVEL, needed, p <= LEVEL and needed)
 
 
@@ -194,8 +200,11 @@ def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judge
         "recognised": sorted(name(d) for d, j in asked.items() if j.recognises),
         "switched": sorted(name(d) for d, j in judgements.items() if j.switched),
         "group": None if group is None else {"p": group.p, "recognises": group.recognises, "switched": group.switched},
+        "p_doubled": sorted(name(d) for d, j in asked.items() if j.needed),
         "rule": (f"a suspect the reference model recognises by its own likelihood against the clean documents "
                  f"(p <= {LEVEL:g}, the audit's test) is tested on the target's own likelihood "
                  f"({witness.raw_method}) instead of the calibrated score ({witness.method}); unless the reference "
-                 f"cannot have seen the text (its training data ends before the text was published)"),
+                 f"cannot have seen the text (its training data ends before the text was published); the p-value "
+                 f"of a suspect the reference was asked about is doubled, so that its two possible tests together "
+                 f"claim training on a never-seen text with chance at most alpha"),
     }

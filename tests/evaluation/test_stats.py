@@ -86,3 +86,41 @@ def test_welch_zero_variance():
     res = welch_t_greater([1.0, 1.0, 1.0], [0.2, 0.4, 0.3])
     t, p = manual_welch([1.0, 1.0, 1.0], [0.2, 0.4, 0.3])
     assert res.ok and res.p_value == pytest.approx(p)
+
+
+def _tied_brute_p(suspect, clean):
+    """P(mid-rank sum of m of the pooled scores drawn without replacement >= the suspects'),
+    by enumerating every choice."""
+    pooled = np.array(list(suspect) + list(clean), dtype=float)
+    ranks = stats.rankdata(pooled)
+    observed = ranks[:len(suspect)].sum()
+    sums = [ranks[list(pick)].sum() for pick in combinations(range(len(pooled)), len(suspect))]
+    return float(np.mean([s >= observed - 1e-9 for s in sums]))
+
+
+def test_exact_mann_whitney_counts_ties_as_the_permutation_distribution_does():
+    from copyprobe.evaluation.stats import exact_mann_whitney_p
+
+    # scipy 1.17's exact method reads tied U against the no-ties table: 0.0092 here
+    suspect, clean = [0.5, 0.5], [0.5, 0.5] + [0.25] * 18 + [0.0] * 8
+    assert exact_mann_whitney_p(suspect, clean) == pytest.approx(6 / 435, rel=1e-12)
+    assert _tied_brute_p(suspect, clean) == pytest.approx(6 / 435)
+    rng = np.random.default_rng(5)
+    for _ in range(120):  # quarters, as DE-COP scores are, in small groups
+        m, k = int(rng.integers(1, 5)), int(rng.integers(1, 9))
+        s, c = list(rng.integers(0, 4, m) / 4), list(rng.integers(0, 4, k) / 4)
+        assert exact_mann_whitney_p(s, c) == pytest.approx(_tied_brute_p(s, c), rel=1e-9, abs=1e-12), (s, c)
+    s, c = list(rng.normal(size=3)), list(rng.normal(size=6))  # no ties: scipy's exact p
+    assert exact_mann_whitney_p(s, c) == pytest.approx(
+        stats.mannwhitneyu(s, c, alternative="greater", method="exact").pvalue)
+
+
+def test_exact_mann_whitney_falls_back_to_a_valid_permutation_estimate():
+    from copyprobe.evaluation.stats import exact_mann_whitney_p
+
+    s, c = [0.5] * 5 + [0.25] * 3, [0.25] * 60 + [0.0] * 60 + [0.5] * 12
+    exact = exact_mann_whitney_p(s, c)
+    estimate = exact_mann_whitney_p(s, c, max_work=1, resamples=20_000)
+    assert estimate >= 1 / 20_001  # (1 + hits) / (1 + resamples): never 0
+    # the estimate is a binomial share around the exact p (plus the +1)
+    assert abs(estimate - exact) <= 4 * math.sqrt(exact * (1 - exact) / 20_000) + 1 / 20_001

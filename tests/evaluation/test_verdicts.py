@@ -358,3 +358,30 @@ def prediction_t_p_of(x, clean):
     from copyprobe.evaluation.stats import prediction_t_p
 
     return prediction_t_p(x, clean)
+
+
+def test_guard_rank_is_uniform_when_the_suspect_is_like_the_clean_documents():
+    """Every document's distance is its mean distance to the other k of the pool, so the
+    suspect is farthest with chance 1/(k + 1). Measured on the clean documents' distances
+    to each other alone, it was farthest about 1 time in 6 with k = 6, not 1 in 7."""
+    rng = np.random.default_rng(11)
+    k, trials, first = 6, 20_000, 0
+    for _ in range(trials):
+        points = rng.normal(size=(k + 1, 2))
+        distances = np.linalg.norm(points[:, None] - points[None, :], axis=-1)
+        first += guard_mod.standings(distances, 0, list(range(1, k + 1))).rank == 1
+    se = math.sqrt((1 / (k + 1)) * (1 - 1 / (k + 1)) / trials)
+    assert abs(first / trials - 1 / (k + 1)) < 4 * se
+
+
+def test_decisive_count_of_clean_documents_is_the_fewest_that_reach_alpha():
+    from copyprobe.evaluation.verdicts import _decisive
+
+    def fewest(z, k, alpha):  # the definition, one n at a time
+        return next(n for n in range(k + 1, 100_001) if stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha)
+
+    for z, k, alpha in ((3.0, 3, 0.01), (2.5, 5, 0.01), (1.8, 4, 0.05)):
+        assert f"at least {fewest(z, k, alpha)} clean documents" in _decisive("t", z, k, alpha)
+    assert "at least 93857 clean documents" in _decisive("t", 2.3264, 5, 0.01)  # one n at a time: 35 s
+    assert "would be significant with at least" in _decisive("t", 2.33, 5, 0.01)
+    assert _decisive("t", 2.3, 5, 0.01).startswith("no number of clean documents")
