@@ -443,6 +443,21 @@ class Settings:
                 raise SettingError(setting.name, problem)
         return values
 
+    def check_recorded(self, recorded: Any, where: str) -> None:
+        """The settings a run directory recorded (``recorded``: run.json's section, which
+        ``where`` names, e.g. "runs/a/run.json: 'audit"), each against its rule: a hand-edited
+        run.json is read as strictly as the command line (an alpha of 2 turned every verdict
+        into evidence)."""
+        from copyprobe.errors import DataError
+
+        if not isinstance(recorded, dict):
+            raise DataError(f"{where}' must be an object, got {type(recorded).__name__}")
+        for setting in self.settings:
+            if setting.name in recorded:
+                problem = setting.constraint.reason(recorded[setting.name])
+                if problem is not None:
+                    raise DataError(f"{where}.{setting.name}' {problem}")
+
     def record(self, values: dict[str, Any], names: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The settings as run.json records them (``names``: only these, in declared order)."""
         return {s.name: values[s.name] for s in self.settings if names is None or s.name in names}

@@ -118,6 +118,8 @@ def test_rescore_of_a_run_whose_kit_moved_asks_for_its_new_place(tmp_path, capsy
     (lambda run: run["canary"].update(kit=["a", "list"]), "canary.kit"),
     (lambda run: run["canary"].pop("alpha"), "alpha"),
     (lambda run: run["canary"].pop("manifest_checksum"), "manifest_checksum"),
+    (lambda run: run["canary"].update(alpha=5), "'canary.alpha' must be"),  # was a verdict at alpha 5
+    (lambda run: run["canary"].update(method="bogus"), "has no 'bogus' scores"),
 ])
 def test_hand_edited_canary_record_is_one_line(tmp_path, capsys, edit, field):
     from copyprobe.cli.main import main
@@ -156,3 +158,39 @@ def test_hand_edited_audit_test_is_one_line(tmp_path, capsys):
     code = main(["rescore", str(run_dir)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "'audit.test' must be one of" in err
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda run: run["audit"].update(alpha=2), "'audit.alpha' must be"),  # every verdict became evidence
+    (lambda run: run["audit"].update(alpha=0), "'audit.alpha' must be"),
+    (lambda run: run["audit"].update(published=2020), "'audit.published' must be"),  # was a TypeError
+    (lambda run: run["audit"].update(published="2020-13"), "'audit.published' must be a date"),
+    (lambda run: run["audit"].update(method="bogus"), "has no 'bogus' scores"),  # was 'cannot tell' everywhere
+])
+def test_hand_edited_audit_settings_are_refused_in_one_line(tmp_path, capsys, edit, expected):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "audit"
+    shutil.copytree(SAVED / "audit", run_dir)
+    record = _json(run_dir / "run.json")
+    edit(record)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err
+    assert _json(run_dir / "verdicts.json") == _json(SAVED / "audit" / "verdicts.json")  # nothing rewritten
+
+
+def test_audit_scores_without_documents_are_refused_in_one_line(tmp_path, capsys):
+    """No row with a document: detect's metrics accept that, an audit cannot (it was an
+    AttributeError)."""
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "audit"
+    shutil.copytree(SAVED / "audit", run_dir)
+    rows = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "doc_id"}) + "\n"
+                                                  for r in rows))
+    code = main(["rescore", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "line 1: 'doc_id' is missing" in err, err

@@ -8,6 +8,7 @@ held-out candidates, so the method cannot tell them apart by anything but the mo
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -87,6 +88,10 @@ def verdict(result: dict[str, Any]) -> str:
     return " ".join([what, chance, conclusion])
 
 
+def _unscored(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: float,
                    prefix: str = "", kit_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """canary.json from the scores rows (a pure function: rescoring gives the same);
@@ -101,8 +106,9 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
         per.append({
             "index": c.index, "n_candidates": len(c.candidates), "repeat": len(c.positions),
             "published_score": published, "rank": rank, "p_value": p,
-            "n_ties": sum(v is not None and v == published for v in held),
-            "n_unscored": sum(v is None for v in held),
+            # a NaN score is unscored too (canary_p_value counts it as a tie, against the canary)
+            "n_ties": sum(not _unscored(v) and v == published for v in held),
+            "n_unscored": sum(_unscored(v) for v in held),
         })
     ranks = [c["rank"] for c in per]
     sizes = [c["n_candidates"] for c in per]
@@ -151,6 +157,10 @@ def derive_canary(run: record.Run) -> Derived:
     settings = run.record.canary or {}
     if "method" not in settings or "alpha" not in settings:
         raise DataError(f"{run.dir / 'run.json'} has no canary method and alpha to recompute canary.json from")
+    SETTINGS.check_recorded(settings, f"{run.dir / 'run.json'}: 'canary")
+    if run.scores and not any(settings["method"] in row for row in run.scores):
+        raise DataError(f"{run.dir / 'scores.jsonl'} has no {settings['method']!r} scores: the canary test's method "
+                        "is not a column of its rows")
     kit = recorded_kit(run)
     have = {str(r.get("id")) for r in run.scores or []}
     missing = next((f"c{c.index}:{j}" for c in kit.canaries for j in range(len(c.candidates))

@@ -88,3 +88,23 @@ def test_large_kits_are_fast_enough_to_be_exact():
     # 20 canaries of 1000 candidates: integers, no overflow, p of all-top ranks = 1/1000^20
     p = stats.sum_of_ranks_p_value([1] * 20, [1000] * 20, exact=True)
     assert p == Fraction(1, 1000 ** 20)
+
+
+def test_a_nan_score_counts_as_unscored_and_not_as_a_tie_in_the_summary():
+    """canary_p_value counts a NaN held-out score against the canary (as a tie); the summary's
+    counts say it is unscored, so most held-out candidates unscored gives 'cannot tell'."""
+    from copyprobe.canary.kit import draw_kit, kit_from_manifest
+    from copyprobe.canary.scoring import canary_summary
+    from copyprobe.evaluation.vocabulary import CANNOT_TELL
+
+    doc = "The harbour was quiet that winter. Ships stayed in port and the nets dried on the walls."
+    kit = kit_from_manifest(draw_kit(doc, "doc.txt", n_candidates=6, seed="nan", n_words=4)[1])
+    (canary,) = kit.canaries
+    held = [j for j in range(6) if j != canary.published]
+    scores = {canary.published: -1.0, held[0]: -2.0, held[1]: float("nan"), held[2]: float("nan"),
+              held[3]: float("nan"), held[4]: None}
+    rows = [{"id": f"c{canary.index}:{j}", "loss": scores[j]} for j in range(6)]
+    summary = canary_summary(kit, rows, "loss", 0.05)
+    counts = summary["canaries"][0]
+    assert counts["n_unscored"] == 4 and counts["n_ties"] == 0
+    assert summary["verdict"] == CANNOT_TELL  # 4 of 5 held-out candidates unscored
