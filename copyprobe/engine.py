@@ -254,9 +254,9 @@ def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None
     if kind.resample is not None:
         kind.resample(run.record, n_bootstrap)
     elif n_bootstrap is not None:
-        from copyprobe.errors import ConfigError
+        from copyprobe.errors import SettingError
 
-        raise ConfigError(f"n_bootstrap: a {kind.name} run has no bootstrap resamples to change")
+        raise SettingError("n_bootstrap", f"does not apply: a {kind.name} run has no bootstrap resamples to change")
     return kind.derive(run)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from copyprobe import record
 from copyprobe.engine import derive_run, rewrite_derived
-from copyprobe.errors import DataError
+from copyprobe.errors import DataError, SettingError
 from copyprobe.kinds import KINDS
 
 
@@ -28,6 +28,9 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
     if kind is None:
         raise DataError(f"{run.dir} is a {run.record.kind!r} run: rescore recomputes "
                         f"{', '.join(KINDS)} runs")
+    if (inputs or {}).get("kit") is not None and kind.name != "canary":
+        # a kit given to another kind of run would be ignored: said, not silently dropped
+        raise SettingError("kit", f"does not apply: {run.dir} is a {kind.name} run; only a canary test reads a kit")
     run.inputs = dict(inputs or {})
     rewrite_derived(run, derive_run(kind, run, n_bootstrap=n_bootstrap))
     return record.load_run(run.dir)

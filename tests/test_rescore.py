@@ -194,3 +194,18 @@ def test_audit_scores_without_documents_are_refused_in_one_line(tmp_path, capsys
     code = main(["rescore", str(run_dir)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "line 1: 'doc_id' is missing" in err, err
+
+
+@pytest.mark.parametrize("name, option, expected", [
+    ("detect", ["--kit", "/nonexistent"], "argument --kit: does not apply: "),  # was accepted and ignored
+    ("audit", ["--kit", str(SAVED / "canary-kit")], "argument --kit: does not apply: "),
+    ("canary", ["--bootstrap", "5", "--kit", str(SAVED / "canary-kit")], "argument --bootstrap: does not apply: "),
+])
+def test_an_option_that_does_not_apply_to_the_run_is_refused_by_its_flag(tmp_path, capsys, name, option, expected):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / name
+    shutil.copytree(SAVED / name, run_dir)
+    code = main(["rescore", str(run_dir), *option])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("copyprobe rescore: error: " + expected), err

@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", action="store_true", help="also write report.html (detect and audit runs)")
     parser.add_argument("--kit", default=None,
                         help="canary runs: the kit directory, when it moved since the test (default: the recorded one)")
+    # the library names these settings (errors.SettingError); main() words them as these options
+    parser.set_defaults(_setting_flags={"n_bootstrap": "--bootstrap", "kit": "--kit"})
 
 
 def run(args: argparse.Namespace) -> int:
