@@ -209,6 +209,8 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
         raise DataError(f"cannot read {source} as UTF-8 text: {exc}") from None
     if not text.strip():
         raise DataError(f"{source} is empty: there is nothing to mark")
+    if not str(out).strip():  # Path("") is the working directory: never meant
+        raise ConfigError("the kit's output directory is empty; name a directory for the kit")
     out_dir = Path(out)
     if (out_dir / MANIFEST).exists():
         raise ConfigError(f"{out_dir} already holds a kit; choose another output directory (a kit is never overwritten)")

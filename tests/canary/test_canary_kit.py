@@ -101,6 +101,14 @@ def test_a_kit_is_never_overwritten(doc, tmp_path):
         make_kit(doc, tmp_path / "kit", n_candidates=3, seed=1)
 
 
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_kit_directory_is_refused_not_the_working_directory(doc, tmp_path, monkeypatch, out):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="output directory is empty"):
+        make_kit(doc, out, n_candidates=3, seed=1)
+    assert [p.name for p in tmp_path.iterdir()] == ["book.txt"]  # private/ and publish/ were written here before
+
+
 @pytest.mark.parametrize("kwargs", [{"n_candidates": 1}, {"style": "poems"}, {"repeat": 0}, {"n_canaries": 0}])
 def test_bad_make_settings(doc, tmp_path, kwargs):
     with pytest.raises(ConfigError):
