@@ -42,6 +42,7 @@ from copyprobe.backends.hf.loading import (
 )
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
 from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
+from copyprobe.params import SEED
 from copyprobe.plant.background import OVERLAP_WORDS, Background, epoch_order, load_background, select_background
 from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
@@ -143,7 +144,11 @@ class PlantSettings:
         if self.lora_r < 1:
             raise SettingError("lora_r", f"must be at least 1, got {self.lora_r}")
         if self.lora_r != LORA_R_DEFAULT and not self.lora:  # would be ignored: full fine-tuning has no rank
-            raise SettingError("lora_r", f"{self.lora_r} applies only to LoRA training: set lora too, or leave it out")
+            raise SettingError("lora_r", f"{self.lora_r} applies only to LoRA training, which is off: turn LoRA on, "
+                                         f"or leave the rank out")
+        seed_problem = SEED.reason(self.seed)  # torch and numpy seeds fit in 32 bits, as detect's do
+        if seed_problem is not None:
+            raise SettingError("seed", seed_problem)
         if self.split_by not in ("passage", "document"):
             raise SettingError("split_by", f"must be passage or document, got {self.split_by!r}")
         if self.max_steps is not None and self.max_steps < 1:

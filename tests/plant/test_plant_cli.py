@@ -248,6 +248,7 @@ def test_out_of_memory_suggests_smaller_batch(tiny, tmp_path, monkeypatch, capsy
     (["--lr", "-1"], "argument --lr: must be a positive number"),
     (["--batch-size", "0"], "argument --batch-size: must be at least 1"),
     (["--member-fraction", "1"], "argument --member-fraction: must be between 0 and 1"),
+    (["--seed", "-1"], "argument --seed: must be an integer in [0, 4294967295], got -1"),  # was run and recorded
     (["--model", "openai:gpt-4o"], "cannot fine-tune"),
     (["--model", "hf:/nonexistent/dir"], "model directory not found"),
     (["--model", "no-such-model"], "unknown model spec"),
