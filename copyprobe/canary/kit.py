@@ -282,7 +282,13 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
     if document is None:
         if not doc_file.exists():
             raise DataError(f"{doc_file} (the marked document) is missing from the kit")
-        marked = doc_file.read_text(encoding="utf-8")
+        try:
+            marked = doc_file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # e.g. re-saved in Latin-1 by an editor
+            raise DataError(f"{doc_file} (the marked document) is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                            f"at offset {exc.start}): it is not the document the kit marked") from None
+        except OSError as exc:
+            raise DataError(f"cannot read {doc_file} (the marked document): {exc.strerror or exc}") from None
         if sha256_text(marked) != expected_sha:
             raise DataError(f"{doc_file} is not the document the kit marked (sha256 differs)")
         for canary in canaries:

@@ -131,6 +131,10 @@ def _break(kit_dir, how):
     elif how == "missing document":
         manifest = json.loads(manifest_path.read_text())
         (kit_dir / manifest["document"]["file"]).unlink()
+    elif how == "document re-saved in latin-1":
+        manifest = json.loads(manifest_path.read_text())
+        document = kit_dir / manifest["document"]["file"]
+        document.write_bytes(document.read_text(encoding="utf-8").replace("April", "Avril é").encode("latin-1"))
 
 
 @pytest.mark.parametrize("how,message", [
@@ -139,6 +143,7 @@ def _break(kit_dir, how):
     ("not json", "not valid JSON"),
     ("document without canary", "not the document"),
     ("missing document", "missing"),
+    ("document re-saved in latin-1", r"book.txt \(the marked document\) is not UTF-8 text"),  # named no file before
 ])
 def test_bad_kits_are_one_data_error(doc, tmp_path, how, message):
     kit_dir = tmp_path / "kit"
