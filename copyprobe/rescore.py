@@ -31,6 +31,21 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
     if (inputs or {}).get("kit") is not None and kind.name != "canary":
         # a kit given to another kind of run would be ignored: said, not silently dropped
         raise SettingError("kit", f"does not apply: {run.dir} is a {kind.name} run; only a canary test reads a kit")
+    _check_recorded_settings(run, kind.name)
     run.inputs = dict(inputs or {})
     rewrite_derived(run, derive_run(kind, run, n_bootstrap=n_bootstrap))
     return record.load_run(run.dir)
+
+
+def _check_recorded_settings(run: record.Run, kind: str) -> None:
+    """A hand-edited run.json is read as strictly as the command line: an alpha of 2 turned
+    every verdict into evidence. (A run being made was checked once, at its start.)"""
+    if kind == "audit":
+        from copyprobe.audit import SETTINGS
+    elif kind == "canary":
+        from copyprobe.canary.scoring import SETTINGS
+    else:
+        return
+    section = getattr(run.record, kind, None)
+    if section is not None:
+        SETTINGS.check_recorded(section, f"{run.dir / 'run.json'}: '{kind}")
