@@ -50,6 +50,7 @@ import os
 import sys
 import threading
 import warnings
+import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,14 +219,41 @@ def load_frequency_table(path: str | os.PathLike) -> FrequencyTable:
     key = (str(p.resolve()), stat.st_mtime_ns, stat.st_size)
     if key in _LOADED:
         return _LOADED[key]
-    try:
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {name: np.asarray(data[name]) for name in data.files}
-    except (OSError, ValueError, KeyError, EOFError, zlib.error) as exc:
-        raise ConfigError(f"{str(p)!r} is not a copyprobe frequency table ({type(exc).__name__})") from None
-    table = _table_from_arrays(arrays, str(p))
+    table = _table_from_arrays(_read_npz(p), str(p))
     _LOADED[key] = table
     return table
+
+
+def _read_npz(p: Path) -> dict[str, np.ndarray]:
+    """The arrays of the .npz archive ``p``; anything else is one ConfigError saying in
+    words what the file is instead (an exception class name tells a user nothing)."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{str(p)!r} is not a copyprobe frequency table ({why})")
+
+    if p.is_dir():
+        raise bad("it is a directory")
+    try:
+        with open(p, "rb") as handle:
+            magic = handle.read(6)
+    except OSError as exc:
+        raise bad(f"cannot read it: {exc.strerror or exc}") from None
+    # Checked here because np.load would try a .npy or pickle reader on anything else.
+    if not magic:
+        raise bad("the file is empty")
+    if magic == b"\x93NUMPY":
+        raise bad("a single NumPy .npy array, not a .npz archive")
+    if not magic.startswith(b"PK"):
+        raise bad("not a NumPy .npz archive")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            return {name: np.asarray(data[name]) for name in data.files}
+    except (zipfile.BadZipFile, EOFError, zlib.error):  # a copy or download cut short
+        raise bad("the .npz archive is truncated or damaged") from None
+    except OSError as exc:
+        raise bad(f"cannot read it: {exc.strerror or exc}") from None
+    except (ValueError, KeyError):  # a damaged array header, or a pickled object array
+        raise bad("an array in it is damaged or holds Python objects") from None
 
 
 def _table_from_arrays(arrays: dict[str, np.ndarray], where: str) -> FrequencyTable:

@@ -131,6 +131,33 @@ def test_missing_or_bad_table_is_a_config_error(tmp_path):
         load_frequency_table(junk)
 
 
+def _truncated_npz(path):
+    import numpy as np
+
+    np.savez(path, counts=np.arange(3))
+    path.write_bytes(path.read_bytes()[:100])  # a copy or download cut short
+
+
+@pytest.mark.parametrize("make, words", [
+    (_truncated_npz, "the .npz archive is truncated or damaged"),
+    (lambda path: path.write_bytes(b"%PDF-1.4\n%\xe2\xe3\n1 0 obj"), "not a NumPy .npz archive"),
+    (lambda path: path.mkdir(), "it is a directory"),
+    (lambda path: path.write_bytes(b""), "the file is empty"),
+    (lambda path: path.write_bytes(b"\x93NUMPY\x01\x00"), "a single NumPy .npy array, not a .npz archive"),
+])
+def test_unreadable_table_is_one_line_in_words(tmp_path, capsys, make, words):
+    path = tmp_path / "t.npz"
+    make(path)
+    with pytest.raises(ConfigError) as info:
+        load_frequency_table(path)
+    message = str(info.value)
+    assert f"is not a copyprobe frequency table ({words})" in message
+    assert "Error" not in message and "\n" not in message  # no exception class names
+    assert main(["freq", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_tokenizer_mismatch_errors():
     table = build_frequency_table(TOK, [iter(["the cat sat on the mat"])])
     other = WordTokenizer(["a", "b", "c", "d", "e"], name="other")
