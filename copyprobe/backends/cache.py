@@ -129,6 +129,18 @@ class ResponseCache:
     def _open(self) -> None:
         """WAL mode, the tables, and the checks that this is a copyprobe cache of this schema."""
         self._db.execute("PRAGMA busy_timeout = 60000")
+        # Someone else's database is refused before anything is written to it (WAL mode,
+        # tables); a new or 0-byte file has no tables and becomes a cache.
+        tables = sorted(row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                        if not row[0].startswith("sqlite_"))
+        if tables and "responses" not in tables:
+            shown = ", ".join(repr(name) for name in tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
+            raise ConfigError(
+                f"{self.path} is an SQLite file but not a copyprobe response cache (it has no 'responses' "
+                f"table but other tables: {shown}); use another cache file or none"
+            )
+        if tables:
+            self._check_columns()
         self._db.execute("PRAGMA journal_mode = WAL")
         # In WAL mode NORMAL never corrupts the file; a power cut may lose the last commits,
         # which are only answers to compute again. FULL waited for the disk at every commit
@@ -140,12 +152,7 @@ class ResponseCache:
             " response TEXT NOT NULL, created REAL NOT NULL,"
             " PRIMARY KEY (fingerprint, kind, key))"
         )
-        columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
-        if columns != ["fingerprint", "kind", "key", "response", "created"]:
-            raise ConfigError(
-                f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
-                f"table has columns {', '.join(columns)}); use another cache file or none"
-            )
+        self._check_columns()  # another process may have created it since the check above
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         row = self._db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
@@ -157,6 +164,14 @@ class ResponseCache:
                 "never mixed in"
             )
         self._start_check()
+
+    def _check_columns(self) -> None:
+        columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
+        if columns != ["fingerprint", "kind", "key", "response", "created"]:
+            raise ConfigError(
+                f"{self.path} is an SQLite file but not a copyprobe response cache (its 'responses' "
+                f"table has columns {', '.join(columns)}); use another cache file or none"
+            )
 
     def _start_check(self) -> None:
         """Start ``PRAGMA quick_check`` of the whole file on a connection and thread of its

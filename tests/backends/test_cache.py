@@ -86,6 +86,34 @@ def test_corrupt_cache_file_is_a_clear_error(tmp_path):
         ResponseCache(path)
 
 
+@pytest.mark.parametrize("schema, words", [
+    ("CREATE TABLE foo (a)", "it has no 'responses' table but other tables: 'foo'"),
+    ("CREATE TABLE meta (name, value)", "it has no 'responses' table but other tables: 'meta'"),
+    ("CREATE TABLE responses (a, b, c)", "its 'responses' table has columns a, b, c"),
+])
+def test_another_database_is_refused_before_anything_is_written(tmp_path, schema, words):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(schema)
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(ConfigError) as info:
+        ResponseCache(path)
+    assert f"{path} is an SQLite file but not a copyprobe response cache ({words})" in str(info.value)
+    assert path.read_bytes() == before  # no tables added, still in its own journal mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]  # no -wal or -shm file
+
+
+def test_an_empty_file_or_an_existing_cache_opens(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    ResponseCache(empty).close()
+    CachedBackend(FakeBackend(), ResponseCache(tmp_path / "c.sqlite")).answer([TokenLogprobsRequest("a b")])
+    again = CachedBackend(FakeBackend(), ResponseCache(tmp_path / "c.sqlite"))
+    again.answer([TokenLogprobsRequest("a b")])
+    assert again.hits == 1
+
+
 def test_damaged_entry_is_treated_as_a_miss(tmp_path):
     fake = FakeBackend()
     path = tmp_path / "c.sqlite"
