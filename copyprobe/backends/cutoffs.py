@@ -85,7 +85,7 @@ def could_have_seen(spec: str | None, published: str | None) -> tuple[bool | Non
     if cutoff is None:
         return None, (f"the training cutoff of {spec} is not known" if spec else None)
     if published is None:
-        return None, f"its training data {cutoff.text()}; the text's publication date was not given (--published)"
+        return None, f"its training data {cutoff.text()}; the text's publication date (published) was not given"
     found = _DATE.match(published)
     assert found is not None  # checked by check_published
     earliest = f"{found.group(1)}-{found.group(2) or '01'}"  # the first month the text can have appeared

@@ -596,7 +596,7 @@ def test_out_of_memory_asks_for_a_smaller_batch(monkeypatch):
     assert "\n" not in str(info.value)
     auto = make_tiny_backend()
     monkeypatch.setattr(auto, "_hidden", oom)
-    with pytest.raises(BackendError, match=r"at 8 sequences per batch \(batch size auto\): give a smaller"):
+    with pytest.raises(BackendError, match=r"at 8 sequences per batch \(batch size auto\): give a smaller batch size \(batch_size\), e.g. 4$"):
         auto.answer([GenerateRequest(prompt="abc", max_tokens=1)])
     with pytest.raises(BackendError, match="for a single text of 4 tokens") as info:
         auto.answer([TokenLogprobsRequest("abc")])

@@ -266,7 +266,7 @@ class HFBackend(TokenLogprobsMixin, GenerationMixin, ChoiceLogprobsMixin, Backen
     def _oom_message(self) -> str:
         if self.batch_setting == AUTO:
             return (f"out of memory on {self.device} at {self.batch_size} sequences per batch (batch size auto): "
-                    f"give a smaller --batch-size")
+                    f"give a smaller batch size (batch_size), e.g. {max(1, self.batch_size // 2)}")
         return f"out of memory on {self.device} at batch size {self.batch_size}: lower the batch size"
 
     # -- batches ------------------------------------------------------------------------
