@@ -64,7 +64,8 @@ class Tasks(Constraint):
             return f"is empty (choose from {', '.join(TASKS)})"
         unknown = [t for t in value if t not in TASKS]
         if unknown:
-            return f"has unknown copying task(s) {', '.join(map(str, unknown))} (choose from {', '.join(TASKS)})"
+            # repr: a name with a line break or an escape sequence stays one printable line
+            return f"has unknown copying task(s) {', '.join(map(repr, unknown))} (choose from {', '.join(TASKS)})"
         if set(value) == {"fluency"}:
             return "is only fluency: fluency grades the outputs of literal/nonliteral, add one of them"
         return None

@@ -139,7 +139,9 @@ def test_rescore_refuses_results_that_lost_or_repeated_rows(tmp_path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--tasks", "literal,poems"], "unknown copying task(s) poems"),
+    (["--tasks", "literal,poems"], "unknown copying task(s) 'poems' (choose from"),
+    (["--tasks", "a\nb"], "unknown copying task(s) 'a\\nb' (choose from"),  # one line, as repr shows it
+    (["--tasks", "literal,\x1b[31mRED"], "unknown copying task(s) '\\x1b[31mRED' (choose from"),
     (["--tasks", "fluency"], "fluency grades the outputs"),
     (["--tasks", "literal,,qa"], "--tasks: an empty item between commas, got 'literal,,qa'"),
     (["--templates", "0,5"], "template index 5 out of range"),
@@ -157,4 +159,4 @@ def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
             base += argv[i : i + 2]
     assert main(base) == 2
     err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1
+    assert message in err and len(err.splitlines()) == 1 and "\x1b" not in err
