@@ -142,7 +142,8 @@ CASES = [
     Case("missing id value", {"data.jsonl": jsonl([*GOOD[:2], _row(2, id=None)])}, [], "has no id in column 'id'"),
     # -- methods and parameters ------------------------------------------------------
     Case("unknown method", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,min_kk"], "unknown method 'min_kk'"),
-    Case("empty methods", {"data.jsonl": jsonl(GOOD)}, ["--methods", " , "], "--methods is empty"),
+    Case("empty methods", {"data.jsonl": jsonl(GOOD)}, ["--methods", " "], "--methods is empty"),
+    Case("only a comma in methods", {"data.jsonl": jsonl(GOOD)}, ["--methods", " , "], "--methods ' , ': an empty item between commas"),
     Case("empty name between commas", {"data.jsonl": jsonl(GOOD)}, ["--methods", "loss,,zlib"], "--methods 'loss,,zlib': an empty item between commas"),
     Case("trailing comma in a list parameter", {"data.jsonl": jsonl(GOOD)}, ["--methods", "feature_agg", "--param", "feature_agg.ks=0.1,"], "bad value '0.1,' for feature_agg.ks: an empty item between commas"),
     Case("empty model between commas", {"data.jsonl": jsonl(GOOD)}, ["--methods", "veilprobe", "--param", "veilprobe.proxies=reference,,gemma-3-270m"], "veilprobe.proxies has an empty item between commas, got 'reference,,gemma-3-270m'"),
