@@ -223,6 +223,10 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
     file beside it is from the same run). A file given as None is removed, so a rerun
     into the same directory leaves no stale result behind."""
     out = Path(out_dir)
+    # written before the first result file, so files without run.json can be told to be this
+    # run's (resumed by the same command) rather than anyone's; a run that stops earlier
+    # leaves its directory as it found it
+    (out / UNFINISHED).write_text(str(record.kind or ""))
     for name, content in files.items():
         if content is None:
             (out / name).unlink(missing_ok=True)
@@ -231,7 +235,13 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
         else:
             write_json(out / name, content)
     write_json(out / "run.json", record.to_json())
+    (out / UNFINISHED).unlink(missing_ok=True)
     return out
+
+
+# Left in an output directory by write_run (it holds the run's kind) until run.json is
+# written: what tells a run interrupted while writing from files that are not a run's.
+UNFINISHED = ".copyprobe-unfinished"
 
 
 def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any = None) -> Path:
@@ -263,9 +273,20 @@ def _spec_of(model: Any) -> str | None:
 
 
 def _check_reusable(path: Path, kind: str, spec: str | None = None) -> None:
-    # run.json is written last: a run's files without it are a run whose writing failed,
-    # which the same command resumes; so only an existing run.json decides
     if not (path / "run.json").is_file():
+        # run.json is written last: a run's files without it are a run whose writing failed,
+        # which the same command resumes; without the marker of such a run they may be
+        # anyone's (a user's own scores.jsonl), so a file the run would write is never replaced
+        try:
+            if (path / UNFINISHED).read_text(errors="replace") == kind:
+                return
+        except OSError:
+            pass
+        names = dict.fromkeys([*RESULT_FILES.get(kind, {}), *DERIVED_FILES, "report.html"])
+        found = next((name for name in names if (path / name).exists()), None)
+        if found is not None:
+            raise ConfigError(f"{path} holds {found} but no run.json (not a finished copyprobe run); {article(kind)} "
+                              f"{kind} run would overwrite it; choose a new output directory")
         return
     advice = "choose a new output directory"
     try:
