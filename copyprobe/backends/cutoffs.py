@@ -63,6 +63,13 @@ def check_published(text: str | None) -> str | None:
             (found.group(3) and not _real_day(*map(int, found.groups()))):
         raise SettingError("published", f"must be a date YYYY, YYYY-MM or YYYY-MM-DD (when the suspect text was "
                                         f"first published), got {text!r}")
+    import datetime
+
+    year, month, day = (int(g) if g else 1 for g in found.groups())
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if datetime.date(year, month, day) > today:  # its first possible day: a typo, not a publication
+        raise SettingError("published", f"is {str(text).strip()!r}, after today ({today.isoformat()}): give the date "
+                                        f"the suspect text was first published")
     return str(text).strip()
 
 

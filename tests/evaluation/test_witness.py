@@ -174,6 +174,13 @@ def test_publication_dates_against_training_cutoffs():
             check_published(bad)
     assert check_published(" 2025-06 ") == "2025-06"
     assert check_published("2024-02-29") == "2024-02-29"  # a leap day
+    import datetime
+
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    assert check_published(today.isoformat()) == today.isoformat()
+    for future in (str(today.year + 1), (today + datetime.timedelta(days=1)).isoformat(), "3000"):
+        with pytest.raises(ConfigError, match=r"^published is '.*', after today"):  # 3000 was accepted
+            check_published(future)
 
 
 def test_a_raw_score_that_fails_the_null_battery_gives_cannot_tell_not_a_claim():
