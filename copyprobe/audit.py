@@ -326,23 +326,18 @@ def non_default_params(method: str, params: Mapping[str, Any] | None,
             and (k not in defaults or str(defaults[k]) != str(v))}
 
 
-def check_audit_rows(rows: list[dict[str, Any]], method: str, where: Any) -> None:
-    """Rows an audit's verdicts can be read from: each names its document and its side, and
-    some hold the audit's method (a row without them was left out of the test unseen)."""
+def check_audit_rows(rows: list[dict[str, Any]], where: Any) -> None:
+    """Rows an audit's verdicts can be read from: each names its document (a row without one
+    would be left out of the test unseen; run_files' schema already checked each label)."""
     for line, row in enumerate(rows, 1):
         doc = row.get("doc_id")
         if not isinstance(doc, str) or not doc:
             raise DataError(f"{where} line {line}: 'doc_id' is missing or not a string (got {doc!r})")
-        if row.get("label") not in (0, 1) or isinstance(row.get("label"), bool):
-            raise DataError(f"{where} line {line}: 'label' must be 0 (clean) or 1 (suspect), got {row.get('label')!r}")
-    if rows and not any(method in row for row in rows):
-        raise DataError(f"{where} has no {method!r} scores: the audit's method is not a column of its rows")
 
 
 def derive_verdicts(run: record.Run) -> Derived:
     """detect's metrics, and verdicts.json: one verdict per suspect document."""
-    from copyprobe.backends.cutoffs import check_published, could_have_seen
-    from copyprobe.errors import SettingError
+    from copyprobe.backends.cutoffs import could_have_seen
     from copyprobe.evaluation.verdicts import audit_verdicts
 
     derived = derive_metrics(run)
@@ -351,13 +346,9 @@ def derive_verdicts(run: record.Run) -> Derived:
         raise DataError(f"{run.dir / 'run.json'} has no audit method and alpha to recompute verdicts from")
     texts = {str(e.get("id")): e.get("text", "") for e in run.examples or []}
     method = settings["method"]
-    check_audit_rows(run.scores or [], method, run.dir / "scores.jsonl")
     target_spec = (run.record.model or {}).get("spec")
     params = (run.record.methods or {}).get(method) or {}
-    try:
-        published = check_published(settings.get("published"))
-    except SettingError as exc:
-        raise DataError(f"{run.dir / 'run.json'}: 'audit.published' {exc.problem}") from None
+    published = settings.get("published")  # checked when the run was made, or by rescore
     reference = params.get("model") if isinstance(params.get("model"), str) else None
     seen, basis = could_have_seen(reference, published)
     target_seen, target_basis = could_have_seen(target_spec, published)

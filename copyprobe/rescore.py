@@ -38,14 +38,33 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
 
 
 def _check_recorded_settings(run: record.Run, kind: str) -> None:
-    """A hand-edited run.json is read as strictly as the command line: an alpha of 2 turned
-    every verdict into evidence. (A run being made was checked once, at its start.)"""
+    """A hand-edited run directory is read as strictly as the command line: an alpha of 2
+    turned every verdict into evidence, a method that is no column of the scores 'cannot
+    tell' everywhere. (A run being made checked these once, at its start; only an edit
+    between then and a rescore can break them, so they are checked here, not in derive.)"""
     if kind == "audit":
-        from copyprobe.audit import SETTINGS
+        from copyprobe.audit import SETTINGS, check_audit_rows
     elif kind == "canary":
         from copyprobe.canary.scoring import SETTINGS
     else:
         return
     section = getattr(run.record, kind, None)
-    if section is not None:
-        SETTINGS.check_recorded(section, f"{run.dir / 'run.json'}: '{kind}")
+    if section is None:
+        return
+    where = run.dir / "run.json"
+    SETTINGS.check_recorded(section, f"{where}: '{kind}")
+    if kind == "audit":
+        from copyprobe.backends.cutoffs import check_published
+
+        try:
+            check_published(section.get("published"))
+        except SettingError as exc:
+            raise DataError(f"{where}: 'audit.published' {exc.problem}") from None
+        check_audit_rows(run.scores or [], run.dir / "scores.jsonl")
+    method = section.get("method")
+    if run.scores and method is not None and not any(method in row for row in run.scores):
+        raise DataError(f"{run.dir / 'scores.jsonl'} has no {method!r} scores: the {_TEST_OF[kind]}'s method "
+                        "is not a column of its rows")
+
+
+_TEST_OF = {"audit": "audit", "canary": "canary test"}

@@ -114,6 +114,19 @@ def test_rescore_of_a_run_whose_kit_moved_asks_for_its_new_place(tmp_path, capsy
     assert again == saved
 
 
+def _rescore_edited(tmp_path, capsys, name, edit, *options):
+    """Rescore a copy of the saved run ``name`` whose run.json ``edit`` changed: (exit code, stderr)."""
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / name
+    shutil.copytree(SAVED / name, run_dir)
+    record = _json(run_dir / "run.json")
+    edit(record)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    code = main(["rescore", str(run_dir), *options])
+    return code, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("edit, field", [
     (lambda run: run["canary"].update(kit=["a", "list"]), "canary.kit"),
     (lambda run: run["canary"].pop("alpha"), "alpha"),
@@ -122,15 +135,7 @@ def test_rescore_of_a_run_whose_kit_moved_asks_for_its_new_place(tmp_path, capsy
     (lambda run: run["canary"].update(method="bogus"), "has no 'bogus' scores"),
 ])
 def test_hand_edited_canary_record_is_one_line(tmp_path, capsys, edit, field):
-    from copyprobe.cli.main import main
-
-    run_dir = tmp_path / "canary"
-    shutil.copytree(SAVED / "canary", run_dir)
-    record = _json(run_dir / "run.json")
-    edit(record)
-    (run_dir / "run.json").write_text(json.dumps(record))
-    code = main(["rescore", str(run_dir), "--kit", str(SAVED / "canary-kit")])
-    err = capsys.readouterr().err
+    code, err = _rescore_edited(tmp_path, capsys, "canary", edit, "--kit", str(SAVED / "canary-kit"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and field.split(".")[-1] in err
 
 
@@ -147,20 +152,8 @@ def test_canary_scores_missing_a_candidate_is_one_line(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no row for 1 of" in err and "'c0:0'" in err
 
 
-def test_hand_edited_audit_test_is_one_line(tmp_path, capsys):
-    from copyprobe.cli.main import main
-
-    run_dir = tmp_path / "audit"
-    shutil.copytree(SAVED / "audit", run_dir)
-    record = _json(run_dir / "run.json")
-    record["audit"]["test"] = "welch"
-    (run_dir / "run.json").write_text(json.dumps(record))
-    code = main(["rescore", str(run_dir)])
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "'audit.test' must be one of" in err
-
-
 @pytest.mark.parametrize("edit, expected", [
+    (lambda run: run["audit"].update(test="welch"), "'audit.test' must be one of"),
     (lambda run: run["audit"].update(alpha=2), "'audit.alpha' must be"),  # every verdict became evidence
     (lambda run: run["audit"].update(alpha=0), "'audit.alpha' must be"),
     (lambda run: run["audit"].update(published=2020), "'audit.published' must be"),  # was a TypeError
@@ -168,32 +161,29 @@ def test_hand_edited_audit_test_is_one_line(tmp_path, capsys):
     (lambda run: run["audit"].update(method="bogus"), "has no 'bogus' scores"),  # was 'cannot tell' everywhere
 ])
 def test_hand_edited_audit_settings_are_refused_in_one_line(tmp_path, capsys, edit, expected):
-    from copyprobe.cli.main import main
-
-    run_dir = tmp_path / "audit"
-    shutil.copytree(SAVED / "audit", run_dir)
-    record = _json(run_dir / "run.json")
-    edit(record)
-    (run_dir / "run.json").write_text(json.dumps(record))
-    code = main(["rescore", str(run_dir)])
-    err = capsys.readouterr().err
+    code, err = _rescore_edited(tmp_path, capsys, "audit", edit)
     assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err
-    assert _json(run_dir / "verdicts.json") == _json(SAVED / "audit" / "verdicts.json")  # nothing rewritten
+    assert _json(tmp_path / "audit" / "verdicts.json") == _json(SAVED / "audit" / "verdicts.json")  # nothing rewritten
 
 
-def test_audit_scores_without_documents_are_refused_in_one_line(tmp_path, capsys):
-    """No row with a document: detect's metrics accept that, an audit cannot (it was an
-    AttributeError)."""
+@pytest.mark.parametrize("edit, expected", [
+    # no row with a document: detect's metrics accept that, an audit cannot (it was an AttributeError)
+    (lambda i, row: row.pop("doc_id"), "line 1: 'doc_id' is missing"),
+    (lambda i, row: row.update(label=2) if i == 3 else None, "line 4: 'label' must be one of 0, 1, got 2"),
+])
+def test_hand_edited_audit_scores_are_refused_in_one_line(tmp_path, capsys, edit, expected):
     from copyprobe.cli.main import main
 
     run_dir = tmp_path / "audit"
     shutil.copytree(SAVED / "audit", run_dir)
     rows = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
-    (run_dir / "scores.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "doc_id"}) + "\n"
-                                                  for r in rows))
+    for i, row in enumerate(rows):
+        edit(i, row)
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     code = main(["rescore", str(run_dir)])
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "line 1: 'doc_id' is missing" in err, err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err
+    assert _json(run_dir / "verdicts.json") == _json(SAVED / "audit" / "verdicts.json")  # nothing rewritten
 
 
 @pytest.mark.parametrize("name, option, expected", [
