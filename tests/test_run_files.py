@@ -52,7 +52,7 @@ def runs(tmp_path_factory):
     from copyprobe.canary.scoring import canary_test
 
     (root / "doc.txt").write_text("It was a bright cold day in April. The clocks were striking thirteen.\n")
-    make_kit(root / "doc.txt", root / "kit", n_candidates=10, style="words", seed="t")
+    make_kit(root / "doc.txt", root / "kit", n_candidates=20, style="words", seed="t")  # p can reach 0.05
     canary_test(fake, root / "kit", "loss", out=root / "canary", cache=False, command=["copyprobe", "canary"])
     return root
 

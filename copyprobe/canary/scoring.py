@@ -45,11 +45,30 @@ def _p(p: float) -> str:
     return f"{p:.3g}"
 
 
+def smallest_p(sizes: list[int]) -> float:
+    """The smallest p-value canaries among ``sizes`` candidates each can give: every one ranked first."""
+    return stats.sum_of_ranks_p_value([1] * len(sizes), sizes)
+
+
+def check_answer_not_fixed(kit: Kit, alpha: float) -> None:
+    """One line before any model work when the kit cannot reach ``alpha`` whatever the
+    scores: every test would say 'cannot tell', after scoring every candidate (on a paid
+    API, for money). The audit refuses the same case (copyprobe.audit.check_answer_not_fixed)."""
+    sizes = [len(c.candidates) for c in kit.canaries]
+    smallest = smallest_p(sizes)
+    if smallest > alpha:
+        raise DataError(f"the answer is fixed before any scoring: with {len(sizes)} "
+                        f"canar{'y' if len(sizes) == 1 else 'ies'} of {'/'.join(map(str, sorted(set(sizes))))} "
+                        f"candidates the smallest possible p-value is {_p(smallest)}, above alpha {alpha:g}, so the "
+                        "test would be 'cannot tell'; nothing was scored. Raise alpha or make a kit with more "
+                        "candidates")
+
+
 def verdict_word(result: dict[str, Any]) -> tuple[str, str]:
     """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary)."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
-    smallest = stats.sum_of_ranks_p_value([1] * len(per), [c["n_candidates"] for c in per])
+    smallest = smallest_p([c["n_candidates"] for c in per])
     unscored = sum(c["n_unscored"] for c in per)
     held = sum(c["n_candidates"] - 1 for c in per)
     if unscored * 2 > held:
@@ -210,6 +229,7 @@ def canary_test(
     if out is not None:
         record.prepare_out_dir(out, "canary", model)
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
+    check_answer_not_fixed(loaded, values["alpha"])
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
                 "document": str(loaded.document)}

@@ -87,6 +87,24 @@ def test_bad_kits_exit_2_with_one_line(kit, tmp_path, monkeypatch, capsys, damag
     assert not backend.calls  # refused before any model work
 
 
+def test_a_kit_that_cannot_reach_alpha_is_refused_before_the_model_loads(kit, tmp_path, monkeypatch, capsys):
+    """2 canaries of 30 candidates give at best p = 1/900 = 0.00111: at alpha 0.001 every
+    test is 'cannot tell' whatever the scores, so nothing is scored (it was, then said so)."""
+    def refuse(spec, **options):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", refuse)
+    code = main(["canary", "test", "--model", "never", "--kit", str(kit), "--alpha", "0.001",
+                 "--out", str(tmp_path / "r"), "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "smallest possible p-value is 0.00111, above alpha 0.001" in err and "nothing was scored" in err
+    assert not (tmp_path / "r" / "scores.jsonl").exists()
+    _patch(monkeypatch, FakeBackend(spec="never"))  # at 0.002 the kit can answer: it runs
+    assert main(["canary", "test", "--model", "never", "--kit", str(kit), "--alpha", "0.002",
+                 "--out", str(tmp_path / "r2"), "--no-cache", "--no-progress"]) == 0
+
+
 def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     assert main(["canary", "make", "--doc", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "k")]) == 2
     empty = tmp_path / "empty.txt"
@@ -142,6 +160,7 @@ def test_make_and_test_on_smollm2_offline(tmp_path, capsys):
     assert main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "kit"), "--n-candidates", "8",
                  "--seed", "smol"]) == 0
     code = main(["canary", "test", "--model", "smollm2-135m-instruct", "--kit", str(tmp_path / "kit"),
+                 "--alpha", "0.2",  # one canary of 8 gives p >= 1/8: a smaller alpha is refused
                  "--out", str(tmp_path / "run"), "--no-cache", "--no-progress", "--device", "cpu", "--dtype", "float32"])
     assert code == 0
     summary = json.loads((tmp_path / "run" / "canary.json").read_text())

@@ -561,7 +561,8 @@ def test_a_canary_test_that_scored_nothing_exits_2(tmp_path, fake_openai, monkey
                  "--seed", "s"]) == 0
     capsys.readouterr()
     code = main(["canary", "test", "--model", f"openai:tiny-model@{server.base_url}", "--kit", str(tmp_path / "kit"),
-                 "--method", "prefix_probe", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"])
+                 "--method", "prefix_probe", "--alpha", "0.1",  # 1 canary of 10: p >= 0.1
+                 "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2, err
     line = one_error_line(err)
