@@ -154,9 +154,14 @@ class ScoringCollection:
         self.plan_: ScoringPlan | None = None
 
     def begin(self) -> None:
-        """Start the blind baseline on a thread: it reads the texts and labels only, and
+        """Before the model loads: check the methods against the data (the plan's hold-out
+        rows, e.g. ReCaLL's prefix files, and the learning methods' training split), then
+        start the blind baseline on a thread: it reads the texts and labels only, and
         derive (:func:`derive_metrics`) takes its result, or computes it when the inputs
         differ. Skipped where derive would skip it (no baseline, fewer than two classes)."""
+        # a prefix file that cannot be read or too few rows to train on needs no model to
+        # find: said before a load that takes 20 s, by the plan that keeps what it read
+        self.plan_ = ScoringPlan(self.examples, self.methods, self.seed, self.train_split)
         if self.blind_baseline is False:
             return
         rows = [example_row(e) for e in self.examples]
@@ -173,8 +178,13 @@ class ScoringCollection:
         return self.methods
 
     def plan(self, session: Session) -> dict | Chunked:
-        self.resolved = [method.resolve(session.target_spec) for method in self.choose(session)]
-        self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed, self.train_split)
+        chosen = self.choose(session)
+        self.resolved = [method.resolve(session.target_spec) for method in chosen]
+        if self.plan_ is not None and chosen is self.methods:
+            # checked in begin(); the model-dependent parameters settled now change no rows
+            self.plan_.methods = self.resolved
+        else:  # methods chosen once the model is known (audit's auto), or no begin()
+            self.plan_ = ScoringPlan(self.examples, self.resolved, self.seed, self.train_split)
         if self.chunk_passages is None or len(self.examples) <= self.chunk_passages:
             return self.plan_.runs()
         return chunked(self.plan_, self.chunk_passages)

@@ -61,7 +61,17 @@ def check_model_options(spec: str, *, device: Any = "auto", dtype: Any = "auto",
             raise SettingError("device", f"{device} does not apply to {spec.strip()}: llama.cpp runs on the CPU "
                                          "here; leave it out (or cpu), or load the file with gguf: on a GPU")
         return
-    if not isinstance(spec, str) or not spec.strip().startswith("openai:"):
+    if not isinstance(spec, str):
+        return
+    if not spec.strip().startswith("openai:"):
+        # a local model: its precision by name, before the weights (and torch) load
+        from copyprobe.backends.hf.loading import _DTYPES
+
+        if dtype not in (None, "auto") and str(dtype).lower() not in _DTYPES:
+            names = list(dict.fromkeys(_DTYPES.values()))
+            aliases = [name for name in _DTYPES if name not in names]
+            raise SettingError("dtype", f"must be auto, {', '.join(names[:-1])} or {names[-1]} "
+                                        f"(or {', '.join(aliases)}), got {dtype!r}")
         return
     for name, value in (("device", device), ("dtype", dtype)):
         if value not in (None, "auto"):

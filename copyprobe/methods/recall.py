@@ -113,6 +113,14 @@ class _PrefixMethod(Method):
         self._contexts = contexts
         return held
 
+    def resolve(self, target_spec: str) -> "_PrefixMethod":
+        resolved = super().resolve(target_spec)
+        # the runner holds rows out before the model loads (so a bad prefix file costs no load)
+        # and resolves once it is known: the prefixes read or drawn then are the ones scored with
+        if hasattr(self, "_contexts"):
+            resolved._contexts = self._contexts
+        return resolved
+
     def _context(self, name: str) -> str:
         contexts: dict[str, Any] = getattr(self, "_contexts", {})
         if name not in contexts:

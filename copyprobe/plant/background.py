@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 from copyprobe.backends.hf.loading import sha256_file
 from copyprobe.errors import DataError
-from copyprobe.plant.corpus import CountTokens, Passage, corpus_files, cut_passages, load_corpus
+from copyprobe.plant.corpus import CorpusText, CountTokens, Passage, corpus_files, cut_corpus, cut_passages, read_corpus
 
 OVERLAP_WORDS = 13  # a run this long shared by chance between unrelated texts is very rare
 TOKENIZE_CHUNK = 256  # passages tokenized per call while selecting
@@ -89,27 +89,45 @@ def overlapping(texts: Sequence[str], corpus_texts: Sequence[str], n: int = OVER
     return flags
 
 
-def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTokens, corpus_texts: Sequence[str],
-                    *, text_column: str | None = None) -> Background:
-    """The background's passages (see the module doc); a DataError when it is missing or
-    yields no passage."""
+@dataclass
+class BackgroundText:
+    """A background read but not yet cut (:func:`read_background`): every file as read,
+    with its sha256."""
+
+    path: str | Path
+    files: list[tuple[CorpusText, str]]  # (the file read, its sha256)
+    skipped: list[dict] = field(default_factory=list)
+
+
+def read_background(path: str | Path, *, text_column: str | None = None) -> BackgroundText:
+    """Every file of the background read (no tokenizer needed); a DataError when it is
+    missing, a directory holds nothing to read, or a file cannot be read or parsed."""
     root = Path(path).expanduser()
     if not root.exists():
         raise DataError(f"background not found: {path}")
     files, skipped = corpus_files(root, path) if root.is_dir() else ([root], [])
     if not files:
         raise DataError(f"background directory {path} holds no .txt, .md, .epub or data files")
+    return BackgroundText(path, [(read_corpus(f, text_column=text_column, what="background"), sha256_file(f))
+                                 for f in files], skipped)
+
+
+def cut_background(read: BackgroundText, passage_tokens: int, count_tokens: CountTokens,
+                   corpus_texts: Sequence[str]) -> Background:
+    """The passages of a background read with :func:`read_background` (see the module
+    doc); a DataError when it yields no passage, or none that does not overlap the corpus."""
+    path = read.path
     passages: list[Passage] = []
     source_of: list[int] = []
     sources: list[dict] = []
     digest = hashlib.sha256()
     seen: set[str] = set()
     n_duplicates = 0
-    for n, f in enumerate(files):
-        read = load_corpus(f, passage_tokens, count_tokens, text_column=text_column, what="background")
-        cut = _cut_long_rows(read.passages, passage_tokens, count_tokens)
-        n_duplicates += read.n_duplicates
-        sources.append({"path": str(f), "sha256": sha256_file(f), "n_passages_read": len(cut)})
+    for n, (text, sha256) in enumerate(read.files):
+        corpus = cut_corpus(text, passage_tokens, count_tokens)
+        cut = _cut_long_rows(corpus.passages, passage_tokens, count_tokens)
+        n_duplicates += corpus.n_duplicates
+        sources.append({"path": str(text.path), "sha256": sha256, "n_passages_read": len(cut)})
         for p in cut:
             if p.text in seen:
                 n_duplicates += 1
@@ -127,7 +145,15 @@ def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTo
         raise DataError(f"every passage of the background {path} overlaps the corpus ({len(passages)} passages share "
                         f"a run of {OVERLAP_WORDS} words with a corpus passage); use text that is not the corpus")
     return Background(str(path), [passages[i] for i in kept], [source_of[i] for i in kept], sources,
-                      digest.hexdigest(), n_duplicates, len(passages) - len(kept), skipped)
+                      digest.hexdigest(), n_duplicates, len(passages) - len(kept), read.skipped)
+
+
+def load_background(path: str | Path, passage_tokens: int, count_tokens: CountTokens, corpus_texts: Sequence[str],
+                    *, text_column: str | None = None) -> Background:
+    """The background's passages (see the module doc); a DataError when it is missing or
+    yields no passage. :func:`read_background` and :func:`cut_background` are its two
+    steps (plant reads before the tokenizer loads)."""
+    return cut_background(read_background(path, text_column=text_column), passage_tokens, count_tokens, corpus_texts)
 
 
 def selection_order(n: int, seed: int) -> list[int]:

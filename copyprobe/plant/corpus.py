@@ -120,6 +120,88 @@ class Corpus:
     skipped: list[dict[str, str]] = field(default_factory=list)  # entries of the folder that could not be read
 
 
+@dataclass
+class _File:
+    """One file of a corpus as read: a data file's rows, or a book's text (cut later)."""
+
+    path: Path
+    doc_id: str
+    rows: list[Passage] | None = None
+    text: str | None = None
+
+
+@dataclass
+class CorpusText:
+    """A corpus read but not yet cut (:func:`read_corpus`): cutting books needs the model's
+    tokenizer, reading them does not, so a corpus that cannot be read is refused before
+    the model loads."""
+
+    path: str | Path
+    what: str
+    files: list[_File]
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def read_corpus(path: str | Path, *, text_column: str | None = None, what: str = "corpus") -> CorpusText:
+    """Every file of a corpus read (see :func:`load_corpus`); a DataError when it is missing,
+    a directory holds nothing to read, or a file cannot be read or parsed."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise DataError(f"{what} not found: {path}")
+    skipped: list[dict[str, str]] = []
+    if root.is_dir():
+        found, skipped = corpus_files(root, path)
+        if not found:
+            raise DataError(f"{what} directory {path} holds no .txt, .md, .epub or data files")
+    else:
+        found = [root]
+    files: list[_File] = []
+    for f in found:
+        suffix = f.suffix.lower()
+        doc_id = f.relative_to(root).with_suffix("").as_posix() if root.is_dir() else f.stem
+        if suffix in DATA_SUFFIXES:
+            files.append(_File(f, doc_id, rows=_data_file_passages(f, text_column)))
+        elif suffix in EPUB_SUFFIXES:
+            files.append(_File(f, doc_id, text=read_epub(f)))
+        elif suffix in TEXT_SUFFIXES or not root.is_dir():
+            if suffix not in TEXT_SUFFIXES and suffix:
+                raise DataError(
+                    f"unsupported {what} file type {suffix!r} for {f}; supported: "
+                    f"{', '.join(TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES)}"
+                )
+            files.append(_File(f, doc_id, text=read_text(f)))
+    return CorpusText(path, what, files, skipped)
+
+
+def cut_corpus(read: CorpusText, passage_tokens: int = 128, count_tokens: CountTokens = whitespace_count) -> Corpus:
+    """The passages of a corpus read with :func:`read_corpus`: books cut, data-file rows as
+    they are, each text kept once (see :func:`load_corpus`)."""
+    passages: list[Passage] = []
+    for f in read.files:
+        if f.rows is not None:
+            passages.extend(f.rows)
+        else:
+            passages.extend(cut_passages(f.text or "", passage_tokens, count_tokens, doc_id=f.doc_id))
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    unique: list[Passage] = []
+    n_dup = 0
+    for p in passages:
+        if p.id in seen_ids:
+            raise DataError(f"duplicate passage id {p.id!r} in {read.what} {read.path} (ids must be unique across files)")
+        seen_ids.add(p.id)
+        if p.text in seen_texts:
+            n_dup += 1
+            continue
+        seen_texts.add(p.text)
+        unique.append(p)
+    digest = hashlib.sha256()
+    for p in unique:
+        digest.update(f"{p.id}\x1f{p.doc_id}\x1f{p.text}\x1e".encode())
+    return Corpus(unique, [str(f.path) for f in read.files], digest.hexdigest(), n_dup,
+                  any(f.rows is None for f in read.files), read.skipped)
+
+
 def load_corpus(
     path: str | Path,
     passage_tokens: int = 128,
@@ -134,50 +216,7 @@ def load_corpus(
     Books get ``doc_id`` = their path relative to the directory without the suffix (the
     file stem for a single file). Exact duplicate texts are kept once, so the same text
     can never be both a member and a non-member. ``what`` names the input in messages
-    (plant also reads its background text with this function).
+    (plant also reads its background text with this function). :func:`read_corpus` and
+    :func:`cut_corpus` are its two steps (plant reads before the tokenizer loads).
     """
-    root = Path(path).expanduser()
-    if not root.exists():
-        raise DataError(f"{what} not found: {path}")
-    skipped: list[dict[str, str]] = []
-    if root.is_dir():
-        files, skipped = corpus_files(root, path)
-        if not files:
-            raise DataError(f"{what} directory {path} holds no .txt, .md, .epub or data files")
-    else:
-        files = [root]
-    passages: list[Passage] = []
-    cut = False
-    for f in files:
-        suffix = f.suffix.lower()
-        doc_id = f.relative_to(root).with_suffix("").as_posix() if root.is_dir() else f.stem
-        if suffix in DATA_SUFFIXES:
-            passages.extend(_data_file_passages(f, text_column))
-        elif suffix in EPUB_SUFFIXES:
-            passages.extend(cut_passages(read_epub(f), passage_tokens, count_tokens, doc_id=doc_id))
-            cut = True
-        elif suffix in TEXT_SUFFIXES or not root.is_dir():
-            if suffix not in TEXT_SUFFIXES and suffix:
-                raise DataError(
-                    f"unsupported {what} file type {suffix!r} for {f}; supported: "
-                    f"{', '.join(TEXT_SUFFIXES + EPUB_SUFFIXES + DATA_SUFFIXES)}"
-                )
-            passages.extend(cut_passages(read_text(f), passage_tokens, count_tokens, doc_id=doc_id))
-            cut = True
-    seen_ids: set[str] = set()
-    seen_texts: set[str] = set()
-    unique: list[Passage] = []
-    n_dup = 0
-    for p in passages:
-        if p.id in seen_ids:
-            raise DataError(f"duplicate passage id {p.id!r} in {what} {path} (ids must be unique across files)")
-        seen_ids.add(p.id)
-        if p.text in seen_texts:
-            n_dup += 1
-            continue
-        seen_texts.add(p.text)
-        unique.append(p)
-    digest = hashlib.sha256()
-    for p in unique:
-        digest.update(f"{p.id}\x1f{p.doc_id}\x1f{p.text}\x1e".encode())
-    return Corpus(unique, [str(f) for f in files], digest.hexdigest(), n_dup, cut, skipped)
+    return cut_corpus(read_corpus(path, text_column=text_column, what=what), passage_tokens, count_tokens)

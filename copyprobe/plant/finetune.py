@@ -23,6 +23,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,8 +44,9 @@ from copyprobe.backends.hf.loading import (
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
 from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
 from copyprobe.params import SEED
-from copyprobe.plant.background import OVERLAP_WORDS, Background, epoch_order, load_background, select_background
-from copyprobe.plant.corpus import Corpus, load_corpus, tokenizer_counter
+from copyprobe.plant.background import (OVERLAP_WORDS, Background, BackgroundText, cut_background, epoch_order,
+                                        read_background, select_background)
+from copyprobe.plant.corpus import Corpus, CorpusText, cut_corpus, read_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
 from copyprobe.run_files import read_checked
@@ -379,32 +381,66 @@ def data_rows(passages, member_set: set[int], split_by: str, seed: int) -> list[
     return rows
 
 
-def _prepare_out(out: Path, key: str, force: bool) -> tuple[str, dict[str, Any] | None]:
-    """('new' | 'resume' | 'done', the plant.json found). Refuses to overwrite anything
-    that is not this plant."""
-    record = out / "plant.json"
+@dataclass
+class _Out:
+    """The plant directory as found before anything loads: whether it exists, and the
+    plant.json in it (read unless it is to be replaced)."""
+
+    path: Path
+    exists: bool
+    previous: dict[str, Any] | None = None
+
+
+def _inspect_out(out: Path, force: bool) -> _Out:
+    """What is in ``out``, read without writing anything: refuses a path that is not a
+    directory or cannot become one, a directory holding files that are not a plant, and a
+    plant.json that cannot be read (unless ``force`` replaces it). Whether a plant found is
+    this one needs the settings key, which :func:`_prepare_out` compares once it is known."""
     if not out.exists():
-        out.mkdir(parents=True)
-        return "new", None
+        parent = out.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ConfigError(f"cannot create the plant directory {out}: {parent} is not a directory")
+        try:  # a directory made and removed at once: permissions alone do not tell (root, /proc, read-only mounts)
+            os.rmdir(tempfile.mkdtemp(prefix=".copyprobe-probe-", dir=parent))
+        except OSError as exc:
+            raise ConfigError(f"cannot create the plant directory {out}: {parent}: {exc.strerror or exc}") from None
+        return _Out(out, False)
     if not out.is_dir():
         raise ConfigError(f"the plant directory {out} exists and is not a directory")
+    record = out / "plant.json"
     if not record.is_file():
         if any(out.iterdir()):
             raise ConfigError(f"{out} exists, is not empty and is not a plant directory; choose another plant directory")
+        return _Out(out, True)
+    return _Out(out, True, None if force else read_checked(record, what="plant directory"))
+
+
+def _prepare_out(found: _Out, key: str, force: bool) -> tuple[str, dict[str, Any] | None]:
+    """('new' | 'resume' | 'done', the plant.json found), from what :func:`_inspect_out`
+    found. Refuses to overwrite a plant made with other settings (unless ``force``)."""
+    out, previous = found.path, found.previous
+    if not found.exists:
+        try:
+            out.mkdir(parents=True)
+        except OSError as exc:  # changed since it was inspected
+            raise ConfigError(f"cannot create the plant directory {out}: {exc.strerror or exc}") from None
         return "new", None
-    if not force:
-        previous = read_checked(record, what="plant directory")
-        if previous["settings_key"] == key:
-            if previous["status"] == "done" and (out / "model" / "config.json").is_file():
-                return "done", previous
-            return "resume", previous
-        if previous["status"] == "training" and not any((out / name).exists() for name in ("checkpoint", "model")):
-            return _replace(out)  # a plant stopped before its first checkpoint: nothing trained to keep
-        raise SettingError(
-            "force", f"is not set, and {out} holds a plant made with other settings (model, corpus or training); "
-                     "choose another plant directory, or set it to replace that plant"
-        )
-    return _replace(out)
+    if force:
+        return _replace(out)
+    if previous is None:  # an empty directory
+        return "new", None
+    if previous["settings_key"] == key:
+        if previous["status"] == "done" and (out / "model" / "config.json").is_file():
+            return "done", previous
+        return "resume", previous
+    if previous["status"] == "training" and not any((out / name).exists() for name in ("checkpoint", "model")):
+        return _replace(out)  # a plant stopped before its first checkpoint: nothing trained to keep
+    raise SettingError(
+        "force", f"is not set, and {out} holds a plant made with other settings (model, corpus or training); "
+                 "choose another plant directory, or set it to replace that plant"
+    )
 
 
 def _replace(out: Path) -> tuple[str, None]:
@@ -431,12 +467,20 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
 
     Four steps: prepare (model files, tokenizer, corpus, background), split (members /
     non-members, the background passages to train on, data.jsonl), train (or resume
-    training), record (plant.json and run.json). Nothing is written before the corpus is
-    found splittable and the background long enough."""
+    training), record (plant.json and run.json). The plant directory, the corpus and the
+    background are checked before the model loads; nothing is written before the corpus
+    is found splittable and the background long enough."""
     settings.validate()
     started = time.perf_counter()
-    out = Path(settings.out).expanduser()
-    prepared = _prepare(settings)
+    source = resolve_model(settings.model)
+    # the plant directory, the corpus and the background need no model to be found wrong:
+    # each is refused before the tokenizer and the weights load (tens of seconds)
+    found = _inspect_out(Path(settings.out).expanduser(), settings.force)
+    out = found.path
+    corpus_text = read_corpus(settings.corpus, text_column=settings.text_column)
+    background_text = None if settings.background is None else \
+        read_background(settings.background, text_column=settings.text_column)
+    prepared = _prepare(settings, source, corpus_text, background_text)
     members, nonmembers = _split(settings, prepared.corpus)
     token_ids, n_truncated = _tokenize(prepared, [p.text for p in prepared.corpus.passages])
     if n_truncated:
@@ -451,7 +495,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                                              f"{MAX_EPOCH_ITEMS:,} one epoch's order can hold; use fewer repeats")
     background_sha = prepared.background.sha256 if prepared.background is not None else None
     key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256, background_sha)
-    state_of_out, previous = _prepare_out(out, key, settings.force)
+    state_of_out, previous = _prepare_out(found, key, settings.force)
     if state_of_out == "done":
         log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
         return {**previous, "reused": True}
@@ -481,19 +525,20 @@ class _Prepared:
     background: Background | None = None
 
 
-def _prepare(settings: PlantSettings) -> _Prepared:
-    source = resolve_model(settings.model)
+def _prepare(settings: PlantSettings, source: LocalModel, corpus_text: CorpusText,
+             background_text: BackgroundText | None) -> _Prepared:
+    """The tokenizer and the model's fingerprint loaded, the corpus and background (read
+    already) cut into passages with it."""
     tokenizer = load_tokenizer(source.kind, source.path)
     context = context_length(load_config(source.kind, source.path))
     if context is not None and settings.passage_tokens > context:
         raise SettingError("passage_tokens", f"{settings.passage_tokens} is longer than the model context "
                                              f"({context} tokens); use at most {context}")
     count = tokenizer_counter(tokenizer)
-    corpus = load_corpus(settings.corpus, settings.passage_tokens, count, text_column=settings.text_column)
+    corpus = cut_corpus(corpus_text, settings.passage_tokens, count)
     background = None
-    if settings.background is not None:
-        background = load_background(settings.background, settings.passage_tokens, count,
-                                     [p.text for p in corpus.passages], text_column=settings.text_column)
+    if background_text is not None:
+        background = cut_background(background_text, settings.passage_tokens, count, [p.text for p in corpus.passages])
         if background.n_overlap:
             _warn(f"{background.n_overlap} background passage(s) overlap the corpus (a shared run of "
                   f"{OVERLAP_WORDS} words) and are not trained on")
