@@ -24,7 +24,7 @@ import ast
 import hashlib
 import json
 import re
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,9 +135,15 @@ def _list_field(row: dict, name: str) -> list:
     return list(value)
 
 
-def _row_id(row: Any, task: str, index: int) -> str:
+def _row_id(row: Any, task: str, index: int, where: str) -> str:
     if isinstance(row, dict) and row.get("id") not in (None, ""):
-        return str(row["id"])
+        rid = row["id"]
+        if isinstance(rid, (dict, list)):  # str() would make a Python repr of it the id
+            what = "an object" if isinstance(rid, dict) else "a list"
+            shown = json.dumps(rid, ensure_ascii=False)
+            raise DataError(f"{where}: the id is {what} ({shown[:60]}{'...' if len(shown) > 60 else ''}); "
+                            "an id must be text or a number")
+        return str(rid)
     return f"{task}.{index}"
 
 
@@ -211,13 +217,16 @@ def detect_task(rows: list) -> str:
     )
 
 
-def rows_to_set(task: str, rows: Iterable[Any], into: CopySet | None = None) -> CopySet:
+def rows_to_set(task: str, rows: Iterable[Any], into: CopySet | None = None,
+                where: Callable[[int], str] | None = None) -> CopySet:
+    """The rows of one task into ``into``; ``where(index)`` names a row in messages
+    (default: its place among the task's rows)."""
     out = into if into is not None else CopySet()
     if task not in PARSERS:
         raise DataError(f"unknown copying task {task!r} (known: {', '.join(PARSERS)})")
     seen: set[str] = set()
     for index, row in enumerate(rows):
-        rid = _row_id(row, task, index)
+        rid = _row_id(row, task, index, where(index) if where else f"{task} row {index}")
         if rid in seen:
             out.errors.append(ItemError(task, rid, "duplicate id"))
             continue
@@ -234,7 +243,9 @@ def rows_to_set(task: str, rows: Iterable[Any], into: CopySet | None = None) -> 
     return out
 
 
-def _read_json_any(path: Path) -> Any:
+def _read_json_any(path: Path) -> tuple[Any, Callable[[int], str]]:
+    """The parsed file, and how its list's rows are named in messages (a JSON-lines row
+    by its line number, a JSON list's by its index)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -242,18 +253,19 @@ def _read_json_any(path: Path) -> Any:
     except UnicodeDecodeError:
         raise DataError(f"{path} is not UTF-8 text") from None
     if path.suffix == ".jsonl":
-        rows = []
+        rows, lines = [], []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
+                lines.append(n)  # blank lines are skipped: a row's index is not its line
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
                 except (ValueError, RecursionError) as exc:  # 4300+ digit numbers, deep nesting
                     raise DataError(f"{path}:{n}: cannot read it ({_beyond_limits(exc)})") from None
-        return rows
+        return rows, lambda index: f"{path} line {lines[index]}"
     try:
-        return json.loads(text)
+        return json.loads(text), lambda index: f"{path} row {index}"
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not JSON ({json_problem(exc)})") from None
     except (ValueError, RecursionError) as exc:
@@ -293,10 +305,10 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
         for name, fname in TASK_FILES.items():
             if (p / fname).is_file():
                 found = True
-                rows = _read_json_any(p / fname)
+                rows, where = _read_json_any(p / fname)
                 if not isinstance(rows, list):
                     raise DataError(f"{p / fname}: expected a JSON list of rows")
-                rows_to_set(name, rows, out)
+                rows_to_set(name, rows, out, where)
         if not found:
             raise DataError(f"{p}: no {', '.join(TASK_FILES.values())} in this directory")
         return out
@@ -304,7 +316,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
         text = read_book(p)
         items = literal_items_from_text(text, title=book_options.pop("title", p.stem), **book_options)
         return CopySet(literal=items, protected=[text], source=str(p))
-    data = _read_json_any(p)
+    data, where = _read_json_any(p)
     out = CopySet(source=str(p))
     if isinstance(data, dict):
         known = set(TASK_FILES) | {"protected", "meta"}
@@ -315,7 +327,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
             if name in data:
                 if not isinstance(data[name], list):
                     raise DataError(f"{p}: {name!r} must be a list of rows")
-                rows_to_set(name, data[name], out)
+                rows_to_set(name, data[name], out, lambda index, name=name: f"{p}: {name!r} row {index}")
         protected = data.get("protected") or []
         if not isinstance(protected, list) or not all(isinstance(t, str) for t in protected):
             raise DataError(f"{p}: 'protected' must be a list of texts")
@@ -324,7 +336,7 @@ def load_copyset(path: str | Path, task: str | None = None, **book_options: Any)
     if isinstance(data, list):
         if not data:
             raise DataError(f"{p}: no rows")
-        rows_to_set(task or detect_task(data), data, out)
+        rows_to_set(task or detect_task(data), data, out, where)
         return out
     raise DataError(f"{p}: expected a JSON list of rows or a bundle object")
 

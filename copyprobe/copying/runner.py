@@ -25,7 +25,7 @@ from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import CopySet
 from copyprobe.copying.fluency import FluencyJudge
 from copyprobe.engine import Collected, Derived, RunKind, execute
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError, DataError, SettingError
 from copyprobe.params import (
     BOOTSTRAP_COUNT,
     COUNT,
@@ -377,8 +377,21 @@ def derive_copying(run: Run) -> Derived:
     """metrics.json from results.jsonl and the copying settings in run.json."""
     if run.results is None or not run.record.copying:
         raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
+    config = recorded_config(run)  # before the rows are counted against what it asked for
     _check_results_match(run)
-    return Derived({"metrics.json": compute_metrics(run.results, CopyConfig.from_description(run.record.copying))})
+    return Derived({"metrics.json": compute_metrics(run.results, config)})
+
+
+def recorded_config(run: Run) -> CopyConfig:
+    """The settings run.json's copying section records, each checked as the command line
+    checks it; a hand-edited value is one DataError naming run.json and the key (never the
+    option of the command that reads the run: it was not given there)."""
+    where = run.dir / "run.json"
+    SETTINGS.check_recorded(run.record.copying, f"{where}: 'copying")
+    try:
+        return CopyConfig.from_description(run.record.copying)
+    except SettingError as exc:  # what check_recorded cannot see, e.g. a section without its tasks
+        raise DataError(f"{where}: 'copying.{exc.setting}' {exc.problem}") from None
 
 
 def _check_results_match(run: Run) -> None:

@@ -40,11 +40,14 @@ def _highlight(output: str, span: str) -> tuple[str, str, str]:
 
 
 def build_context(run_dir: str | os.PathLike) -> dict[str, Any]:
+    from copyprobe.copying.runner import recorded_config
     from copyprobe.record import load_run
 
     run = load_run(run_dir)
     if run.results is None:
         raise DataError(f"{run.dir / 'results.jsonl'} does not exist (is this a copying run?)")
+    if run.record.copying:  # a hand-edited setting is refused here as rescore refuses it
+        recorded_config(run)
     metrics = run.metrics or {}
     lit = metrics.get("literal") or {}
     base = metrics.get("baseline") or {}

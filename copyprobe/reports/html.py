@@ -112,19 +112,36 @@ def _require_extras() -> None:
 def render_report(run_dir: str | os.PathLike) -> str:
     """The report page of a run directory, as an HTML string."""
     _require_extras()
-    from copyprobe.reports.pages import page_for  # canary and copying runs have pages of their own
+    from copyprobe.reports.pages import check_kind, page_for  # canary and copying runs have pages of their own
 
+    _check_run_dir(run_dir)
+    check_kind(run_dir)
     if (page := page_for(run_dir)) is not None:
         return page
     context = build_context(load_run(run_dir))
     return environment().get_template("report.html.j2").render(**context)
 
 
-def _check_report_target(path: Path) -> None:
+def _check_run_dir(run_dir: str | os.PathLike) -> None:
+    """A file given for the run directory is said as such (the OS would say "Not a
+    directory" of the report path beneath it)."""
+    path = Path(run_dir)
+    if path.is_file():
+        hint = f"; here that is {path.parent}" if path.name == "run.json" else ""
+        raise DataError(f"{path} is a file: a report is made from a run directory (the one with run.json){hint}")
+
+
+def _check_report_target(path: Path, chosen: bool = True) -> None:
     """A report is written to a new file or over an earlier page, never over anything else:
-    ``--out`` pointed at a run's scores.jsonl or at the data would destroy them."""
+    ``--out`` pointed at a run's scores.jsonl or at the data would destroy them. A folder
+    that does not exist is not made (as a frequency table's): a typo in a chosen path
+    would scatter pages into new folders. (``chosen``: false for the default path inside
+    the run directory, whose absence load_run names.)"""
     if path.is_dir():
         raise ConfigError(f"cannot write the report to {path}: it is a directory")
+    if chosen and not path.parent.is_dir():
+        problem = "is a file, not a folder" if path.parent.exists() else "does not exist"
+        raise ConfigError(f"cannot write the report to {path}: folder {path.parent} {problem}")
     try:
         with open(path, "rb") as existing:
             head = existing.read(512).lstrip().lower()
@@ -140,8 +157,9 @@ def _check_report_target(path: Path) -> None:
 def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
     """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
     An existing ``out`` is replaced only if it is an HTML page (an earlier report)."""
+    _check_run_dir(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
-    _check_report_target(path)
+    _check_report_target(path, chosen=out is not None)
     page = render_report(run_dir)
     try:
         atomic_write(path, page)

@@ -178,3 +178,25 @@ def test_prompts_keep_braces_of_inserted_text():
     assert out.endswith("Beginning: a {output} b\nCompletion:")
     assert "Beginning: {input}\nCompletion: x" in out
     assert '"Completion: {your completion to the prefix}"' in out
+
+
+@pytest.mark.parametrize("bad_id, what", [({"a": 1}, "an object"), ([1, 2], "a list"), ([], "a list")])
+def test_an_id_that_is_not_a_scalar_is_refused_naming_file_and_row(tmp_path, bad_id, what):
+    rows = [{"id": "fine", "input": "a b", "reference": "c d"}, {"id": bad_id, "input": "a b", "reference": "c d"}]
+    folder = tmp_path / "copybench"
+    folder.mkdir()
+    _write(folder / "data.literal.json", rows)
+    for path, where in ((_write(tmp_path / "rows.json", rows), "rows.json row 1"),
+                        (_write(tmp_path / "bundle.json", {"literal": rows}), "bundle.json: 'literal' row 1"),
+                        (folder, "data.literal.json row 1")):
+        with pytest.raises(DataError, match="an id must be text or a number") as info:
+            D.load_copyset(path)
+        assert f"{where}: the id is {what} ({json.dumps(bad_id)})" in str(info.value)
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text("\n".join(["", json.dumps(rows[0]), "", json.dumps(rows[1])]), encoding="utf-8")
+    with pytest.raises(DataError, match=f"rows.jsonl line 4: the id is {what}"):  # the line, blank lines counted
+        D.load_copyset(lines)
+    # scalar ids are read as text, as before
+    numbers = _write(tmp_path / "n.json", [{"id": 7, "input": "a b", "reference": "c"}, {"id": 2.5, "input": "x",
+                                                                                        "reference": "y"}])
+    assert [item.id for item in D.load_copyset(numbers).literal] == ["7", "2.5"]

@@ -216,6 +216,7 @@ def test_run_without_labels(tmp_path):
 def test_blind_warning_shown_prominently_and_printed_by_cli(tmp_path, capsys):
     run_dir = write_sample_run(tmp_path / "run", blind_auc=0.93, failures=False)
     out = tmp_path / "elsewhere" / "page.html"
+    out.parent.mkdir()  # a missing folder is refused (test_report_out_refuses_a_missing_folder)
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert captured.out.strip() == str(out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from copyprobe.cli._common import (
     add_model_options,
@@ -15,8 +17,12 @@ from copyprobe.cli._common import (
     progress_bars,
     setting_values,
 )
-from copyprobe.errors import DataError
+from copyprobe.errors import ConfigError, DataError
 from copyprobe.params import COUNT, Real, option_type
+
+# defaults of the options read here (not declared settings): an option that differs from
+# its default was given, and is refused where it would have no effect (_refuse_unused)
+JUDGE, FLUENCY_JUDGE, PREFIX_WORDS, REFERENCE_WORDS = "embedding", "target", 200, 50
 
 
 HELP = "literal / non-literal copying, fact recall and fluency (CopyBench), with mitigations"
@@ -35,17 +41,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from copyprobe.copying.runner import MEMFREE_SETTINGS, SETTINGS
 
     add_settings(parser, SETTINGS, ("tasks", "mitigation"))
-    parser.add_argument("--judge", default="embedding", help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
+    parser.add_argument("--judge", default=JUDGE, help="event judge: 'embedding' (offline, default), 'target', or a model spec answered with the Fig. 8 prompt")
     parser.add_argument("--embedding-threshold", type=option_type(Real(-1, 1), "--embedding-threshold"), default=None, help="cosine threshold of the embedding judge (default: the calibrated one)")
-    parser.add_argument("--fluency-judge", default="target", help="fluency judge: 'target' (default: the evaluated model) or a model spec")
+    parser.add_argument("--fluency-judge", default=FLUENCY_JUDGE, help="fluency judge: 'target' (default: the evaluated model) or a model spec")
     add_settings(parser, SETTINGS, ("templates",))
     parser.add_argument("--chat", action="store_true", help=SETTINGS["chat"].help)
     add_settings(parser, SETTINGS, ("literal_threshold", "event_threshold", "character_threshold", "repetition_penalty",
                                     "literal_max_tokens", "nonliteral_max_tokens", "limit"))
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
     add_settings(parser, MEMFREE_SETTINGS)
-    parser.add_argument("--prefix-words", type=option_type(COUNT, "--prefix-words"), default=200, help="book input: words of each prefix (default 200)")
-    parser.add_argument("--reference-words", type=option_type(COUNT, "--reference-words"), default=50, help="book input: words of each reference (default 50)")
+    parser.add_argument("--prefix-words", type=option_type(COUNT, "--prefix-words"), default=PREFIX_WORDS, help=f"book input: words of each prefix (default {PREFIX_WORDS})")
+    parser.add_argument("--reference-words", type=option_type(COUNT, "--reference-words"), default=REFERENCE_WORDS, help=f"book input: words of each reference (default {REFERENCE_WORDS})")
     parser.add_argument("--clean", default=None,
                         help="baseline: text the model cannot have seen (.txt/.epub, or CopyBench literal JSON), "
                         "scored like the book; default: the clean prose shipped with copyprobe (docs/copying.md)")
@@ -81,7 +87,8 @@ def _demos(path: str | None) -> dict[str, list[tuple[str, str]]]:
 
 
 def build_config(args: argparse.Namespace):
-    """The CopyConfig of the options: CopyConfig checks the settings (once), then the judges are made."""
+    """The CopyConfig of the options: CopyConfig checks the settings (once), options that
+    would have no effect are refused, then the judges are made."""
     from copyprobe.copying.common import GenConfig
     from copyprobe.copying.fluency import FluencyJudge
     from copyprobe.copying.nonliteral import make_judge
@@ -89,15 +96,92 @@ def build_config(args: argparse.Namespace):
 
     gen = ("mitigation", "chat", "repetition_penalty")
     values = setting_values(args, SETTINGS)
+    # each task makes its own GenConfig with its own token limit (runner.build_runs), so
+    # --literal-tokens is checked once, by CopyConfig, under its own name
     config = CopyConfig(
-        gen=GenConfig(max_tokens=values["literal_max_tokens"], **{k: values[k] for k in gen}),
+        gen=GenConfig(**{k: values[k] for k in gen}),
         **{k: v for k, v in values.items() if k not in gen},
         demos=_demos(args.demos),
     )
+    _refuse_unused(args, config)
     if "nonliteral" in config.tasks:
         config.judge = make_judge(args.judge, args.embedding_threshold)
     config.fluency_judge = FluencyJudge(None if args.fluency_judge in ("target", "") else args.fluency_judge)
     return config
+
+
+def _is_book(data: str) -> bool:
+    """Whether --data is read as a book (copyprobe.copying.data.load_copyset's rule)."""
+    from copyprobe.data.books import BOOK_SUFFIXES
+
+    return Path(data).suffix.lower() in BOOK_SUFFIXES and not Path(data).is_dir()
+
+
+def _refuse_unused(args: argparse.Namespace, config: Any) -> None:
+    """An option given (different from its default) that this run would not use is a
+    mistake to report, not a value to drop: the user believes it shaped the results."""
+    from copyprobe.copying.runner import MEMFREE_SETTINGS, SETTINGS
+
+    given = list(args.tasks)
+    twice = next((t for i, t in enumerate(given) if t in given[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"--tasks names {twice} twice: the second has no effect; give each task once")
+    tasks = config.tasks
+    shown_tasks = ",".join(tasks)
+
+    def without(task: str) -> str:
+        return f"{task} is not among --tasks ({shown_tasks})"
+
+    literal, nonliteral = "literal" in tasks, "nonliteral" in tasks
+    no_literal = None if literal else f"the baseline scores literal copying, and {without('literal')}"
+
+    def baseline(what: str) -> str | None:
+        return f"{what} only for the baseline, and --no-baseline turns it off" if not args.baseline else no_literal
+
+    default = SETTINGS.default
+    # option -> (whether it was given, why it has no effect here or None); first match is said
+    scoped = {
+        "--threshold": (args.literal_threshold != default("literal_threshold"), None if literal else without("literal")),
+        "--literal-tokens": (args.literal_max_tokens != default("literal_max_tokens"),
+                             None if literal else without("literal")),
+        "--prefix-words": (args.prefix_words != PREFIX_WORDS, _book_only(args, literal, without)),
+        "--reference-words": (args.reference_words != REFERENCE_WORDS, _book_only(args, literal, without)),
+        "--no-baseline": (not args.baseline, no_literal),
+        "--clean": (args.clean is not None, baseline("the clean text is read")),
+        "--bootstrap": (args.n_bootstrap != default("n_bootstrap"), baseline("the resamples are drawn")),
+        "--templates": (tuple(args.templates) != default("templates"),
+                        None if literal or nonliteral else "templates are the prompts of literal and nonliteral, "
+                                                           f"and neither is among --tasks ({shown_tasks})"),
+        "--judge": (args.judge != JUDGE, None if nonliteral else without("nonliteral")),
+        "--embedding-threshold": (args.embedding_threshold is not None,
+                                  without("nonliteral") if not nonliteral else
+                                  None if args.judge in ("", JUDGE) else f"--judge is {args.judge}, not {JUDGE}"),
+        "--event-threshold": (args.event_threshold != default("event_threshold"),
+                              None if nonliteral else without("nonliteral")),
+        "--character-threshold": (args.character_threshold != default("character_threshold"),
+                                  None if nonliteral else without("nonliteral")),
+        "--story-tokens": (args.nonliteral_max_tokens != default("nonliteral_max_tokens"),
+                           None if nonliteral else without("nonliteral")),
+        "--fluency-judge": (args.fluency_judge != FLUENCY_JUDGE, None if "fluency" in tasks else without("fluency")),
+        **{flag: (getattr(args, name) != MEMFREE_SETTINGS.default(name),
+                  None if config.gen.mitigation == "memfree" else
+                  f"it sets MemFree decoding, and --mitigation is {config.gen.mitigation}")
+           for flag, name in (("--memfree-n", "memfree_n"), ("--memfree-index", "memfree_index"))},
+    }
+    for flag, (was_given, why) in scoped.items():
+        if was_given and why is not None:
+            raise ConfigError(f"{flag} has no effect: {why}")
+    unused = [task for task in config.demos if task not in tasks]
+    if unused:
+        raise ConfigError(f"--demos {args.demos} has {unused[0]} demonstrations, which have no effect: "
+                          f"{without(unused[0])}")
+
+
+def _book_only(args: argparse.Namespace, literal: bool, without: Any) -> str | None:
+    """Why --prefix-words / --reference-words would not be used, or None."""
+    if not _is_book(args.data):
+        return f"it cuts a book into items, and --data {args.data} is not a book file"
+    return None if literal else f"a book gives literal items only, and {without('literal')}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory (with run.json and scores.jsonl)")
     parser.add_argument("--out", metavar="FILE", default=None,
-                        help="where to write the page (default: RUN_DIR/report.html)")
+                        help="where to write the page, in a folder that exists (default: RUN_DIR/report.html)")
 
 
 def run(args: argparse.Namespace) -> int:
