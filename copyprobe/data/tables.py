@@ -457,8 +457,11 @@ def _is_missing(value: Any) -> bool:
             or (isinstance(value, str) and value == ""))
 
 
-def _key_str(value: Any) -> str:
+def _key_str(value: Any, what: str = "the id") -> str:
     # ids and documents are compared as strings; 3.0 from a float column means "3"
+    if isinstance(value, (dict, list, tuple, set)) or type(value).__name__ == "ndarray":
+        # str() would make a Python repr of it an id ("{'a': 1}"), matching nothing anyone wrote
+        raise DataError(f"{what} is a {type(value).__name__} ({_short(value)}); an id must be text or a number")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -622,7 +625,7 @@ def _row_id(record: dict, index: int, id_col: str | None, name: str, where: str)
         raw_id = record.get(id_col)
         if _is_missing(raw_id):
             raise DataError(f"{name}: {where} has no id in column {id_col!r}")
-        ex_id = _key_str(raw_id)
+        ex_id = _key_str(raw_id, f"{name}: {where}: column {id_col!r}")
     else:
         ex_id = str(index)
     _check_encodable(ex_id, f"{name}: {where}: the id")
@@ -643,7 +646,7 @@ def _row_label(record: dict, label_col: str | None, here: str) -> int | None:
 def _row_document(record: dict, doc_col: str | None, here: str) -> str | None:
     if doc_col is None or _is_missing(record.get(doc_col)):
         return None
-    doc_id = _key_str(record[doc_col])
+    doc_id = _key_str(record[doc_col], f"{here}: column {doc_col!r}")
     _check_encodable(doc_id, f"{here}: column {doc_col!r}")
     return doc_id
 
