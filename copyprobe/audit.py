@@ -257,14 +257,23 @@ class AuditCollection(ScoringCollection):
     model's capabilities are known."""
 
     def __init__(self, examples: list[Example], method: str, params: Mapping[str, Any] | None,
-                 settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True):
-        super().__init__(examples, [], {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": 0},
+                 settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True,
+                 built: list[Method] | None = None):
+        # built: the fixed method, made before the model loads, so that begin() checks its
+        # parameters against the data (a prefix file, documents to learn from) before it loads
+        super().__init__(examples, list(built or []), {"path": None, "sha256": None, "n_rows": len(examples),
+                                                        "n_skipped": 0},
                          seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline,
                          chunk_passages=AUDIT_CHUNK_PASSAGES,
                          # a learning method fitted on passages of a suspect document learns
                          # that document, and its other passages then score as "suspect"
                          train_split="document")
         self.method, self.params, self.settings = method, params, settings
+
+    def begin(self) -> None:
+        if any(m.trains for m in self.methods):
+            self._check_documents_to_learn_from(self.method)
+        super().begin()
 
     def choose(self, session: Any) -> list[Method]:
         from copyprobe.scoring import build_methods
@@ -287,6 +296,8 @@ class AuditCollection(ScoringCollection):
                           guard_test=self.settings["guard_test"])
         self.notes = [n for n in (note, warning) if n]
         self.section = ("audit", {**self.settings, "method": method})
+        if self.methods:  # fixed, built and checked before the model loaded
+            return self.methods
         methods = build_methods([method], {method: dict(params)} if params else None)
         if any(m.trains for m in methods):
             self._check_documents_to_learn_from(method)
@@ -415,8 +426,9 @@ def audit(
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")
     from copyprobe.scoring import build_methods
 
+    built = None
     if method != AUTO:
-        build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
+        built = build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
     elif params:
         build_methods(list(params), {m: dict(v) for m, v in params.items()})
     if out is not None:
@@ -438,6 +450,6 @@ def audit(
         "input_files": read_files,
         "selection": selection,
     }
-    collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline)
+    collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built)
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -202,3 +202,39 @@ def test_detect_with_the_checks_moved_still_scores(labelled, detect_loads, tmp_p
     # the rows drawn for the prefixes and the training rows are those drawn before the move
     assert result.run["train_ids"] == {"con_recall": ["2", "3", "4", "5", "6", "7", "8", "9", "10", "11"],
                                        "feature_agg": ["1", "2", "3", "4", "9", "10"]}
+
+
+# -- audit --------------------------------------------------------------------------------
+
+@pytest.fixture
+def documents(tmp_path):
+    """One suspect document and three clean ones, two passages each."""
+    for name, docs in (("suspect", ["s0"]), ("clean", ["c0", "c1", "c2"])):
+        rows = [{"id": f"{d}-{j}", "doc_id": d, "text": f"passage {j} of {d} about the river and the hill"}
+                for d in docs for j in range(2)]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def audit_argv(root, *extra):
+    return ["audit", "--model", "fake", "--suspect", str(root / "suspect.jsonl"), "--clean",
+            str(root / "clean.jsonl"), "--alpha", "0.3", "--out", str(root / "run"), "--no-cache", "--no-progress",
+            "--bootstrap", "0", *extra]
+
+
+def test_audit_refuses_a_fixed_methods_bad_parameters_before_the_model_loads(documents, detect_loads, capsys):
+    """The audit's method, when named, is made and checked against the documents before the
+    model loads (it was made once the model was loaded, ~20 s later)."""
+    missing = documents / "nope.txt"
+    line = _error_line(audit_argv(documents, "--method", "con_recall", "--param", f"con_recall.prefix={missing}"),
+                       capsys)
+    assert line == (f"copyprobe: error: con_recall.prefix: cannot read prefix file {str(missing)!r}: "
+                    "No such file or directory")
+    line = _error_line(audit_argv(documents, "--method", "feature_agg"), capsys)
+    assert "needs at least 2 suspect and 2 clean documents; the audit has 1 suspect document" in line
+    assert detect_loads == []
+    # the same method with a good prefix file runs, scored with the prefixes read before the load
+    prefix = documents / "prefix.txt"
+    prefix.write_text("a non-member prefix")
+    assert main(audit_argv(documents, "--method", "recall", "--param", f"recall.prefix={prefix}")) == 0
+    assert detect_loads == ["fake"]
