@@ -43,8 +43,10 @@ class Collected:
 
 class Collection(Protocol):
     """The collect half of a run kind. A collection may also have ``begin()``: work that
-    needs the data but not the model (detect's blind baseline), started before the session
-    opens so that it runs while the model loads and scores."""
+    needs the data but not the model, done before the session opens: checks that can fail
+    (detect's plan reads prefix files and draws its training split; a bad one costs no
+    load), and work started on a thread to run while the model loads and scores (the blind
+    baseline)."""
 
     def plan(self, session: Session) -> dict[Hashable, Any] | Chunked:
         """key -> generator of request lists (see :func:`copyprobe.drive.drive`), or
