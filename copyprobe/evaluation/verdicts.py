@@ -101,14 +101,17 @@ def rank_p(x: float, clean: Sequence[float]) -> float:
 
 
 def t_p(x: float, clean: Sequence[float]) -> float:
-    """The prediction t test's p; the rank test's when :func:`few_values` says the clean
-    scores are not continuous."""
-    return rank_p(x, clean) if few_values(clean) else prediction_t_p(x, clean)
+    """The prediction t test's p; the rank test's when :func:`few_values` says the scores
+    are not continuous. It asks of the pool (the clean scores and ``x``), not of the clean
+    scores alone: a choice every ordering of the documents makes alike keeps the rank test
+    exact given the choice (asked of the clean scores, the choice depended on which
+    document was the suspect, and the rank p given it could exceed alpha: 0.0109 at 0.01)."""
+    return rank_p(x, clean) if few_values([*clean, x]) else prediction_t_p(x, clean)
 
 
 def test_p(x: float, clean: Sequence[float], test: str = "t") -> float:
-    """The document test's p: the rank test's, or the t test's (the rank test's for clean
-    scores with :func:`few_values`)."""
+    """The document test's p: the rank test's, or the t test's (the rank test's for scores
+    with :func:`few_values`)."""
     return rank_p(x, clean) if test == "rank" else t_p(x, clean)
 
 
@@ -119,8 +122,8 @@ def tied(clean: Sequence[float]) -> int:
 
 
 def few_values(clean: Sequence[float]) -> bool:
-    """Do the clean scores take few possible values: at most half as many distinct values as
-    there are clean documents? Normal scores never tie; a score with few possible values
+    """Do the scores take few possible values: at most half as many distinct values as
+    there are scores? Normal scores never tie; a score with few possible values
     does (DE-COP's share of right answers: 0.25 on every passage of a model that answers by
     position, 0 or 0.5 on a few), and its clean documents' sd then says nothing of how far a
     new document can fall: on the null battery the t test claimed a never-seen article at
@@ -283,7 +286,8 @@ def verdicts(
     # a false claim by either path has chance at most alpha (Bonferroni, any dependence)
     split = {s: WITNESS_SPLIT if j.needed and j.p is not None else 1 for s, j in judgements.items()}
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
-    test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean]) else "t") for s in tested}
+    test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean] + [score_of[s][s]])
+                   else "t") for s in tested}
     raw_p = {}
     for s in tested:
         if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
@@ -324,7 +328,7 @@ def verdicts(
         row["style"] = st["style"].as_json() if "style" in st else None
         row["length"] = st["length"].as_json() if "length" in st else None
         my_test = test_of.get(s, p_test)
-        my_ties = ties if s not in switched else (tied(my_clean) if my_test != test else 0)
+        my_ties = tied(my_clean) if my_test != test else 0
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
                                        clean_needed(my_test, alpha / split.get(s, 1)),
                                        witness.raw_method if s in switched else method,

@@ -354,6 +354,31 @@ def test_tied_clean_scores_get_the_rank_test_not_the_t_test():
     assert report["test"]["name"] == "t" and report["test"]["min_p"] == pytest.approx(1 / 7)
 
 
+def test_the_switch_to_the_rank_test_is_the_pools_so_the_rank_p_stays_exact(monkeypatch):
+    """Which test a document gets is decided from the pool (clean scores and the suspect's),
+    so it is the same whichever document of the pool is the suspect, and under the null
+    the rank p is exact given the switch (the pool's multiset fixes the switch; the
+    suspect's place in it stays uniform). Decided from the clean scores alone, pool
+    (0, 0, 0, 1) gave a suspect at 1 the rank test (clean 0, 0, 0) and one at 0 the t test
+    (clean 0, 0, 1)."""
+    # the rank test answers -1 here, so t_p says which test it took (a t p can equal a rank p)
+    monkeypatch.setattr("copyprobe.evaluation.verdicts.rank_p", lambda x, clean: -1.0)
+
+    def by_rank(pool):  # which members t_p gives the rank test
+        return [t_p(pool[i], pool[:i] + pool[i + 1:]) == -1.0 for i in range(len(pool))]
+
+    assert by_rank([0.0, 0.0, 0.0, 1.0]) == [True] * 4
+    rng = random.Random(11)
+    both = set()
+    for _ in range(300):
+        pool = [rng.choice([0.0, 0.25, 0.5]) if rng.random() < 0.6 else round(rng.random(), 3)
+                for _ in range(rng.randint(3, 9))]
+        choice = set(by_rank(pool))
+        assert len(choice) == 1, pool
+        both |= choice
+    assert both == {True, False}  # the draws reached both tests
+
+
 def prediction_t_p_of(x, clean):
     from copyprobe.evaluation.stats import prediction_t_p
 
