@@ -68,8 +68,8 @@ def test_the_tally_counts_what_an_independent_computation_of_the_tests_gives():
     # the default row is today's DEFAULT_LOGIT_METHOD (reference) through default_report
     same = ("found", "found_unguarded", "ranks", "false_claims", "false_unguarded", "collection")
     assert {k: rows["default"][k] for k in same} == {k: rows["reference"][k] for k in same}
-    # the witness was asked about the group (it did not recognise it): its p is doubled
-    assert math.isclose(rows["default"]["collection_p"], min(1.0, 2 * rows["reference"]["collection_p"]))
+    # the witness was asked about the group (it did not recognise it): the calibrated score at 1/5 of alpha
+    assert math.isclose(rows["default"]["collection_p"], min(1.0, 5 * rows["reference"]["collection_p"]))
     assert f"| tiny | kjv | loss | {loss['found']}/2 (1) | 1.5 of 6 (1) | 0/5 (0) |" in bench.render(table)
     entry = bench.summary(table, "x.md")["methods"]["loss"][0]
     assert (entry["model"], entry["kind"], entry["found"], entry["of"], entry["false_claims"], entry["of_clean"]) == (

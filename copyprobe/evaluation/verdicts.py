@@ -42,7 +42,8 @@ scores, ties counted as halves in the exact permutation distribution, with the s
 on the group)?
 
 With a reference-calibrated score the reference model is asked as a witness
-(:mod:`copyprobe.evaluation.witness`); a suspect it was asked about has its p-value doubled.
+(:mod:`copyprobe.evaluation.witness`); a suspect it was asked about has its p-value
+multiplied by the inverse of its test's share of alpha (:data:`WITNESS_FACTORS`).
 """
 
 from __future__ import annotations
@@ -56,12 +57,11 @@ import numpy as np
 from copyprobe.evaluation.stats import exact_mann_whitney_p, prediction_t_p
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, LENGTH_MATERIAL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
-from copyprobe.evaluation.witness import Witness, clause as witness_clause, judge, judge_group
+from copyprobe.evaluation.witness import WITNESS_FACTORS, Witness, clause as witness_clause, judge, judge_group
 from copyprobe.evaluation.witness import summary as witness_summary
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
 MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
-WITNESS_SPLIT = 2  # a suspect whose test the witness chose: each of its two tests at alpha / 2
 
 ASSUMPTIONS = {
     "rank": ("had the model never seen the suspect document, its score would be exchangeable with the clean "
@@ -282,9 +282,11 @@ def verdicts(
     # the witness picks each suspect's test (the target's own score or the calibrated one) from
     # the reference model's scores, which follow the target's through what makes a text easy
     # for any model: each path alone has size alpha, the two together up to 2 alpha. So a
-    # suspect the witness was asked about gets each path at alpha / 2 (its p doubled), and
-    # a false claim by either path has chance at most alpha (Bonferroni, any dependence)
-    split = {s: WITNESS_SPLIT if j.needed and j.p is not None else 1 for s, j in judgements.items()}
+    # suspect the witness was asked about gets each path at its share of alpha (its p times
+    # WITNESS_FACTORS of the path it takes), and a false claim by either path has chance at
+    # most alpha (weighted Bonferroni, any dependence)
+    split = {s: WITNESS_FACTORS["own" if s in switched else "calibrated"] if j.needed and j.p is not None else 1
+             for s, j in judgements.items()}
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
     test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean] + [score_of[s][s]])
                    else "t") for s in tested}
@@ -354,7 +356,7 @@ def verdicts(
                  "min_p": min_p(p_test, k), "clean_needed": needed, "passages_per_document": m_passages,
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
-                 **({"witness_split": WITNESS_SPLIT} if any(v > 1 for v in split.values()) else {})},
+                 **({"witness_factors": dict(WITNESS_FACTORS)} if any(v > 1 for v in split.values()) else {})},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": rule(guard_test),
         "baseline": {
@@ -370,7 +372,8 @@ def verdicts(
     if len(tested) >= 2 and k >= 2:
         group = judge_group(witness, own, tested, clean) if witness else None
         by_own = group is not None and group.switched and all(d in target_own for d in tested + clean)
-        group_split = WITNESS_SPLIT if group is not None and group.needed and group.p is not None else 1
+        group_split = (WITNESS_FACTORS["own" if by_own else "calibrated"]
+                       if group is not None and group.needed and group.p is not None else 1)
         report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
                                            _validity(method, method_params, test, alpha, guard_test,
                                                      collection=True), group_split)
@@ -466,10 +469,14 @@ def _validity(method: str, params, test: str, alpha: float, guard_test: str, col
     return f"; {clause}" if clause else ""
 
 
+def _times(factor: float) -> str:
+    return f"times {factor:g}"
+
+
 def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0, split=1
             ) -> tuple[str, str, str | None]:
     """(verdict, reason, a few words on why for the one-line form: None when the standing says it);
-    ``split``: the factor the witness multiplied the p-value by (2 when it chose the test)."""
+    ``split``: the factor the witness multiplied the p-value by (WITNESS_FACTORS when it chose the test)."""
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -483,7 +490,8 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
                    f"values), so the t test's normal model does not hold and the exact rank test is used: "
                    if ties else "")
             smallest = (f"1/{k + 1} = {1 / (k + 1):.3g}" if split == 1 else
-                        f"{split}/{k + 1} = {split / (k + 1):.3g} (doubled for the witness's choice of test)")
+                        f"{split:g}/{k + 1} = {split / (k + 1):.3g} ({_times(split)} for the witness's choice of "
+                        "test)")
             return CANNOT_TELL, (f"{why}with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
                                  f"one document can give is {smallest}, above alpha = {alpha}: "
                                  f"give at least {needed} documents you are sure the model never saw, in the same "
@@ -493,7 +501,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
             f"too few clean documents for the t test ({k} < {MIN_CLEAN_T})"
     standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
     if split > 1:
-        standing += ", doubled for the witness's choice of test"
+        standing += f", {_times(split)} for the witness's choice of test"
     standing += f", Holm-adjusted {_fmt_p(p_adj)})" if p_adj != p else ")"
     if p_adj > alpha:
         if p <= alpha:
@@ -589,7 +597,7 @@ def shared_words(report: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "", split: int = 1) -> dict[str, Any]:
+def _collection(suspects, clean, doc_score, alpha, standings, validity: str = "", split: float = 1) -> dict[str, Any]:
     """The group test over the suspect documents that pass their own guard. A suspect that
     differs from the clean documents in style or length by the text alone could carry the
     group result on its style, so it is left out of the group (a choice made without the
@@ -620,7 +628,7 @@ def _collection(suspects, clean, doc_score, alpha, standings, validity: str = ""
     immaterial = {part for part in ("style", "length") if all(not standings[s][part].material for s in group)}
     blocked = [part for part in ("style", "length")
                if part not in immaterial and (math.isnan(text[part]) or text[part] <= max(GUARD_LEVEL, p))]
-    shown_p = _fmt_p(p) + (", doubled for the witness's choice of score" if split > 1 else "")
+    shown_p = _fmt_p(p) + (f", {_times(split)} for the witness's choice of score" if split > 1 else "")
     one = len(group) == 1
     which = ("the" if not names else "the other") + (" suspect document" if one else f" {len(group)} suspect documents")
     score, do = ("scores", "does") if one else ("score", "do")

@@ -18,11 +18,13 @@ does not make it free: the reference's scores follow the target's through what m
 text easy for any model, so a text the reference ranks high the target often ranks high
 too, and the two tests (each of size alpha alone) together claimed training on never-seen
 texts up to twice as often as alpha in simulations (0.079 at alpha 0.05, 19 clean
-documents). A suspect the witness was asked about therefore has each test at alpha / 2:
-its p-value is doubled (Bonferroni over the two paths, whatever their dependence), and the
+documents). A suspect the witness was asked about therefore has each test at a share of
+alpha, the shares adding up to alpha: its p-value is multiplied by the inverse of the share
+of the test it takes (weighted Bonferroni over the two paths, whatever their dependence;
+:data:`WITNESS_FACTORS`: 5 on the calibrated score, 1.25 on the target's own), and the
 collection's too when the witness judged the group. A reference model whose training data
 ends before the text was published (``--published``) cannot have seen it and is trusted
-without asking; then nothing is doubled.
+without asking; then nothing is multiplied.
 
 Pure functions of scores rows (scores.jsonl's ``details`` of the calibrated method hold
 both halves); ``copyprobe rescore`` reruns them.
@@ -45,6 +47,16 @@ CALIBRATED = {"reference": "loss", "topk_reference": "topk_loss"}
 # at 0.2 topk_reference loses one-epoch planted letters (8 -> 6 of 12); the null battery
 # has 0 false claims at every level.
 LEVEL = 0.05
+
+# A suspect whose test the witness chose has its two possible tests at shares of alpha that
+# add up to alpha (weighted Bonferroni): the calibrated score at a fifth, the target's own
+# score at four fifths. Real text is in the reference model's data too, so the witness sends
+# it to the target's own score, and that is the path that finds it. The default on the
+# real-exposure table: a fifth for the calibrated path 19 of 120 found, 0 false claims of
+# 236; halves 18 and 2; four fifths 17 and 2 (audit_real.md, 2026-12-01). The planted
+# letters (found through the calibrated path) lost 2 of 468 finds.
+CALIBRATED_SHARE = 0.2
+WITNESS_FACTORS = {"calibrated": 1 / CALIBRATED_SHARE, "own": 1 / (1 - CALIBRATED_SHARE)}  # 5 and 1.25
 
 
 @dataclass(frozen=True)
@@ -200,11 +212,13 @@ def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judge
         "recognised": sorted(name(d) for d, j in asked.items() if j.recognises),
         "switched": sorted(name(d) for d, j in judgements.items() if j.switched),
         "group": None if group is None else {"p": group.p, "recognises": group.recognises, "switched": group.switched},
-        "p_doubled": sorted(name(d) for d, j in asked.items() if j.needed),
+        "p_multiplied": sorted(name(d) for d, j in asked.items() if j.needed),
         "rule": (f"a suspect the reference model recognises by its own likelihood against the clean documents "
                  f"(p <= {LEVEL:g}, the audit's test) is tested on the target's own likelihood "
                  f"({witness.raw_method}) instead of the calibrated score ({witness.method}); unless the reference "
                  f"cannot have seen the text (its training data ends before the text was published); the p-value "
-                 f"of a suspect the reference was asked about is doubled, so that its two possible tests together "
+                 f"of a suspect the reference was asked about is multiplied (by {WITNESS_FACTORS['calibrated']:g} on the "
+                 f"calibrated score, {WITNESS_FACTORS['own']:g} on the target's own: each test at its share of "
+                 f"alpha), so that its two possible tests together "
                  f"claim training on a never-seen text with chance at most alpha"),
     }

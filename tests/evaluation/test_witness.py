@@ -59,13 +59,13 @@ def test_a_suspect_the_reference_knows_is_tested_on_the_target_s_own_likelihood(
     target = doc_means(rows, "target")
     clean_target = [v for d, v in target.items() if d.startswith("clean")]
     assert row["score"] == pytest.approx(target["suspect:book"])
-    # the witness chose the test: its p is doubled (each of the two paths at alpha / 2)
-    assert row["p"] == pytest.approx(2 * t_p(target["suspect:book"], clean_target))
+    # the witness chose the test: its p is times 1.25 (the target's own score at 4/5 of alpha)
+    assert row["p"] == pytest.approx(1.25 * t_p(target["suspect:book"], clean_target))
     assert row["verdict"] == EVIDENCE and row["rank"] == 1
     assert "itself recognises book" in row["reason"] and "on loss" in row["line"]
-    assert "doubled for the witness's choice of test" in row["reason"]
-    assert report["witness"]["switched"] == ["book"] and report["witness"]["p_doubled"] == ["book"]
-    assert report["test"]["witness_split"] == 2
+    assert "times 1.25 for the witness's choice of test" in row["reason"]
+    assert report["witness"]["switched"] == ["book"] and report["witness"]["p_multiplied"] == ["book"]
+    assert report["test"]["witness_factors"] == {"calibrated": 5, "own": 1.25}
     # without the witness the calibrated score ranks it last: the exposure turned upside down
     plain = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t", use_witness=False)
     assert plain["documents"][0]["verdict"] == NO_EVIDENCE and plain["documents"][0]["rank"] == 9
@@ -81,9 +81,9 @@ def test_a_reference_that_does_not_know_the_suspect_keeps_the_calibrated_score()
     calibrated = {d: doc_means(rows, "target")[d] - doc_means(rows, "reference")[d] for d in doc_means(rows, "target")}
     assert row["score"] == pytest.approx(calibrated["suspect:book"])
     assert report["witness"]["recognised"] == []
-    # asked, even though it did not switch: the calibrated path is one of two too
+    # asked, even though it did not switch: the calibrated path is one of two too, at 1/5 of alpha
     clean_cal = [v for d, v in calibrated.items() if d.startswith("clean")]
-    assert row["p"] == pytest.approx(2 * t_p(calibrated["suspect:book"], clean_cal))
+    assert row["p"] == pytest.approx(5 * t_p(calibrated["suspect:book"], clean_cal))
 
 
 def test_a_reference_that_cannot_have_seen_the_text_is_trusted_unasked():
@@ -93,11 +93,11 @@ def test_a_reference_that_cannot_have_seen_the_text_is_trusted_unasked():
                             witness_context={"model": "gemma-3-270m", "could_have_seen": False, "basis": basis})
     row = report["documents"][0]
     assert "tested_on" not in row and row["witness"]["could_have_seen"] is False
-    # not asked, so one test and nothing doubled
+    # not asked, so one test and nothing multiplied
     calibrated = {d: doc_means(rows, "target")[d] - doc_means(rows, "reference")[d] for d in doc_means(rows, "target")}
     clean_cal = [v for d, v in calibrated.items() if d.startswith("clean")]
     assert row["p"] == pytest.approx(t_p(calibrated["suspect:book"], clean_cal))
-    assert report["witness"]["p_doubled"] == [] and "witness_split" not in report["test"]
+    assert report["witness"]["p_multiplied"] == [] and "witness_factors" not in report["test"]
     assert "cannot have seen book" in row["reason"]
     assert report["shared"][0]["text"].startswith("the reference model (gemma-3-270m) cannot have seen")
     # the planted rows hold: the reference never saw the text, as in the plants
@@ -132,9 +132,9 @@ def test_the_group_is_compared_on_the_target_s_own_likelihood_when_the_reference
     suspects = [own["suspect:book"], own["suspect:book2"]]
     clean = [v for d, v in own.items() if d.startswith("clean")]
     expected = stats.mannwhitneyu(suspects, clean, alternative="greater", method="exact").pvalue
-    assert collection["p"] == pytest.approx(2 * expected)  # the witness chose the score: doubled
-    assert collection["min_p"] == pytest.approx(2 / math.comb(2 + 8, 2))
-    assert "doubled for the witness's choice of score" in collection["reason"]
+    assert collection["p"] == pytest.approx(1.25 * expected)  # the witness chose the target's own score
+    assert collection["min_p"] == pytest.approx(1.25 / math.comb(2 + 8, 2))
+    assert "times 1.25 for the witness's choice of score" in collection["reason"]
 
 
 def test_halves_are_rebuilt_from_saved_columns():
@@ -207,7 +207,8 @@ def test_the_witness_keeps_the_false_claim_rate_at_alpha_on_texts_no_model_saw()
     (target = ease + noise, reference = ease + other noise). Each of the witness's two tests
     has size alpha, but picking between them by the reference's scores made 0.09 of
     never-seen suspects 'evidence' at alpha 0.05 (k = 10; 76 of these 800); with each test at
-    alpha / 2 it is at most alpha (42 of 800)."""
+    its share of alpha (the calibrated score's 1/5, the target's own 4/5: weighted
+    Bonferroni) it is at most alpha (42 of 800; 42 too with halves)."""
     from copyprobe.evaluation.verdicts import verdicts
     from copyprobe.evaluation.witness import Witness
 

@@ -103,8 +103,10 @@ def _print(report: dict[str, Any]) -> None:
           f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}), "
           f"{test['passages_per_document']} passages per document; smallest attainable p "
           f"{_fmt(test['min_p']) if test['min_p'] else 'none (parametric test)'}"
-          + ("; the p of a document the reference model was asked about is doubled (the witness chose its test)"
-             if test.get("witness_split") else ""))
+          + (f"; the p of a document the reference model was asked about is multiplied by "
+             f"{test['witness_factors']['calibrated']:g} on {report['method']}, "
+             f"{test['witness_factors']['own']:g} on the target's own score (the witness chose its test)"
+             if test.get("witness_factors") else ""))
     if test.get("p_from") == "rank":
         print(f"p-values from the rank test: {test['tied_clean_documents']} clean documents share their score with "
               f"another (a score with few possible values), which a normal model cannot give")
