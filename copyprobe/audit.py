@@ -360,6 +360,7 @@ def derive_verdicts(run: record.Run) -> Derived:
     target_spec = (run.record.model or {}).get("spec")
     params = (run.record.methods or {}).get(method) or {}
     published = settings.get("published")  # checked when the run was made, or by rescore
+    published = published.strip() if isinstance(published, str) else published  # as check_published reads it
     reference = params.get("model") if isinstance(params.get("model"), str) else None
     seen, basis = could_have_seen(reference, published)
     target_seen, target_basis = could_have_seen(target_spec, published)

@@ -42,6 +42,12 @@ def _check_recorded_settings(run: record.Run, kind: str) -> None:
     turned every verdict into evidence, a method that is no column of the scores 'cannot
     tell' everywhere. (A run being made checked these once, at its start; only an edit
     between then and a rescore can break them, so they are checked here, not in derive.)"""
+    if kind == "copying":
+        if run.record.copying:  # missing: derive says so
+            from copyprobe.copying.runner import recorded_config
+
+            recorded_config(run)  # before the rows are counted against what it asked for
+        return
     if kind == "audit":
         from copyprobe.audit import SETTINGS, check_audit_rows
     elif kind == "canary":

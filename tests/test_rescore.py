@@ -199,3 +199,11 @@ def test_an_option_that_does_not_apply_to_the_run_is_refused_by_its_flag(tmp_pat
     code = main(["rescore", str(run_dir), *option])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("copyprobe rescore: error: " + expected), err
+
+
+def test_a_publication_date_with_spaces_is_read_as_the_command_line_reads_it(tmp_path, capsys):
+    """check_published accepts " 1611 " (it strips); derive must read the same date (it was
+    handed the raw string and failed an assertion in could_have_seen)."""
+    code, err = _rescore_edited(tmp_path, capsys, "audit", lambda run: run["audit"].update(published=" 1611 "))
+    assert code == 0, err
+    assert _json(tmp_path / "audit" / "verdicts.json")["published"] == "1611"

@@ -226,10 +226,10 @@ def canary_test(
 
     started = time.perf_counter()
     values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
-    if out is not None:
-        record.prepare_out_dir(out, "canary", model)
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     check_answer_not_fixed(loaded, values["alpha"])
+    if out is not None:  # after the kit is found usable: a refused kit leaves no run directory
+        record.prepare_out_dir(out, "canary", model)
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
                 "document": str(loaded.document)}

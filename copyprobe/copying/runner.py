@@ -377,9 +377,8 @@ def derive_copying(run: Run) -> Derived:
     """metrics.json from results.jsonl and the copying settings in run.json."""
     if run.results is None or not run.record.copying:
         raise DataError(f"{run.dir} lacks results.jsonl or the copying settings in run.json")
-    config = recorded_config(run)  # before the rows are counted against what it asked for
-    _check_results_match(run)
-    return Derived({"metrics.json": compute_metrics(run.results, config)})
+    _check_results_match(run)  # a hand-edited run.json was checked by rescore (recorded_config)
+    return Derived({"metrics.json": compute_metrics(run.results, CopyConfig.from_description(run.record.copying))})
 
 
 def recorded_config(run: Run) -> CopyConfig:

@@ -20,9 +20,9 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
    - ``t`` (the audit's default): the one-sided prediction t-test, (x - mean) /
      (sd * sqrt(1 + 1/k)) with k - 1 degrees of freedom. Also assumes the clean documents'
      scores are normal; reaches small p-values with few clean documents only by that
-     assumption, which benchmarks/bench_audit_validity.py puts to the test. Clean scores
-     that take few possible values are not normal (:func:`few_values`): their
-     p-values come from the rank test.
+     assumption, which benchmarks/bench_audit_validity.py puts to the test. Scores that
+     take few possible values (:func:`few_values`, asked of the clean documents and the
+     suspect together) are not normal: the suspect's p-value comes from the rank test.
 
    With several suspect documents, the p-values are Holm-adjusted, so the chance of any
    false "evidence" among them stays at most alpha.
@@ -260,9 +260,6 @@ def verdicts(
     doc_passages = {d: [texts.get(i, "") for i, _ in chosen[d]] for d in scored}
     clean_scores = [doc_score[d] for d in clean]
     k = len(clean)
-    ties = tied(clean_scores) if test == "t" and few_values(clean_scores) else 0
-    p_test = "rank" if ties else test  # what the p-values come from
-    needed = clean_needed(p_test, alpha)
 
     # the battery's counts are for the test asked (t, with tied clean scores sent to rank)
     validity = _validity(method, method_params, test, alpha, guard_test)
@@ -290,6 +287,14 @@ def verdicts(
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
     test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean] + [score_of[s][s]])
                    else "t") for s in tested}
+    # what the p-values come from, for the report's test section: the rank test when every
+    # tested suspect got it (each is decided from its own pool, so they can differ: a row's
+    # p_from says its own); with none tested, what the clean scores alone would decide
+    to_rank = [s for s in tested if test_of[s] != test]
+    p_test = ("rank" if to_rank and len(to_rank) == len(tested) else test) if tested else (
+        "rank" if test == "t" and few_values(clean_scores) else test)
+    ties = tied(clean_scores) if p_test != test else 0
+    needed = clean_needed(p_test, alpha)
     raw_p = {}
     for s in tested:
         if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
@@ -331,6 +336,8 @@ def verdicts(
         row["length"] = st["length"].as_json() if "length" in st else None
         my_test = test_of.get(s, p_test)
         my_ties = tied(my_clean) if my_test != test else 0
+        if s in test_of and my_test != test:
+            row["p_from"] = my_test
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
                                        clean_needed(my_test, alpha / split.get(s, 1)),
                                        witness.raw_method if s in switched else method,
@@ -389,7 +396,8 @@ def verdicts(
                 f"the reference model ({witness.model}) recognises the suspects as a group (p = {_fmt_p(group.p)}), "
                 f"so they are compared on the target's own likelihood ({witness.raw_method}): "
                 + report["collection"]["reason"])
-    said = witness_summary(witness, method, judgements, group, _name)
+    said = witness_summary(witness, method, judgements, group, _name,
+                           [s for s in raw_p if split.get(s, 1) > 1])
     if said is not None:
         if unfit or group_unfit:
             said["raw_unfit"] = unfit or group_unfit
@@ -619,7 +627,7 @@ def _collection(suspects, clean, doc_score, alpha, standings, validity: str = ""
                            f"the text alone ({', '.join(names)}): give clean documents in the same genre and style")}
     s_scores = [doc_score[s] for s in group]
     c_scores = [doc_score[c] for c in clean]
-    # split: 2 when the witness chose the score the group is compared on (as for one document)
+    # split: WITNESS_FACTORS of the score the group is compared on, when the witness chose it (as for one document)
     p = min(1.0, split * exact_mann_whitney_p(s_scores, c_scores))
     text = collection_standing({s: standings[s] for s in group})
     pooled = sorted(s_scores + c_scores, reverse=True)  # the most extreme pick: the largest scores

@@ -196,8 +196,10 @@ def _ordinal(n: int | None) -> str:
 
 
 def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judgement],
-            group: Judgement | None, name) -> dict[str, Any] | None:
-    """verdicts.json's ``witness`` section; None for a method that is not calibrated."""
+            group: Judgement | None, name, multiplied: Sequence[str] = ()) -> dict[str, Any] | None:
+    """verdicts.json's ``witness`` section; None for a method that is not calibrated.
+    ``multiplied``: the suspects whose p the witness's factor multiplied (a suspect asked but
+    left without a p, or blocked, has none)."""
     if method not in CALIBRATED:
         return None
     if witness is None:
@@ -212,7 +214,7 @@ def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judge
         "recognised": sorted(name(d) for d, j in asked.items() if j.recognises),
         "switched": sorted(name(d) for d, j in judgements.items() if j.switched),
         "group": None if group is None else {"p": group.p, "recognises": group.recognises, "switched": group.switched},
-        "p_multiplied": sorted(name(d) for d, j in asked.items() if j.needed),
+        "p_multiplied": sorted(name(d) for d in multiplied),
         "rule": (f"a suspect the reference model recognises by its own likelihood against the clean documents "
                  f"(p <= {LEVEL:g}, the audit's test) is tested on the target's own likelihood "
                  f"({witness.raw_method}) instead of the calibrated score ({witness.method}); unless the reference "

@@ -99,7 +99,7 @@ def test_a_kit_that_cannot_reach_alpha_is_refused_before_the_model_loads(kit, tm
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "smallest possible p-value is 0.00111, above alpha 0.001" in err and "nothing was scored" in err
-    assert not (tmp_path / "r" / "scores.jsonl").exists()
+    assert not (tmp_path / "r").exists()  # refused before the run directory was made
     _patch(monkeypatch, FakeBackend(spec="never"))  # at 0.002 the kit can answer: it runs
     assert main(["canary", "test", "--model", "never", "--kit", str(kit), "--alpha", "0.002",
                  "--out", str(tmp_path / "r2"), "--no-cache", "--no-progress"]) == 0

@@ -80,6 +80,7 @@ def test_book_options_are_refused_when_the_book_gives_no_task_they_shape(tmp_pat
      "--event-threshold", "2", "--character-threshold", "2"],
     ["--tasks", "literal,fluency", "--fluency-judge", "hf:/judge", "--templates", "1"],
     ["--tasks", "qa", "--judge", "embedding", "--threshold", "0.8"],
+    ["--tasks", "qa", "--judge", "", "--fluency-judge", ""],  # "" means the default judge: nothing given
     ["--tasks", "literal", "--prefix-words", "100", "--reference-words", "20", "--data", "BOOK"],
 ])
 def test_options_that_shape_the_run_pass_the_check(tmp_path, capsys, extra):

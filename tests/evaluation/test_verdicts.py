@@ -379,6 +379,26 @@ def test_the_switch_to_the_rank_test_is_the_pools_so_the_rank_p_stays_exact(monk
     assert both == {True, False}  # the draws reached both tests
 
 
+@pytest.mark.parametrize("clean, suspect, expected", [
+    ([1.0, 1.0, 2.0, 2.0], 3.0, "t"),  # clean scores alone: few values; with the suspect: 3 of 5, the t test
+    ([1.0, 1.0, 2.0], 2.0, "rank"),  # clean scores alone: 2 of 3, the t test; with the suspect: 2 of 4, rank
+])
+def test_the_test_section_says_the_test_the_suspects_got(clean, suspect, expected):
+    """The report's test section (p_from, min_p, assumptions) follows the test each suspect
+    got from its pool, not what the clean scores alone would choose (they said rank with a t
+    p below their stated smallest p)."""
+    rng = random.Random(2)
+    docs = {f"c{i}": (0, random_doc(rng, 1), [v]) for i, v in enumerate(clean)}
+    docs["s"] = (1, random_doc(rng, 1), [suspect])
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.2, texts, test="t", method="loss")
+    row, section = report["documents"][0], report["test"]
+    pool = [*clean, suspect]
+    assert row["p"] == pytest.approx(rank_p(suspect, clean) if expected == "rank" else prediction_t_p_of(suspect, clean))
+    assert row.get("p_from", "t") == expected and section.get("p_from", "t") == expected
+    assert section["min_p"] == pytest.approx(1 / len(pool) if expected == "rank" else 0.0)
+
+
 def prediction_t_p_of(x, clean):
     from copyprobe.evaluation.stats import prediction_t_p
 

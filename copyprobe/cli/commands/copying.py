@@ -152,7 +152,7 @@ def _refuse_unused(args: argparse.Namespace, config: Any) -> None:
         "--templates": (tuple(args.templates) != default("templates"),
                         None if literal or nonliteral else "templates are the prompts of literal and nonliteral, "
                                                            f"and neither is among --tasks ({shown_tasks})"),
-        "--judge": (args.judge != JUDGE, None if nonliteral else without("nonliteral")),
+        "--judge": (args.judge not in ("", JUDGE), None if nonliteral else without("nonliteral")),
         "--embedding-threshold": (args.embedding_threshold is not None,
                                   without("nonliteral") if not nonliteral else
                                   None if args.judge in ("", JUDGE) else f"--judge is {args.judge}, not {JUDGE}"),
@@ -162,7 +162,8 @@ def _refuse_unused(args: argparse.Namespace, config: Any) -> None:
                                   None if nonliteral else without("nonliteral")),
         "--story-tokens": (args.nonliteral_max_tokens != default("nonliteral_max_tokens"),
                            None if nonliteral else without("nonliteral")),
-        "--fluency-judge": (args.fluency_judge != FLUENCY_JUDGE, None if "fluency" in tasks else without("fluency")),
+        "--fluency-judge": (args.fluency_judge not in ("", FLUENCY_JUDGE),  # "" means the default
+                            None if "fluency" in tasks else without("fluency")),
         **{flag: (getattr(args, name) != MEMFREE_SETTINGS.default(name),
                   None if config.gen.mitigation == "memfree" else
                   f"it sets MemFree decoding, and --mitigation is {config.gen.mitigation}")
