@@ -33,6 +33,7 @@ from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
 from copyprobe.copying.common import text_of
 from copyprobe.data.books import BOOK_SUFFIXES, read_book
+from copyprobe.data.tables import id_problem
 from copyprobe.errors import DataError, RowError
 from copyprobe.files import json_problem
 
@@ -137,13 +138,10 @@ def _list_field(row: dict, name: str) -> list:
 
 def _row_id(row: Any, task: str, index: int, where: str) -> str:
     if isinstance(row, dict) and row.get("id") not in (None, ""):
-        rid = row["id"]
-        if isinstance(rid, (dict, list)):  # str() would make a Python repr of it the id
-            what = "an object" if isinstance(rid, dict) else "a list"
-            shown = json.dumps(rid, ensure_ascii=False)
-            raise DataError(f"{where}: the id is {what} ({shown[:60]}{'...' if len(shown) > 60 else ''}); "
-                            "an id must be text or a number")
-        return str(rid)
+        problem = id_problem(row["id"])
+        if problem is not None:
+            raise DataError(f"{where}: the id {problem}")
+        return str(row["id"])
     return f"{task}.{index}"
 
 

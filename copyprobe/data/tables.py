@@ -457,11 +457,27 @@ def _is_missing(value: Any) -> bool:
             or (isinstance(value, str) and value == ""))
 
 
+def id_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be an id ("is an object ({...}); ..."), or None: str() would make
+    a Python repr of an object or a list the id ("{'a': 1}"), matching nothing anyone wrote."""
+    if isinstance(value, dict):
+        what = "an object"
+    elif isinstance(value, (list, tuple, set)) or type(value).__name__ == "ndarray":
+        what = "a list"
+    else:
+        return None
+    try:
+        shown = json.dumps(value.tolist() if hasattr(value, "tolist") else value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return f"is {what} ({shown[:60]}{'...' if len(shown) > 60 else ''}); an id must be text or a number"
+
+
 def _key_str(value: Any, what: str = "the id") -> str:
     # ids and documents are compared as strings; 3.0 from a float column means "3"
-    if isinstance(value, (dict, list, tuple, set)) or type(value).__name__ == "ndarray":
-        # str() would make a Python repr of it an id ("{'a': 1}"), matching nothing anyone wrote
-        raise DataError(f"{what} is a {type(value).__name__} ({_short(value)}); an id must be text or a number")
+    problem = id_problem(value)
+    if problem is not None:
+        raise DataError(f"{what} {problem}")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

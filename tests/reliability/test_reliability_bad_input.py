@@ -137,7 +137,7 @@ CASES = [
     Case("lone surrogate escape in text", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "s", "text": "broken emoji \\ud83d here", "label": 1}\n'}, [], "line 3: column 'text' holds an unpaired surrogate \\ud83d"),
     Case("lone surrogate escape in id", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "x\\udc00", "text": "fine text here", "label": 1}\n'}, [], "the id holds an unpaired surrogate"),
     # an object or list id was made a Python repr ("{'a': 1}"), an id nobody wrote
-    Case("object as id", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": {"a": 1}, "text": "fine text here", "label": 1}\n'}, [], "line 3: column 'id' is a dict ({'a': 1}); an id must be text or a number"),
+    Case("object as id", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": {"a": 1}, "text": "fine text here", "label": 1}\n'}, [], "line 3: column 'id' is an object ({\"a\": 1}); an id must be text or a number"),
     Case("list as document", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "l", "doc_id": [1, 2], "text": "fine text here", "label": 1}\n'}, [], "column 'doc_id' is a list ([1, 2]); an id must be text or a number"),
     Case("deeply nested JSON line", {"data.jsonl": jsonl(GOOD[:2]) + b'{"id": "d", "text": ' + b"[" * 100_000 + b"]" * 100_000 + b', "label": 1}\n'}, [], "line 3: JSON nested too deeply"),
     Case("deeply nested JSON list", {"data.json": b"[" * 100_000 + b"]" * 100_000}, [], "JSON nested too deeply", data="data.json"),
