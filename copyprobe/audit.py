@@ -375,8 +375,28 @@ def derive_verdicts(run: record.Run) -> Derived:
     return derived
 
 
+def check_recorded(run: record.Run) -> None:
+    """A saved audit as strictly as the command line reads it (an alpha of 2 turned every
+    verdict into evidence; a method that is no column gave 'cannot tell' everywhere)."""
+    from copyprobe.backends.cutoffs import check_published
+    from copyprobe.detect import check_method_column
+    from copyprobe.errors import SettingError
+
+    section = run.record.audit
+    if section is None:
+        return
+    where = run.dir / "run.json"
+    SETTINGS.check_recorded(section, f"{where}: 'audit")
+    try:
+        check_published(section.get("published"))
+    except SettingError as exc:
+        raise DataError(f"{where}: 'audit.published' {exc.problem}") from None
+    check_audit_rows(run.scores or [], run.dir / "scores.jsonl")
+    check_method_column(run, section.get("method"), "audit")
+
+
 KIND = RunKind("audit", {"examples.jsonl": True, "scores.jsonl": True, "metrics.json": False,
-                         "verdicts.json": False}, derive_verdicts, resample)
+                         "verdicts.json": False}, derive_verdicts, resample, check_recorded)
 
 
 def audit(

@@ -314,6 +314,14 @@ def detect(
     return scored_result(done, collection)
 
 
+def check_method_column(run: record.Run, method: Any, what: str) -> None:
+    """A saved run's scores hold its recorded ``method``: one that is no column would leave
+    every verdict 'cannot tell' (``what`` names the run's test in the message)."""
+    if run.scores and method is not None and not any(method in row for row in run.scores):
+        raise DataError(f"{run.dir / 'scores.jsonl'} has no {method!r} scores: the {what}'s method "
+                        "is not a column of its rows")
+
+
 def scored_result(done: Executed, collection: ScoringCollection) -> DetectResult:
     """The DetectResult of an executed scoring run."""
     rows = done.files["scores.jsonl"]

@@ -129,13 +129,16 @@ class Derived:
 @dataclass(frozen=True)
 class RunKind:
     """A run kind's declaration: its name, the files besides run.json that hold its results
-    (name -> JSON lines?), its derive, and (for kinds with resampled intervals) how a new
-    number of bootstrap resamples is written into its record."""
+    (name -> JSON lines?), its derive, (for kinds with resampled intervals) how a new
+    number of bootstrap resamples is written into its record, and (``check_recorded``) what
+    a saved run directory must hold before derive reads it: rescore calls it, since only a
+    hand edit after the run can break what the run checked once at its start."""
 
     name: str
     files: Mapping[str, bool]
     derive: Callable[[record.Run], Derived]
     resample: Callable[[record.RunRecord, int | None], None] | None = None
+    check_recorded: Callable[[record.Run], None] | None = None
 
 
 def register(kind: RunKind) -> RunKind:

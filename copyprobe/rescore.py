@@ -31,46 +31,9 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
     if (inputs or {}).get("kit") is not None and kind.name != "canary":
         # a kit given to another kind of run would be ignored: said, not silently dropped
         raise SettingError("kit", f"does not apply: {run.dir} is a {kind.name} run; only a canary test reads a kit")
-    _check_recorded_settings(run, kind.name)
+    if kind.check_recorded is not None:
+        # a hand-edited run directory is read as strictly as the command line
+        kind.check_recorded(run)
     run.inputs = dict(inputs or {})
     rewrite_derived(run, derive_run(kind, run, n_bootstrap=n_bootstrap))
     return record.load_run(run.dir)
-
-
-def _check_recorded_settings(run: record.Run, kind: str) -> None:
-    """A hand-edited run directory is read as strictly as the command line: an alpha of 2
-    turned every verdict into evidence, a method that is no column of the scores 'cannot
-    tell' everywhere. (A run being made checked these once, at its start; only an edit
-    between then and a rescore can break them, so they are checked here, not in derive.)"""
-    if kind == "copying":
-        if run.record.copying:  # missing: derive says so
-            from copyprobe.copying.runner import recorded_config
-
-            recorded_config(run)  # before the rows are counted against what it asked for
-        return
-    if kind == "audit":
-        from copyprobe.audit import SETTINGS, check_audit_rows
-    elif kind == "canary":
-        from copyprobe.canary.scoring import SETTINGS
-    else:
-        return
-    section = getattr(run.record, kind, None)
-    if section is None:
-        return
-    where = run.dir / "run.json"
-    SETTINGS.check_recorded(section, f"{where}: '{kind}")
-    if kind == "audit":
-        from copyprobe.backends.cutoffs import check_published
-
-        try:
-            check_published(section.get("published"))
-        except SettingError as exc:
-            raise DataError(f"{where}: 'audit.published' {exc.problem}") from None
-        check_audit_rows(run.scores or [], run.dir / "scores.jsonl")
-    method = section.get("method")
-    if run.scores and method is not None and not any(method in row for row in run.scores):
-        raise DataError(f"{run.dir / 'scores.jsonl'} has no {method!r} scores: the {_TEST_OF[kind]}'s method "
-                        "is not a column of its rows")
-
-
-_TEST_OF = {"audit": "audit", "canary": "canary test"}

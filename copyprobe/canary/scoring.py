@@ -190,7 +190,19 @@ def derive_canary(run: record.Run) -> Derived:
     return derived
 
 
-KIND = RunKind("canary", {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False}, derive_canary)
+def check_recorded(run: record.Run) -> None:
+    """A saved canary test as strictly as the command line reads it (an alpha of 5 was a verdict at alpha 5)."""
+    from copyprobe.detect import check_method_column
+
+    section = run.record.canary
+    if section is None:
+        return
+    SETTINGS.check_recorded(section, f"{run.dir / 'run.json'}: 'canary")
+    check_method_column(run, section.get("method"), "canary test")
+
+
+KIND = RunKind("canary", {"examples.jsonl": True, "scores.jsonl": True, "canary.json": False}, derive_canary,
+               check_recorded=check_recorded)
 
 # canary test's settings, declared once (keywords, checks, command-line options, run.json)
 SETTINGS = Settings(

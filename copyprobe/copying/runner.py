@@ -431,7 +431,12 @@ def _resample(rec: RunRecord, n_bootstrap: int | None) -> None:
         rec.copying = {**rec.copying, "n_bootstrap": n_bootstrap}
 
 
-KIND = RunKind("copying", {"results.jsonl": True, "metrics.json": False}, derive_copying, _resample)
+def _check_recorded(run: Run) -> None:
+    if run.record.copying:  # missing: derive says so
+        recorded_config(run)  # before the rows are counted against what it asked for
+
+
+KIND = RunKind("copying", {"results.jsonl": True, "metrics.json": False}, derive_copying, _resample, _check_recorded)
 
 
 def copying(
