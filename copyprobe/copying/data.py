@@ -145,8 +145,21 @@ def _row_id(row: Any, task: str, index: int, where: str) -> str:
     return f"{task}.{index}"
 
 
+def _check_title(row: dict, where: str) -> None:
+    # a title shows in results and reports as written: an object's repr is nothing anyone wrote
+    problem = id_problem(row.get("title"), "a title")
+    if problem is not None:
+        raise DataError(f"{where}: the title {problem}")
+
+
+def _title(row: dict) -> str:
+    # a number is a title as text, as a number is an id (0 is "0", not no title)
+    value = row.get("title")
+    return "" if value is None else str(value)
+
+
 def parse_literal(row: dict, rid: str) -> LiteralItem:
-    return LiteralItem(rid, str(row.get("title") or ""), _text_field(row, "input"), _text_field(row, "reference"))
+    return LiteralItem(rid, _title(row), _text_field(row, "input"), _text_field(row, "reference"))
 
 
 def parse_nonliteral(row: dict, rid: str) -> NonLiteralItem:
@@ -174,7 +187,7 @@ def parse_nonliteral(row: dict, rid: str) -> NonLiteralItem:
         if not names:
             raise RowError("a character in 'reference_characters' has no name")
         chars.append(tuple(names))
-    return NonLiteralItem(rid, str(row.get("title") or ""), _text_field(row, "input"),
+    return NonLiteralItem(rid, _title(row), _text_field(row, "input"),
                           tuple(e.strip() for e in events), tuple(chars))
 
 
@@ -186,7 +199,7 @@ def parse_qa(row: dict, rid: str) -> QAItem:
     answers = [ref] if isinstance(ref, str) else list(ref) if isinstance(ref, (list, tuple)) else None
     if answers is None or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
         raise RowError("field 'reference' must be a non-empty answer or list of answers")
-    return QAItem(rid, str(row.get("title") or ""), question, tuple(answers))
+    return QAItem(rid, _title(row), question, tuple(answers))
 
 
 PARSERS = {"literal": parse_literal, "nonliteral": parse_nonliteral, "qa": parse_qa}
@@ -224,7 +237,10 @@ def rows_to_set(task: str, rows: Iterable[Any], into: CopySet | None = None,
         raise DataError(f"unknown copying task {task!r} (known: {', '.join(PARSERS)})")
     seen: set[str] = set()
     for index, row in enumerate(rows):
-        rid = _row_id(row, task, index, where(index) if where else f"{task} row {index}")
+        place = where(index) if where else f"{task} row {index}"
+        rid = _row_id(row, task, index, place)
+        if isinstance(row, dict):
+            _check_title(row, place)
         if rid in seen:
             out.errors.append(ItemError(task, rid, "duplicate id"))
             continue

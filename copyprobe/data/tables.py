@@ -457,20 +457,21 @@ def _is_missing(value: Any) -> bool:
             or (isinstance(value, str) and value == ""))
 
 
-def id_problem(value: Any) -> str | None:
+def id_problem(value: Any, what: str = "an id") -> str | None:
     """Why ``value`` cannot be an id ("is an object ({...}); ..."), or None: str() would make
-    a Python repr of an object or a list the id ("{'a': 1}"), matching nothing anyone wrote."""
+    a Python repr of an object or a list the id ("{'a': 1}"), matching nothing anyone wrote.
+    ``what`` names another field read as text by the same rule ("a title")."""
     if isinstance(value, dict):
-        what = "an object"
+        shape = "an object"
     elif isinstance(value, (list, tuple, set)) or type(value).__name__ == "ndarray":
-        what = "a list"
+        shape = "a list"
     else:
         return None
     try:
         shown = json.dumps(value.tolist() if hasattr(value, "tolist") else value, ensure_ascii=False)
     except (TypeError, ValueError):
         shown = repr(value)
-    return f"is {what} ({shown[:60]}{'...' if len(shown) > 60 else ''}); an id must be text or a number"
+    return f"is {shape} ({shown[:60]}{'...' if len(shown) > 60 else ''}); {what} must be text or a number"
 
 
 def _key_str(value: Any, what: str = "the id") -> str:

@@ -127,3 +127,20 @@ def test_an_id_that_is_not_a_scalar_is_one_line_naming_file_and_row(tmp_path, ca
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
     assert "{'" not in err  # no Python repr of the id
+
+
+@pytest.mark.parametrize("title, says", [
+    ({"a": 1}, 'd.json row 1: the title is an object ({"a": 1}); a title must be text or a number'),
+    (["B", "C"], 'd.json row 1: the title is a list (["B", "C"]); a title must be text or a number'),
+])
+def test_a_title_that_is_not_a_scalar_is_one_line_naming_file_and_row(tmp_path, capsys, title, says):
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([{"id": "a", "title": "B", "input": "x y", "reference": "z"},
+                                {"id": "b", "title": title, "input": "x y", "reference": "z"}]), encoding="utf-8")
+    args = _copying(tmp_path, "--tasks", "literal")
+    args[args.index("--data") + 1] = str(data)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert "{'" not in err and "['" not in err  # no Python repr of the title
+    assert not (tmp_path / "run").exists()

@@ -200,3 +200,38 @@ def test_an_id_that_is_not_a_scalar_is_refused_naming_file_and_row(tmp_path, bad
     numbers = _write(tmp_path / "n.json", [{"id": 7, "input": "a b", "reference": "c"}, {"id": 2.5, "input": "x",
                                                                                         "reference": "y"}])
     assert [item.id for item in D.load_copyset(numbers).literal] == ["7", "2.5"]
+
+
+@pytest.mark.parametrize("bad_title, what", [({"a": 1}, "an object"), (["B", "C"], "a list"), ([], "a list")])
+def test_a_title_that_is_not_a_scalar_is_refused_naming_file_and_row(tmp_path, bad_title, what):
+    """str() made "{'a': 1}" the title, shown in results and reports though nobody wrote it;
+    the id's rule refuses it, in the id's words."""
+    rows = {"literal": [{"id": "l0", "title": "B", "input": "a b", "reference": "c d"},
+                        {"id": "l1", "title": bad_title, "input": "a b", "reference": "c d"}],
+            "nonliteral": [{"id": "n0", "title": bad_title, "input": "x", "reference_events": ["e"],
+                            "reference_characters": [["A"]]}],
+            "qa": [{"id": "q0", "title": "B", "input": "Who?", "reference": "Noah"},
+                   {"id": "q1", "title": "B", "input": "What?", "reference": "ark"},
+                   {"id": "q2", "title": bad_title, "input": "Where?", "reference": "here"}]}
+    says = f"the title is {what} ({json.dumps(bad_title)}); a title must be text or a number"
+    for task, row in (("literal", 1), ("nonliteral", 0), ("qa", 2)):
+        with pytest.raises(DataError) as info:
+            D.load_copyset(_write(tmp_path / f"{task}.json", rows[task]), task=task)
+        assert str(info.value) == f"{tmp_path / f'{task}.json'} row {row}: {says}"
+        with pytest.raises(DataError, match=f"'{task}' row {row}: the title is {what}"):
+            D.load_copyset(_write(tmp_path / "bundle.json", {task: rows[task]}))
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text("\n".join(["", *(json.dumps(r) for r in rows["literal"])]), encoding="utf-8")
+    with pytest.raises(DataError, match=f"rows.jsonl line 3: the title is {what}"):  # blank lines counted
+        D.load_copyset(lines)
+
+
+def test_a_title_that_is_a_number_or_absent_is_text():
+    # as an id: a number is read as the text it was written as; no title is an empty one
+    rows = [{"id": "a", "title": 1984, "input": "a b", "reference": "c"},
+            {"id": "b", "title": 2.5, "input": "a b", "reference": "c"},
+            {"id": "c", "title": 0, "input": "a b", "reference": "c"},
+            {"id": "d", "title": None, "input": "a b", "reference": "c"},
+            {"id": "e", "input": "a b", "reference": "c"}]
+    out = D.rows_to_set("literal", rows)
+    assert [item.title for item in out.literal] == ["1984", "2.5", "0", "", ""] and not out.errors
