@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from copyprobe import record
 from copyprobe.engine import derive_run, rewrite_derived
 from copyprobe.errors import DataError, SettingError
-from copyprobe.kinds import KINDS
+from copyprobe.kinds import KINDS, check_kind
 
 
 def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
@@ -23,6 +23,8 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
     the recorded number of resamples; ``inputs``: where inputs that derive reads are now,
     when they moved since the run (``{"kit": DIR}`` for a canary test). Returns the run as
     read back."""
+    # before the run is read as its kind: a relabelled run would be recomputed as what it is not
+    check_kind(run_dir)
     run = record.load_run(run_dir, derived=False)  # rewritten below: a damaged one is no obstacle
     kind = KINDS.get(run.record.kind)
     if kind is None:

@@ -207,3 +207,60 @@ def test_a_publication_date_with_spaces_is_read_as_the_command_line_reads_it(tmp
     code, err = _rescore_edited(tmp_path, capsys, "audit", lambda run: run["audit"].update(published=" 1611 "))
     assert code == 0, err
     assert _json(tmp_path / "audit" / "verdicts.json")["published"] == "1611"
+
+
+@pytest.mark.parametrize("name, kind, says", [
+    ("detect", "copying", "says a copying run, but examples.jsonl beside it belongs to detect, audit or canary runs, "
+                          "not copying runs"),
+    ("audit", "detect", "says a detect run, but verdicts.json beside it belongs to audit runs, not detect runs"),
+    ("copying", "detect", "says a detect run, but results.jsonl beside it belongs to copying runs, not detect runs"),
+    ("canary", "audit", "says an audit run, but canary.json beside it belongs to canary runs, not audit runs"),
+])
+def test_a_relabelled_run_is_refused_in_one_line(tmp_path, capsys, name, kind, says):
+    """A hand-edited kind would have rescore derive what no run computed (a copying run's
+    results recomputed as detect metrics): refused as the report refuses it, nothing rewritten."""
+    code, err = _rescore_edited(tmp_path, capsys, name, lambda run: run.update(kind=kind))
+    run_json = tmp_path / name / "run.json"
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{run_json} {says}" in err and "(was its kind edited?)" in err, err
+    for file in DERIVED:
+        if (SAVED / name / file).exists():
+            assert _json(tmp_path / name / file) == _json(SAVED / name / file), file
+
+
+def test_files_of_two_runs_mixed_are_refused(tmp_path, capsys):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "detect"
+    shutil.copytree(SAVED / "detect", run_dir)
+    shutil.copy(SAVED / "copying" / "results.jsonl", run_dir / "results.jsonl")
+    assert main(["rescore", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "results.jsonl beside it belongs to copying runs" in err, err
+
+
+def test_the_settings_of_another_kind_are_refused_when_the_files_agree(tmp_path, capsys):
+    # an audit without verdicts.json has a detect run's files; its 'audit' section still tells
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / "audit"
+    shutil.copytree(SAVED / "audit", run_dir)
+    (run_dir / "verdicts.json").unlink()
+    record = _json(run_dir / "run.json")
+    record["kind"] = "detect"
+    (run_dir / "run.json").write_text(json.dumps(record))
+    assert main(["rescore", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "but holds the 'audit' settings of an audit run" in err, err
+
+
+@pytest.mark.parametrize("name, options", [
+    ("detect", []), ("audit", []), ("copying", []), ("canary", ["--kit", str(SAVED / "canary-kit")]),
+])
+def test_a_run_of_the_kind_it_says_still_rescores(tmp_path, capsys, name, options):
+    from copyprobe.cli.main import main
+
+    run_dir = tmp_path / name
+    shutil.copytree(SAVED / name, run_dir)
+    assert main(["rescore", str(run_dir), *options]) == 0, capsys.readouterr().err
+    assert f"rescored {run_dir}" in capsys.readouterr().out

@@ -112,7 +112,8 @@ def _require_extras() -> None:
 def render_report(run_dir: str | os.PathLike) -> str:
     """The report page of a run directory, as an HTML string."""
     _require_extras()
-    from copyprobe.reports.pages import check_kind, page_for  # canary and copying runs have pages of their own
+    from copyprobe.kinds import check_kind
+    from copyprobe.reports.pages import page_for  # canary and copying runs have pages of their own
 
     _check_run_dir(run_dir)
     check_kind(run_dir)
