@@ -399,6 +399,7 @@ KIND = RunKind("audit", {"examples.jsonl": True, "scores.jsonl": True, "metrics.
                          "verdicts.json": False}, derive_verdicts, resample, check_recorded)
 
 
+@record.discards_new_out_dir  # a run refused after making its directory leaves none behind
 def audit(
     model: Any,
     suspect: Any,

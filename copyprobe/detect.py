@@ -264,6 +264,7 @@ KIND = RunKind("detect", {"examples.jsonl": True, "scores.jsonl": True, "metrics
                derive_metrics, resample)
 
 
+@record.discards_new_out_dir  # a run refused after making its directory leaves none behind
 def detect(
     model: str | Backend | Session,
     data: Any,

@@ -170,6 +170,7 @@ def as_run(rec: record.RunRecord, files: Mapping[str, Any], where: Path | None =
                          if name.split(".")[0] in known})
 
 
+@record.discards_new_out_dir  # a run refused after making its directory leaves none behind
 def execute(
     kind: RunKind,
     model: Any,

@@ -20,10 +20,12 @@ before versioning (no ``format_version``) read as version 0.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import read_json, read_jsonl, utc_now, versions, write_json, write_jsonl
@@ -257,14 +259,84 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
     path = Path(out)
     if kind is not None:
         _check_reusable(path, kind, _spec_of(model))
+    made: list[Path] = []  # deepest first
     try:
+        for part in reversed(_missing_dirs(path)):
+            try:
+                part.mkdir()  # one level at a time, to know which this call made
+                made.insert(0, part)
+            except FileExistsError:  # made meanwhile by someone else (or a file: refused below)
+                pass
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".copyprobe-write-test"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
+        _remove_if_empty(made)
         raise ConfigError(f"cannot write to output directory {path}: {exc.strerror or exc}") from None
+    scopes = getattr(_made_in, "scopes", None)
+    if scopes:
+        scopes[-1].extend(made)
     return path
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# per thread: one list per running call of a discards_new_out_dir function (innermost last)
+# of the directories prepare_out_dir created during it
+_made_in = threading.local()
+
+
+def discards_new_out_dir(function: F) -> F:
+    """Decorate a run's entry point (one that calls :func:`prepare_out_dir` early, so a bad
+    output directory costs no work): when the call raises, the directories that
+    prepare_out_dir created during it (the run directory and any parents it made) are
+    removed again if they are still empty. A run refused after that point (bad data, an
+    unknown model) then leaves no empty directory for the next run to find. A directory
+    that existed before the call, or that the run wrote anything into (its files, the
+    unfinished-run marker, a cache file), is never touched: nothing computed is lost."""
+
+    @functools.wraps(function)
+    def discarding(*args: Any, **kwargs: Any) -> Any:
+        scopes = getattr(_made_in, "scopes", None)
+        if scopes is None:
+            scopes = _made_in.scopes = []
+        made: list[Path] = []
+        scopes.append(made)
+        try:
+            result = function(*args, **kwargs)
+        except BaseException:
+            _remove_if_empty(made)
+            raise
+        finally:
+            scopes.pop()
+        if scopes:  # a run inside another run: the outer one's failure still removes them if empty
+            scopes[-1].extend(made)
+        return result
+
+    return discarding  # type: ignore[return-value]
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories that making ``path`` would create, deepest first."""
+    missing = []
+    for part in (path.absolute(), *path.absolute().parents):
+        try:
+            os.lstat(part)
+            break
+        except FileNotFoundError:
+            missing.append(part)
+        except OSError:  # cannot tell (permission denied): not ours to remove; mkdir says why
+            break
+    return missing
+
+
+def _remove_if_empty(dirs: list[Path]) -> None:
+    for directory in dirs:  # deepest first, so a parent made for it is empty when its turn comes
+        try:
+            directory.rmdir()  # refuses a directory that holds anything, atomically
+        except OSError:
+            pass
 
 
 def _spec_of(model: Any) -> str | None:
@@ -325,6 +397,6 @@ def _same_model(recorded: dict, spec: str) -> bool:
 
 
 __all__ = [
-    "FORMAT_VERSION", "Run", "RunRecord", "load_run", "prepare_out_dir", "read_json", "read_jsonl",
-    "utc_now", "versions", "write_json", "write_jsonl", "write_run",
+    "FORMAT_VERSION", "Run", "RunRecord", "discards_new_out_dir", "load_run", "prepare_out_dir", "read_json",
+    "read_jsonl", "utc_now", "versions", "write_json", "write_jsonl", "write_run",
 ]

@@ -86,7 +86,15 @@ def test_an_interrupted_run_closes_its_session_and_writes_nothing(tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         execute(TOY, FakeBackend(), Interrupted(), out=tmp_path / "run", cache=False)
     assert closed == [True]
-    assert not (tmp_path / "run" / "run.json").exists()
+    assert not (tmp_path / "run").exists()  # nor the directory it made, left empty
+
+
+def test_a_run_refused_at_the_model_leaves_no_directory_it_made(tmp_path):
+    from copyprobe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown model spec 'no-such-model'"):
+        execute(TOY, "no-such-model", MeanLogprob(), out=tmp_path / "runs" / "run", cache=False)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _cache_closes_when_derive_runs(monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 import copyprobe
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.data.readers import load_dataset
-from copyprobe.errors import ConfigError
+from copyprobe.errors import ConfigError, CopyprobeError, DataError
 
 
 @pytest.fixture
@@ -127,3 +127,79 @@ def test_an_empty_output_directory_is_refused_not_taken_for_the_working_director
     with pytest.raises(ConfigError, match="output directory is empty"):
         copyprobe.detect(backend, demo, ["loss"], out=out, cache=False)
     assert backend.calls["token_logprobs"] == 0 and list(tmp_path.iterdir()) == []
+
+
+# a run refused after its directory was made: bad data is found only after the directory
+# check, an unknown model only when the engine opens the session
+NO_TEXT = '{"id": "a", "body": "no column is called text"}\n'
+
+
+def _refused_run(kind, tmp_path, out, demo):
+    from copyprobe.copying import CopyConfig
+    from copyprobe.copying.runner import copying
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(NO_TEXT)
+    runs = {
+        "detect, bad data": lambda: copyprobe.detect(FakeBackend(), bad, ["loss"], out=out, cache=False),
+        "detect, unknown model": lambda: copyprobe.detect("no-such-model", demo, ["loss"], out=out, cache=False),
+        "copying, bad data": lambda: copying(FakeBackend(), bad, CopyConfig(tasks=("literal",), baseline=False),
+                                             out=out, cache=False),
+        "copying, unknown model": lambda: copying("no-such-model", "kjv", CopyConfig(tasks=("literal",),
+                                                                                     baseline=False),
+                                                  out=out, cache=False),
+    }
+    expected = {"detect, bad data": "has no text column", "copying, bad data": "cannot tell the layout of the rows"}
+    with pytest.raises(CopyprobeError, match=expected.get(kind, "unknown model spec 'no-such-model'")):
+        runs[kind]()
+
+
+KINDS = ["detect, bad data", "detect, unknown model", "copying, bad data", "copying, unknown model"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_run_removes_the_directories_it_made(tmp_path, demo, kind):
+    _refused_run(kind, tmp_path, tmp_path / "runs" / "first", demo)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]  # neither runs/first nor runs/
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("held", [{}, {"notes.txt": b"mine"}, {"sub/deeper.txt": b"mine too"}])
+def test_a_refused_run_leaves_a_directory_that_existed_as_it_was(tmp_path, demo, kind, held):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name, content in held.items():
+        (out / name).parent.mkdir(exist_ok=True)
+        (out / name).write_bytes(content)
+    _refused_run(kind, tmp_path, out, demo)
+    assert out.is_dir() and {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == held
+
+
+def test_a_refused_run_into_an_earlier_run_loses_nothing_of_it(tmp_path, demo):
+    out = tmp_path / "run"
+    detect_into(out, demo, tmp_path)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(NO_TEXT)
+    backend = FakeBackend(member_texts=[e.text for e in demo.examples if e.label == 1])  # the same model: reusable
+    with pytest.raises(DataError, match="text column"):
+        copyprobe.detect(backend, bad, ["loss"], out=out, cache=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", ["detect", "copying"])
+def test_the_cli_refuses_bad_data_in_one_line_and_leaves_no_directory(tmp_path, capsys, command):
+    from copyprobe.cli.main import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(NO_TEXT)
+    argv = [command, "--model", "fake", "--data", str(bad), "--no-cache", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "runs" / "first")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error:" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    assert main([*argv, "--out", str(tmp_path / "kept")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]

@@ -90,6 +90,31 @@ def test_write_run_removes_stale_files_and_writes_run_json_last(tmp_path):
     assert load_run(out).scores == [{"id": "a"}]
 
 
+def test_a_failed_run_removes_only_the_directories_it_made_and_left_empty(tmp_path):
+    from copyprobe.record import discards_new_out_dir, prepare_out_dir
+
+    @discards_new_out_dir
+    def inner(out):  # a run inside a run (detect calls the engine), which succeeds
+        return prepare_out_dir(out, "detect")
+
+    @discards_new_out_dir
+    def outer(outs, written):
+        for out in outs:
+            inner(out)
+        (written / "scores.jsonl").write_text("computed")
+        raise ValueError("refused")
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "made").mkdir()
+    outs = [tmp_path / "a" / "b", tmp_path / "old" / "c", tmp_path / "made", tmp_path / "w"]
+    with pytest.raises(ValueError, match="^refused$"):
+        outer(outs, tmp_path / "w")
+    # a/b and its parent a, and old/c, made by the call and empty, are gone; what existed or was written stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made", "old", "w"]
+    assert list((tmp_path / "old").iterdir()) == [] and (tmp_path / "w" / "scores.jsonl").read_text() == "computed"
+    assert inner(tmp_path / "ok") == tmp_path / "ok" and (tmp_path / "ok").is_dir()  # a run that ends keeps it
+
+
 def test_a_run_of_another_model_does_not_replace_a_run(tmp_path):
     from copyprobe.errors import ConfigError
 

@@ -212,6 +212,7 @@ SETTINGS = Settings(
 )
 
 
+@record.discards_new_out_dir  # a run refused after making its directory leaves none behind
 def canary_test(
     model: Any,
     kit: str | os.PathLike | Kit,

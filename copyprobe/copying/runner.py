@@ -42,7 +42,7 @@ from copyprobe.params import (
     Settings,
     comma_items,
 )
-from copyprobe.record import DAMAGED, Run, RunRecord
+from copyprobe.record import DAMAGED, Run, RunRecord, discards_new_out_dir
 from copyprobe.drive import DriveStats, Failure, drive
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
@@ -439,6 +439,7 @@ def _check_recorded(run: Run) -> None:
 KIND = RunKind("copying", {"results.jsonl": True, "metrics.json": False}, derive_copying, _resample, _check_recorded)
 
 
+@discards_new_out_dir  # a run refused after making its directory leaves none behind
 def copying(
     model: Any,
     data: Any,

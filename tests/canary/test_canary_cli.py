@@ -105,6 +105,16 @@ def test_a_kit_that_cannot_reach_alpha_is_refused_before_the_model_loads(kit, tm
                  "--out", str(tmp_path / "r2"), "--no-cache", "--no-progress"]) == 0
 
 
+def test_a_model_that_cannot_load_leaves_no_run_directory(kit, tmp_path, capsys):
+    """The kit passes and the run directory is made; the model is refused when the run
+    opens it: the directory, still empty, goes again (a second run finds nothing in the way)."""
+    code = main(["canary", "test", "--model", "no-such-model", "--kit", str(kit), "--out", str(tmp_path / "runs" / "r"),
+                 "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "unknown model spec 'no-such-model'" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     assert main(["canary", "make", "--doc", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "k")]) == 2
     empty = tmp_path / "empty.txt"

@@ -187,11 +187,11 @@ def _book_only(args: argparse.Namespace, literal: bool, without: Any) -> str | N
 
 def run(args: argparse.Namespace) -> int:
     from copyprobe.copying.runner import copying
-    from copyprobe.record import prepare_out_dir
 
     config = build_config(args)  # bad options fail before any loading
     check_batch_size(args.batch_size)
-    prepare_out_dir(args.out, "copying", args.model)
+    # the output directory is copying()'s to make (first of all, before the data is read): made
+    # here, outside it, it would be left behind empty by a run refused on its data
     with progress_bars(not args.no_progress) as progress:
         result = copying(
             args.model, args.data, config, out=args.out, cache=cache_setting(args),
