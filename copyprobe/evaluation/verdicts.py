@@ -57,7 +57,7 @@ import numpy as np
 from copyprobe.evaluation.stats import exact_mann_whitney_p, prediction_t_p
 from copyprobe.evaluation.guard import FEATURES, GUARD_LEVEL, LENGTH_MATERIAL, Standing, collection_standing, guard
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE, TESTS, ordinal as _ordinal
-from copyprobe.evaluation.witness import WITNESS_FACTORS, Witness, clause as witness_clause, judge, judge_group
+from copyprobe.evaluation.witness import Witness, clause as witness_clause, judge, judge_group, path_factors
 from copyprobe.evaluation.witness import summary as witness_summary
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
@@ -274,15 +274,18 @@ def verdicts(
                 if j.switched and s in target_own and all(c in target_own for c in clean)}
     # a target's own score that claims training on never-seen text by itself (topk_loss on the
     # null battery) is no test: a suspect the reference knows then gets no verdict from it
-    unfit = raw_unfit(witness.raw_method) if switched else None
+    own_unfit = raw_unfit(witness.raw_method) if judgements else None
+    unfit = own_unfit if switched else None
     blocked = switched if unfit else set()
+    factors = path_factors(own_unfit)
     # the witness picks each suspect's test (the target's own score or the calibrated one) from
     # the reference model's scores, which follow the target's through what makes a text easy
     # for any model: each path alone has size alpha, the two together up to 2 alpha. So a
     # suspect the witness was asked about gets each path at its share of alpha (its p times
     # WITNESS_FACTORS of the path it takes), and a false claim by either path has chance at
-    # most alpha (weighted Bonferroni, any dependence)
-    split = {s: WITNESS_FACTORS["own" if s in switched else "calibrated"] if j.needed and j.p is not None else 1
+    # most alpha (weighted Bonferroni, any dependence); with no valid own path, the calibrated
+    # path keeps all of alpha (path_factors)
+    split = {s: factors["own" if s in switched else "calibrated"] if j.needed and j.p is not None else 1
              for s, j in judgements.items()}
     score_of = {s: (target_own if s in switched else doc_score) for s in tested}
     test_of = {s: ("rank" if test == "rank" or few_values([score_of[s][c] for c in clean] + [score_of[s][s]])
@@ -363,7 +366,7 @@ def verdicts(
                  "min_p": min_p(p_test, k), "clean_needed": needed, "passages_per_document": m_passages,
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
-                 **({"witness_factors": dict(WITNESS_FACTORS)} if any(v > 1 for v in split.values()) else {})},
+                 **({"witness_factors": factors} if any(v > 1 for v in split.values()) else {})},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": rule(guard_test),
         "baseline": {
@@ -379,7 +382,7 @@ def verdicts(
     if len(tested) >= 2 and k >= 2:
         group = judge_group(witness, own, tested, clean) if witness else None
         by_own = group is not None and group.switched and all(d in target_own for d in tested + clean)
-        group_split = (WITNESS_FACTORS["own" if by_own else "calibrated"]
+        group_split = (factors["own" if by_own else "calibrated"]
                        if group is not None and group.needed and group.p is not None else 1)
         report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
                                            _validity(method, method_params, test, alpha, guard_test,
@@ -397,7 +400,7 @@ def verdicts(
                 f"so they are compared on the target's own likelihood ({witness.raw_method}): "
                 + report["collection"]["reason"])
     said = witness_summary(witness, method, judgements, group, _name,
-                           [s for s in raw_p if split.get(s, 1) > 1])
+                           [s for s in raw_p if split.get(s, 1) > 1], factors)
     if said is not None:
         if unfit or group_unfit:
             said["raw_unfit"] = unfit or group_unfit

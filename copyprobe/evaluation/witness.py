@@ -22,7 +22,9 @@ documents). A suspect the witness was asked about therefore has each test at a s
 alpha, the shares adding up to alpha: its p-value is multiplied by the inverse of the share
 of the test it takes (weighted Bonferroni over the two paths, whatever their dependence;
 :data:`WITNESS_FACTORS`: 5 on the calibrated score, 1.25 on the target's own), and the
-collection's too when the witness judged the group. A reference model whose training data
+collection's too when the witness judged the group. Where the target's own score is no
+valid test (``topk_loss``), that path never claims and the calibrated one keeps all of
+alpha (:func:`path_factors`). A reference model whose training data
 ends before the text was published (``--published``) cannot have seen it and is trusted
 without asking; then nothing is multiplied.
 
@@ -57,6 +59,17 @@ LEVEL = 0.05
 # letters (found through the calibrated path) lost 2 of 468 finds.
 CALIBRATED_SHARE = 0.2
 WITNESS_FACTORS = {"calibrated": 1 / CALIBRATED_SHARE, "own": 1 / (1 - CALIBRATED_SHARE)}  # 5 and 1.25
+# where the target's own score is no valid test (it claimed training on never-seen text by
+# itself: topk_loss on the null battery), a suspect the witness sends there is blocked and
+# never claimed: the own path gets no share, and the calibrated path keeps all of alpha
+NO_OWN_PATH = {"calibrated": 1.0, "own": 1.0}
+
+
+def path_factors(own_unfit: str | None) -> dict[str, float]:
+    """What the witness multiplies a suspect's p by on each of its paths (the weighted
+    Bonferroni shares' inverses): :data:`WITNESS_FACTORS`, or :data:`NO_OWN_PATH` when the
+    target's own score is no valid test (``own_unfit``: why not)."""
+    return dict(NO_OWN_PATH if own_unfit else WITNESS_FACTORS)
 
 
 @dataclass(frozen=True)
@@ -196,7 +209,8 @@ def _ordinal(n: int | None) -> str:
 
 
 def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judgement],
-            group: Judgement | None, name, multiplied: Sequence[str] = ()) -> dict[str, Any] | None:
+            group: Judgement | None, name, multiplied: Sequence[str] = (),
+            factors: Mapping[str, float] = WITNESS_FACTORS) -> dict[str, Any] | None:
     """verdicts.json's ``witness`` section; None for a method that is not calibrated.
     ``multiplied``: the suspects whose p the witness's factor multiplied (a suspect asked but
     left without a p, or blocked, has none)."""
@@ -218,9 +232,11 @@ def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judge
         "rule": (f"a suspect the reference model recognises by its own likelihood against the clean documents "
                  f"(p <= {LEVEL:g}, the audit's test) is tested on the target's own likelihood "
                  f"({witness.raw_method}) instead of the calibrated score ({witness.method}); unless the reference "
-                 f"cannot have seen the text (its training data ends before the text was published); the p-value "
-                 f"of a suspect the reference was asked about is multiplied (by {WITNESS_FACTORS['calibrated']:g} on the "
-                 f"calibrated score, {WITNESS_FACTORS['own']:g} on the target's own: each test at its share of "
-                 f"alpha), so that its two possible tests together "
-                 f"claim training on a never-seen text with chance at most alpha"),
+                 f"cannot have seen the text (its training data ends before the text was published); "
+                 + (f"the p-value of a suspect the reference was asked about is multiplied (by "
+                    f"{factors['calibrated']:g} on the calibrated score, {factors['own']:g} on the target's own: each "
+                    f"test at its share of alpha), so that its two possible tests together claim training on a "
+                    f"never-seen text with chance at most alpha" if factors["calibrated"] > 1 else
+                    f"{witness.raw_method} alone is no valid test, so a suspect sent to it gets no verdict and the "
+                    f"calibrated score keeps all of alpha: no p-value is multiplied")),
     }

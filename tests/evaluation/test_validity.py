@@ -77,7 +77,7 @@ def test_a_collection_claim_quotes_the_battery_collection_count():
                           guard_test="t")["collection"]
     shipped = null_record("topk_reference")
     assert collection["verdict"] == EVIDENCE, collection["reason"]
-    n = shipped["collection_claims"]  # 1 of 2 while the witness's paths had half of alpha each, 0 since
+    n = shipped["collection_claims"]  # 1 of 2: the factor 5 hid it for a day; no longer paid (path_factors)
     promised = f", where alpha = 0.01 allows about {0.01 * shipped['collections']:.1g}" if n else ""
     assert collection["reason"].endswith(f"claimed training on {n}{promised}")
 

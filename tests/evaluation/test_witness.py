@@ -37,6 +37,13 @@ def rows_for(suspect_target: float, suspect_own: float, n_clean: int = 8, seed: 
     return rows, texts
 
 
+def as_topk(rows):
+    """The same rows as a topk_reference audit's (its raw half topk_loss)."""
+    return [{**{k: v for k, v in r.items() if k not in ("reference", "loss", "details")},
+             "topk_reference": r["reference"], "topk_loss": r["loss"],
+             "details": {"topk_reference": r["details"]["reference"]}} for r in rows]
+
+
 def doc_means(rows, key):
     out = {}
     for r in rows:
@@ -191,15 +198,33 @@ def test_a_raw_score_that_fails_the_null_battery_gives_cannot_tell_not_a_claim()
 
     assert null_record("topk_loss")["false_claims"] > 0
     rows, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
-    topk = [{**{k: v for k, v in r.items() if k not in ("reference", "loss", "details")},
-             "topk_reference": r["reference"], "topk_loss": r["loss"],
-             "details": {"topk_reference": r["details"]["reference"]}} for r in rows]
+    topk = as_topk(rows)
     report = audit_verdicts(topk, "topk_reference", {}, 0.01, texts, test="t", guard_test="t")
     row = report["documents"][0]
     assert row["witness"]["recognises"] and row["tested_on"] == "topk_loss"
     assert row["verdict"] == CANNOT_TELL and row["p"] is None
     assert "topk_loss alone is no valid test" in row["reason"] and "null battery" in row["reason"]
     assert "no valid test is left" in report["shared"][0]["text"]
+
+
+def test_with_no_valid_own_score_the_calibrated_path_keeps_all_of_alpha():
+    """topk_reference's own path (topk_loss) never claims: a suspect the reference does not
+    recognise is tested on the calibrated score at alpha, not at a fifth of it (its p was
+    multiplied by 5 for a share the other path could never use). reference, whose own path
+    (loss) is a valid test, still pays 5 on the same scores."""
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-3.2)
+    topk = as_topk(rows)
+    report = audit_verdicts(topk, "topk_reference", {}, 0.01, texts, test="t", guard_test="t")
+    row = report["documents"][0]
+    assert not row["witness"]["recognises"] and "tested_on" not in row
+    calibrated = {d: doc_means(rows, "target")[d] - doc_means(rows, "reference")[d] for d in doc_means(rows, "target")}
+    clean_cal = [v for d, v in calibrated.items() if d.startswith("clean")]
+    expected = t_p(calibrated["suspect:book"], clean_cal)
+    assert row["p"] == pytest.approx(expected)
+    assert report["witness"]["p_multiplied"] == [] and "witness_factors" not in report["test"]
+    assert "no p-value is multiplied" in report["witness"]["rule"] and "times" not in row["reason"]
+    paid = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t")
+    assert paid["documents"][0]["p"] == pytest.approx(min(1.0, 5 * expected))
 
 
 def test_the_witness_keeps_the_false_claim_rate_at_alpha_on_texts_no_model_saw():
