@@ -154,29 +154,71 @@ def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
                             f"must hold other documents, ones the model cannot have seen")
 
 
-def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clean: list[Example]) -> None:
+def witness_factors(method: str, params: Mapping[str, Any] | None, target_spec: str | None,
+                    published: str | None) -> dict[str, float] | None:
+    """What the witness will multiply a suspect's p-value by on each of its two paths
+    (:func:`copyprobe.evaluation.witness.path_factors`), known before any scoring; None when
+    nothing will be multiplied: a method that is not calibrated, or a reference model that
+    cannot have seen the text (trusted unasked). A reference left at ``auto`` with no target
+    spec to resolve it against is taken as one that could have seen it."""
+    from copyprobe.backends.cutoffs import could_have_seen
+    from copyprobe.backends.specs import default_reference
+    from copyprobe.evaluation.verdicts import raw_unfit
+    from copyprobe.evaluation.witness import CALIBRATED, path_factors
+
+    if method not in CALIBRATED:
+        return None
+    reference = (params or {}).get("model", AUTO)
+    if reference == AUTO:
+        reference = default_reference(target_spec) if target_spec else None
+    if could_have_seen(reference if isinstance(reference, str) else None, published)[0] is False:
+        return None
+    return path_factors(raw_unfit(CALIBRATED[method]))
+
+
+def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clean: list[Example],
+                           factors: Mapping[str, float] | None = None) -> None:
     """One line before any model work when no test of the audit can reach ``alpha`` with
     this many documents whatever the scores: every verdict would be "cannot tell", and on
     a paid API scoring would spend money on it. Per document, the rank test's smallest
     p-value is 1/(k+1) and the t test needs at least 3 clean documents; the group test
-    (2 or more suspect and clean documents) can at best give 1/C(n+k, n)."""
+    (2 or more suspect and clean documents) can at best give 1/C(n+k, n). ``factors``
+    (:func:`witness_factors`): every p is multiplied by at least the smallest of them."""
     import math
 
     from copyprobe.evaluation.verdicts import clean_needed, min_p
 
     k = len({str(e.doc_id) for e in clean})
     n = len({str(e.doc_id) for e in suspect})
-    needed = clean_needed(test, alpha)
-    if k >= needed and min_p(test, k) <= alpha:
+    factor = min(factors.values()) if factors else 1.0
+    needed = clean_needed(test, alpha / factor)
+    if k >= needed and min_p(test, k) * factor <= alpha:
         return
-    if n >= 2 and k >= 2 and 1 / math.comb(n + k, n) <= alpha:  # the group verdict can still say something
+    if n >= 2 and k >= 2 and factor / math.comb(n + k, n) <= alpha:  # the group verdict can still say something
         return
-    why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}, above "
-           f"alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
+    witness = (f", times {factor:g} for the reference model's choice of test (the witness)" if factor > 1 else "")
+    why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}, "
+           f"above alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
            f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
     raise DataError(f"the answer is fixed before any scoring: the {test} test cannot reach alpha {alpha:g} ({why}), "
                     f"so every document would be 'cannot tell'; nothing was scored. Give at least {needed} clean "
                     "documents" + (", raise alpha, or use the t test" if test == "rank" else ""))
+
+
+def calibrated_path_note(test: str, alpha: float, clean: list[Example],
+                         factors: Mapping[str, float] | None) -> str | None:
+    """A note when the witness's calibrated path cannot reach alpha with these clean
+    documents (the rank test at alpha / 5) though the run as a whole can: a suspect the
+    reference model does not recognise will be 'cannot tell', whatever its score."""
+    from copyprobe.evaluation.verdicts import clean_needed, min_p
+
+    k = len({str(e.doc_id) for e in clean})
+    if not factors or factors["calibrated"] <= 1 or min_p(test, k) * factors["calibrated"] <= alpha:
+        return None
+    return (f"a suspect the reference model does not recognise is tested on the calibrated score at alpha / "
+            f"{factors['calibrated']:g} (the witness's share), which the {test} test cannot reach with {k} clean "
+            f"documents (its smallest p-value is 1/{k + 1}): such a suspect is 'cannot tell' whatever its score; "
+            f"{clean_needed(test, alpha / factors['calibrated'])} clean documents would let it reach that share")
 
 
 def select_passages(examples: list[Example], cap: int | None) -> tuple[list[Example], dict[str, Any]]:
@@ -279,6 +321,7 @@ class AuditCollection(ScoringCollection):
         from copyprobe.scoring import build_methods
 
         method, params = self.method, self.params
+        chosen_here = method == AUTO
         if method == AUTO:
             by_method = dict(params or {})
             method, note = choose_method(method, known_capabilities(session.target), session.target_spec,
@@ -294,7 +337,16 @@ class AuditCollection(ScoringCollection):
         warning = caution(method, non_default_params(method, params, session.target_spec),
                           test=self.settings["test"], alpha=self.settings["alpha"],
                           guard_test=self.settings["guard_test"])
-        self.notes = [n for n in (note, warning) if n]
+        # the witness's share of alpha, now that the method and the target are known; auto's
+        # choice, made here, is refused before any scoring when no path can reach alpha (a
+        # named method was, before the model loaded)
+        factors = witness_factors(method, params, session.target_spec, self.settings.get("published"))
+        clean = [e for e in self.examples if e.label == 0]
+        if chosen_here:
+            check_answer_not_fixed(self.settings["test"], self.settings["alpha"],
+                                   [e for e in self.examples if e.label == 1], clean, factors)
+        path_note = calibrated_path_note(self.settings["test"], self.settings["alpha"], clean, factors)
+        self.notes = [n for n in (note, warning, path_note) if n]
         self.section = ("audit", {**self.settings, "method": method})
         if self.methods:  # fixed, built and checked before the model loaded
             return self.methods
@@ -463,7 +515,10 @@ def audit(
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
-    check_answer_not_fixed(values["test"], values["alpha"], suspect_examples, clean_examples)
+    # the witness's factor is known here for a named method (auto's choice waits for the model)
+    factors = witness_factors(method, params, model if isinstance(model, str) else None,
+                              values["published"]) if method != AUTO else None
+    check_answer_not_fixed(values["test"], values["alpha"], suspect_examples, clean_examples, factors)
     examples, selection = select_passages(suspect_examples + clean_examples, values["passages_per_document"])
     settings = {
         **SETTINGS.record(values, RECORDED),

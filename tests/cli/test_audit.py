@@ -416,3 +416,43 @@ def test_published_is_recorded_and_decides_whether_the_models_could_have_seen_th
     err = capsys.readouterr().err
     assert "argument --published: must be a date YYYY, YYYY-MM or YYYY-MM-DD" in err and "Traceback" not in err
     assert not (tmp_path / "bad" / "run.json").exists()
+
+
+def test_the_witness_s_factor_is_counted_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    """Rank test, alpha 0.2, 5 clean documents: 1/6 reaches alpha alone, but the witness
+    multiplies a reference audit's p by at least 1.25 (0.208): refused before loading. A
+    method the witness does not judge, and a reference that cannot have seen the text
+    (published after its data ends: nothing multiplied), are scored."""
+    import random
+
+    rng = random.Random(4)
+    write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)])
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"c{k}"} for k in range(5)])
+
+    def no_loading(spec, **options):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", no_loading)
+    base = ["audit", "--model", "smollm2-135m-instruct", "--suspect", str(tmp_path / "s.jsonl"), "--clean",
+            str(tmp_path / "c.jsonl"), "--no-cache", "--no-progress", "--bootstrap", "0", "--test", "rank",
+            "--alpha", "0.2"]
+    code = main(base + ["--method", "reference", "--out", str(tmp_path / "refused")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "1/6 = 0.167, times 1.25 for the reference model's choice of test" in err and "nothing was scored" in err
+    assert "Give at least 6 clean documents" in err  # 1/7 x 1.25 = 0.179
+    assert not (tmp_path / "refused").exists()  # made before the documents were read, removed again
+    fake = FakeBackend(spec="smollm2-135m-instruct")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    for name, extra in (("loss", ["--method", "loss"]),
+                        ("published", ["--method", "reference", "--param", "reference.model=gemma-3-270m",
+                                       "--published", "2025-06"])):
+        assert main(base + extra + ["--out", str(tmp_path / name)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # auto chooses reference once the model is known to give log-probs: refused then, unscored
+    fake = FakeBackend(spec="fake-auto")
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
+    code = main(base + ["--param", "reference.model=fake", "--out", str(tmp_path / "auto")])
+    err = capsys.readouterr().err
+    assert code == 2 and "times 1.25 for the reference model's choice of test" in err
+    assert sum(fake.calls.values()) == 0 and not (tmp_path / "auto").exists()

@@ -1,0 +1,60 @@
+"""copyprobe.audit's checks before any scoring: the witness's share of alpha counted in
+what the test can reach."""
+
+from __future__ import annotations
+
+import pytest
+
+from copyprobe.audit import calibrated_path_note, check_answer_not_fixed, witness_factors
+from copyprobe.data.example import Example
+from copyprobe.errors import DataError
+from copyprobe.evaluation.witness import WITNESS_FACTORS
+
+
+def docs(prefix: str, n: int, label: int) -> list[Example]:
+    return [Example(id=f"{prefix}{i}", text="a passage", label=label, doc_id=f"{prefix}{i}") for i in range(n)]
+
+
+def test_witness_factors_follow_the_method_the_reference_and_the_date():
+    assert witness_factors("loss", None, "smollm2-135m-instruct", None) is None  # not calibrated
+    assert witness_factors("reference", None, "smollm2-135m-instruct", None) == WITNESS_FACTORS
+    # auto resolves to Gemma-3-270M for a SmolLM2 target; its data ends 2024-08
+    assert witness_factors("reference", {"model": "auto"}, "smollm2-135m-instruct", "2025-06") is None
+    assert witness_factors("reference", {"model": "gemma-3-270m"}, None, "2025-06") is None
+    # auto with no target to resolve against: could have seen
+    assert witness_factors("reference", None, None, "2025-06") == WITNESS_FACTORS
+    # topk_reference's own path (topk_loss) is no valid test: nothing is multiplied
+    assert witness_factors("topk_reference", None, "smollm2-135m-instruct", None) == {"calibrated": 1.0, "own": 1.0}
+
+
+@pytest.mark.parametrize("alpha, k, refused_at_1, refused_with_witness", [
+    (0.01, 99, False, True),   # 1/100 reaches 0.01, but 1.25/100 does not
+    (0.01, 123, False, True),  # 1.25/124 = 0.01008
+    (0.01, 124, False, False),  # 1.25/125 = 0.01
+    (0.01, 98, True, True),
+])
+def test_the_rank_test_s_reach_counts_the_witness_s_smallest_factor(alpha, k, refused_at_1, refused_with_witness):
+    suspect, clean = docs("s", 1, 1), docs("c", k, 0)
+    for factors, refused in ((None, refused_at_1), (WITNESS_FACTORS, refused_with_witness)):
+        if refused:
+            with pytest.raises(DataError, match="the answer is fixed before any scoring"):
+                check_answer_not_fixed("rank", alpha, suspect, clean, factors)
+        else:
+            check_answer_not_fixed("rank", alpha, suspect, clean, factors)
+
+
+def test_a_group_reach_counts_the_factor_too():
+    # 2 suspects and 3 clean: 1/C(5, 2) = 0.1 reaches alpha 0.1 alone, 0.125 with the witness
+    check_answer_not_fixed("rank", 0.1, docs("s", 2, 1), docs("c", 3, 0))
+    with pytest.raises(DataError, match="times 1.25"):
+        check_answer_not_fixed("rank", 0.1, docs("s", 2, 1), docs("c", 3, 0), WITNESS_FACTORS)
+
+
+def test_the_calibrated_path_s_reach_is_noted_when_only_the_own_path_can_claim():
+    clean = docs("c", 200, 0)
+    note = calibrated_path_note("rank", 0.01, clean, WITNESS_FACTORS)
+    assert note is not None and "alpha / 5" in note and "1/201" in note and "499 clean documents" in note
+    assert calibrated_path_note("rank", 0.01, docs("c", 499, 0), WITNESS_FACTORS) is None
+    assert calibrated_path_note("t", 0.01, clean, WITNESS_FACTORS) is None  # no smallest p
+    assert calibrated_path_note("rank", 0.01, clean, None) is None
+    assert calibrated_path_note("rank", 0.01, clean, {"calibrated": 1.0, "own": 1.0}) is None
