@@ -464,6 +464,9 @@ def main(argv=None) -> int:
     if args.part == "retally":
         path = Path(args.battery)
         battery = json.loads(path.read_text())
+        if "scores" not in battery:  # dataset inference's battery saved its verdicts, not passage scores
+            print(f"{path} holds no passage scores to retally (rerun its battery to recount it)", file=sys.stderr)
+            return 2
         for other in args.columns_from or []:  # e.g. topk_loss beside topk_reference: the witness's halves
             add_columns(battery, json.loads(Path(other).read_text()))
         texts = {e.id: e.text for e in load_battery(battery["passage_words"])}
