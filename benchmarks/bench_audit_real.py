@@ -13,6 +13,12 @@ can have seen (written for copyprobe, CC0):
   holds, against modules written for copyprobe on 2026-11-27
   (benchmarks/data/real_exposure/code_clean).
 
+Two held-out kinds, ``kjv_heldout`` (ten other chapters) and ``code_heldout`` (ten other
+modules), meet the same clean documents: chosen after the witness's level and shares of alpha
+were set on the three kinds above, they test those choices on documents they were not chosen
+on (``score --kinds kjv_heldout,code_heldout``; kept out of the shipped summary). ``table
+--witness-level L --calibrated-share S`` tallies with another choice than copyprobe ships.
+
 Documents are written as .txt files under runs/real_exposure/ and read as `copyprobe audit`
 reads them (``copyprobe.load_dataset(dir, passage_words=64)``); of each document the audit's
 passages are kept (``passages_to_read``: the same number, evenly spaced, for every document,
@@ -79,6 +85,18 @@ LICENCE_FILES = ("Apache-2.0", "Artistic", "BSD", "CC0-1.0", "GFDL-1.3", "GPL-2"
                  "MPL-2.0")
 # standard-library modules, all in Python 2.7's library (2010) and in CPython's Lib/ since
 STDLIB_MODULES = ("bisect", "colorsys", "fnmatch", "glob", "shlex", "textwrap", "sched", "getopt", "cmd", "calendar")
+# held out (2026-12-01): other chapters and modules, chosen after the witness's level (0.05) and
+# shares of alpha (a fifth for the calibrated score) were set on the kinds above, to test those
+# choices on documents they were not chosen on; audited against the same clean documents
+KJV_HELDOUT_CHAPTERS = (
+    ("Ge", 3, "the fall"), ("Ex", 14, "the Red Sea"), ("Ps", 91, "he that dwelleth in the secret place"),
+    ("Pr", 31, "a virtuous woman"), ("Da", 6, "the lions' den"), ("Mt", 6, "the Lord's prayer"),
+    ("Lk", 15, "the prodigal son"), ("Jn", 3, "for God so loved the world"), ("Ro", 8, "more than conquerors"),
+    ("Re", 21, "a new heaven and a new earth"),
+)
+STDLIB_HELDOUT_MODULES = ("heapq", "base64", "pprint", "netrc", "mimetypes", "quopri", "filecmp", "linecache",
+                          "codeop", "shelve")
+MAIN_KINDS = ("kjv", "licence", "code")  # what the shipped table (real_exposure.json) is made of
 
 KINDS: dict[str, dict[str, str]] = {
     "kjv": {
@@ -109,17 +127,23 @@ KINDS: dict[str, dict[str, str]] = {
                  "after every bundled model's training data ends",
     },
 }
+KINDS["kjv_heldout"] = {**KINDS["kjv"], "short": "King James chapters (held out)",
+                        "what": "King James Bible: ten other well-known chapters, the first ~200 words of each (held "
+                                "out from the witness's choices)"}
+KINDS["code_heldout"] = {**KINDS["code"], "short": "standard-library modules (held out)",
+                         "what": "Python 3.11 standard-library modules (held out from the witness's choices): "
+                                 + ", ".join(STDLIB_HELDOUT_MODULES)}
 
 
 # ---------------------------------------------------------------- documents
 
 
-def kjv_suspects(stage: Path) -> dict[str, str]:
+def kjv_suspects(stage: Path, chapters: Iterable[tuple[str, int, str]] = KJV_CHAPTERS) -> dict[str, str]:
     """Write each chapter's first ~KJV_WORDS words (whole verses) to stage/<book>-<chapter>.txt."""
     from kjv_books import verses, write_document
 
     out = {}
-    for book, chapter, _ in KJV_CHAPTERS:
+    for book, chapter, _ in chapters:
         path = stage / f"{book}-{chapter:03d}.txt"
         write_document(path, verses(book, chapter, chapter)[chapter], max_words=KJV_WORDS)
         out[path.stem] = str(path)
@@ -139,9 +163,9 @@ def stdlib_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def code_suspects(stage: Path) -> dict[str, str]:
+def code_suspects(stage: Path, modules: Iterable[str] = STDLIB_MODULES) -> dict[str, str]:
     out = {}
-    for name in STDLIB_MODULES:
+    for name in modules:
         path = stage / f"{name}.txt"  # .py is not a book format: read as text, as a user would rename it
         shutil.copyfile(stdlib_dir() / f"{name}.py", path)
         out[name] = str(path)
@@ -149,6 +173,7 @@ def code_suspects(stage: Path) -> dict[str, str]:
 
 
 def clean_sources(kind: str) -> list[Path]:
+    kind = kind.removesuffix("_heldout")  # a held-out kind's suspects meet the same clean documents
     if kind == "kjv":
         return sorted((BATTERY / "archaic").glob("*.txt"))
     if kind == "licence":
@@ -170,13 +195,15 @@ def stage_kind(kind: str, stage: Path = STAGE, check: Mapping[str, Any] | None =
     for d in (suspect_dir, clean_dir):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-    {"kjv": kjv_suspects, "licence": licence_suspects, "code": code_suspects}[kind](suspect_dir)
+    {"kjv": kjv_suspects, "licence": licence_suspects, "code": code_suspects,
+     "kjv_heldout": lambda d: kjv_suspects(d, KJV_HELDOUT_CHAPTERS),
+     "code_heldout": lambda d: code_suspects(d, STDLIB_HELDOUT_MODULES)}[kind](suspect_dir)
     for src in clean_documents(kind, check):
         shutil.copyfile(src, clean_dir / f"{src.stem}.txt")
     return suspect_dir, clean_dir
 
 
-def load_passages(kinds: Iterable[str] = tuple(KINDS), stage: Path = STAGE,
+def load_passages(kinds: Iterable[str] = MAIN_KINDS, stage: Path = STAGE,
                   check: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every document's audited passages: id, doc_id, kind, side, text (ids ``kind:side:doc:NNNN``)."""
     import copyprobe
@@ -226,16 +253,17 @@ def source_text(kind: str) -> str:
     import shutil
     import subprocess
 
-    if kind == "kjv":
+    if kind in ("kjv", "kjv_heldout"):  # the whole KJV either way
         if shutil.which("bible") is None:
             raise SystemExit("the `bible` command is missing: apt-get install bible-kjv")
         return subprocess.run(["bible", "-f", "Ge1:1-Re22:999"], capture_output=True, text=True, check=True).stdout
     if kind == "licence":
         return "\n".join((LICENCES / n).read_text(encoding="utf-8", errors="replace") for n in LICENCE_FILES)
-    return "\n".join((stdlib_dir() / f"{n}.py").read_text(encoding="utf-8") for n in STDLIB_MODULES)
+    modules = STDLIB_HELDOUT_MODULES if kind == "code_heldout" else STDLIB_MODULES
+    return "\n".join((stdlib_dir() / f"{n}.py").read_text(encoding="utf-8") for n in modules)
 
 
-def overlap_check(kinds: Iterable[str] = tuple(KINDS)) -> dict[str, Any]:
+def overlap_check(kinds: Iterable[str] = MAIN_KINDS) -> dict[str, Any]:
     """Per kind: how many clean documents share a RUN_WORDS-word run with the suspects' source."""
     out = {}
     for kind in kinds:
@@ -423,7 +451,23 @@ def columns(result: Mapping[str, Any]) -> list[str]:
     return ([DEFAULT] if DEFAULT_LOGIT_METHOD in scored and "loss" in scored else []) + scored + witnessed
 
 
-def tally_results(results: list[dict[str, Any]], settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def try_witness(level: float | None, calibrated_share: float | None) -> None:
+    """Set the witness's level and the calibrated score's share of alpha for this process's
+    tallies: a trial of another choice than copyprobe ships (never written to a shipped file)."""
+    from copyprobe.evaluation import witness
+
+    if level is not None:
+        if not 0 < level < 1:
+            raise SystemExit(f"--witness-level must be between 0 and 1, got {level}")
+        witness.LEVEL = level
+    if calibrated_share is not None:
+        if not 0 < calibrated_share < 1:
+            raise SystemExit(f"--calibrated-share must be between 0 and 1, got {calibrated_share}")
+        witness.WITNESS_FACTORS.update(calibrated=1 / calibrated_share, own=1 / (1 - calibrated_share))
+
+
+def tally_results(results: list[dict[str, Any]], settings: Mapping[str, Any] | None = None,
+                  only: Iterable[str] | None = None) -> dict[str, Any]:
     settings = dict(settings or audit_settings())
     rows, blind = [], {}
     for result in results:
@@ -431,6 +475,8 @@ def tally_results(results: list[dict[str, Any]], settings: Mapping[str, Any] | N
             if kind not in blind:
                 blind[kind] = blind_auc(result["passages"], kind)
             for method in columns(result):
+                if only is not None and method not in only:
+                    continue
                 rows.append({"model": result["model"], **kind_row(result["passages"], kind, method, settings),
                              "blind_auc": blind[kind]})
     return {"settings": settings, "blind_auc": blind, "rows": rows}
@@ -489,7 +535,7 @@ def summary(table: Mapping[str, Any], source: str) -> dict[str, Any]:
             else float(f"{r['collection_p']:.3g}"), "blind_auc": r["blind_auc"]})
     return {"source": source, "audit": dict(table["settings"]),
             "kinds": {k: {"short": v["short"], "what": v["what"], "why": v["why"], "clean": v["clean"]}
-                      for k, v in KINDS.items()},
+                      for k, v in KINDS.items() if any(r["kind"] == k for r in table["rows"])},
             "methods": dict(sorted(methods.items()))}
 
 
@@ -498,24 +544,36 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="part", required=True)
     check = sub.add_parser("check", help="the 7-word overlap check and the passages each kind gives (no model)")
     check.add_argument("--out", help="write the check's result as JSON")
+    check.add_argument("--kinds", default=",".join(MAIN_KINDS), type=lambda s: [x for x in s.split(",") if x])
     p = sub.add_parser("score", help="score every passage with one model (through the response cache)")
     p.add_argument("--model", required=True)
     p.add_argument("--methods", default=",".join(LOGIT_METHODS), type=lambda s: [x for x in s.split(",") if x])
-    p.add_argument("--kinds", default=",".join(KINDS), type=lambda s: [x for x in s.split(",") if x])
+    p.add_argument("--kinds", default=",".join(MAIN_KINDS), type=lambda s: [x for x in s.split(",") if x],
+                   help=f"text kinds to score (default {','.join(MAIN_KINDS)}; also: "
+                        f"{', '.join(k for k in KINDS if k not in MAIN_KINDS)})")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--cache", default="runs/real.sqlite")
     p.add_argument("--out", required=True)
     t = sub.add_parser("table", help="the markdown table from saved scores (no model)")
     t.add_argument("scores", nargs="+")
     t.add_argument("--json", help="also write the tallied rows as JSON")
+    t.add_argument("--methods", type=lambda s: [x for x in s.split(",") if x],
+                   help="only these rows (e.g. default,loss), to try a choice quickly")
+    # the witness's choices, set here to see what another would give (copyprobe ships one of each)
+    t.add_argument("--witness-level", type=float, help="the reference's recognition level (shipped: witness.LEVEL)")
+    t.add_argument("--calibrated-share", type=float,
+                   help="the calibrated score's share of alpha (shipped: witness.CALIBRATED_SHARE)")
     s = sub.add_parser("summary", help="copyprobe/evaluation/real_exposure.json from saved scores")
     s.add_argument("scores", nargs="+", help="score files, or one table written by table --json")
     s.add_argument("--source", default="benchmarks/results/audit_real.md")
     s.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.part == "check":
-        result = overlap_check()
-        passages = load_passages(check=result)
+        unknown = [k for k in args.kinds if k not in KINDS]
+        if unknown:
+            raise SystemExit(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)}")
+        result = overlap_check(args.kinds)
+        passages = load_passages(args.kinds, check=result)
         for kind, r in result.items():
             docs = {p["doc_id"] for p in passages if p["kind"] == kind}
             print(f"{kind}: {sum(d.split(':')[1] == 'suspect' for d in docs)} suspect and "
@@ -535,9 +593,12 @@ def main(argv=None) -> int:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps({"score_s": result["score_s"], "failed": result["failed_scores"]}))
         return 0
+    if args.part == "table":
+        try_witness(args.witness_level, args.calibrated_share)
     results = [json.loads(Path(f).read_text()) for f in args.scores]
     # a table already tallied (table --json) is read as it is
-    table = results[0] if len(results) == 1 and "rows" in results[0] else tally_results(results)
+    table = results[0] if len(results) == 1 and "rows" in results[0] else tally_results(
+        results, only=getattr(args, "methods", None))
     if args.part == "table":
         print(render(table))
         if args.json:

@@ -83,3 +83,31 @@ def test_the_overlap_check_finds_a_shared_run_of_seven_words_ignoring_case_and_p
     assert bench.shared_runs("it came to pass in the year", source) == set()  # six words shared, not seven
     assert bench.shared_runs("def glob_to_re(pattern):", "glob to re pattern") == set()
     assert bench.words("Don't __all__ = ['x']") == ["don", "t", "all", "x"]
+
+
+def test_held_out_kinds_meet_the_same_clean_documents_with_other_suspects(tmp_path):
+    """A held-out kind audits other chapters or modules than its main kind, against the main
+    kind's clean documents, and the overlap check reads its own suspects' source."""
+    assert bench.clean_sources("code_heldout") == bench.clean_sources("code")
+    assert bench.clean_sources("kjv_heldout") == bench.clean_sources("kjv")
+    assert not set(bench.STDLIB_HELDOUT_MODULES) & set(bench.STDLIB_MODULES)
+    assert not {(b, c) for b, c, _ in bench.KJV_HELDOUT_CHAPTERS} & {(b, c) for b, c, _ in bench.KJV_CHAPTERS}
+    heapq = (bench.stdlib_dir() / "heapq.py").read_text(encoding="utf-8")
+    assert heapq in bench.source_text("code_heldout") and heapq not in bench.source_text("code")
+    written = bench.code_suspects(tmp_path, bench.STDLIB_HELDOUT_MODULES)
+    assert sorted(written) == sorted(bench.STDLIB_HELDOUT_MODULES)
+    assert set(bench.MAIN_KINDS) < set(bench.KINDS) and "code_heldout" not in bench.MAIN_KINDS
+
+
+def test_a_trial_level_or_share_changes_the_witness_for_the_process_and_refuses_nonsense(monkeypatch):
+    import pytest
+
+    from copyprobe.evaluation import witness
+
+    monkeypatch.setattr(witness, "LEVEL", witness.LEVEL)
+    monkeypatch.setattr(witness, "WITNESS_FACTORS", dict(witness.WITNESS_FACTORS))
+    bench.try_witness(0.1, 0.5)
+    assert witness.LEVEL == 0.1 and witness.path_factors(None) == {"calibrated": 2.0, "own": 2.0}
+    for bad in ((0.0, None), (None, 1.0)):
+        with pytest.raises(SystemExit, match="must be between 0 and 1"):
+            bench.try_witness(*bad)
