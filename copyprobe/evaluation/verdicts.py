@@ -269,7 +269,10 @@ def verdicts(
     # reference model recognises it) and that score's clean documents
     own = witness.doc_scores(chosen, "own") if witness else {}
     target_own = witness.doc_scores(chosen, "target") if witness else {}
-    judgements = {s: judge(witness, own, s, clean, lambda x, c: test_p(x, c, test)) for s in tested} if witness else {}
+    # the witness asks by the t test whatever the audit's test: the rank test's smallest p with
+    # fewer than 19 clean documents is above its level, so it could never recognise a text, and
+    # which path a suspect takes does not bear on validity (each path is tested at its share)
+    judgements = {s: judge(witness, own, s, clean, t_p) for s in tested} if witness else {}
     switched = {s for s, j in judgements.items()
                 if j.switched and s in target_own and all(c in target_own for c in clean)}
     # a target's own score that claims training on never-seen text by itself (topk_loss on the

@@ -10,8 +10,9 @@ score then measures which model knows the text better, not whether the target sa
 
 So before a calibrated score is trusted, the reference model is asked the audit's own
 question: its mean log-likelihood of the suspect document (the calibrated score's second
-half, so it costs nothing more) against the clean documents', with the audit's document
-test. When it recognises the suspect (p <= ``LEVEL``), the document is tested on the
+half, so it costs nothing more) against the clean documents', by the t test whatever the
+audit's test (the rank test with fewer than 19 clean documents could never reach the level;
+the choice of path does not bear on validity). When it recognises the suspect (p <= ``LEVEL``), the document is tested on the
 target's own likelihood (the calibrated score's first half: ``loss`` or ``topk_loss``)
 instead. The rule reads only the reference model's scores, never the target's, but that
 does not make it free: the reference's scores follow the target's through what makes a
@@ -162,8 +163,8 @@ class Judgement:
 
 
 def judge(witness: Witness, own: Mapping[str, float], suspect: str, clean: Sequence[str], p_value) -> Judgement:
-    """The witness's judgement of one suspect document: ``p_value(x, clean_scores)`` is the
-    audit's document test."""
+    """The witness's judgement of one suspect document: ``p_value(x, clean_scores)`` is its
+    document test (the t test, whatever the audit's: see verdicts.audit_verdicts)."""
     needed = witness.could_have_seen is not False
     clean_own = [own[c] for c in clean if c in own]
     if suspect not in own or len(clean_own) < len(clean) or not clean_own:
@@ -232,7 +233,7 @@ def summary(witness: Witness | None, method: str, judgements: Mapping[str, Judge
         "group": None if group is None else {"p": group.p, "recognises": group.recognises, "switched": group.switched},
         "p_multiplied": sorted(name(d) for d in multiplied),
         "rule": (f"a suspect the reference model recognises by its own likelihood against the clean documents "
-                 f"(p <= {LEVEL:g}, the audit's test) is tested on the target's own likelihood "
+                 f"(p <= {LEVEL:g}, by the t test) is tested on the target's own likelihood "
                  f"({witness.raw_method}) instead of the calibrated score ({witness.method}); unless the reference "
                  f"cannot have seen the text (its training data ends before the text was published); "
                  + (f"the p-value of a suspect the reference was asked about is multiplied (by "

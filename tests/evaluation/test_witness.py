@@ -78,6 +78,21 @@ def test_a_suspect_the_reference_knows_is_tested_on_the_target_s_own_likelihood(
     assert plain["documents"][0]["verdict"] == NO_EVIDENCE and plain["documents"][0]["rank"] == 9
 
 
+def test_the_witness_asks_by_the_t_test_in_a_rank_audit_too():
+    """With the rank test and 8 clean documents the smallest rank p is 1/9, above the level
+    0.05: asked by the audit's test, the witness could never recognise a text. It asks by
+    the t test (computed here independently), and the suspect goes to loss."""
+    rows, texts = rows_for(suspect_target=-2.0, suspect_own=-1.5)
+    report = audit_verdicts(rows, "reference", {}, 0.2, texts, test="rank", guard_test="t")
+    row = report["documents"][0]
+    own = doc_means(rows, "reference")
+    clean_own = [v for d, v in own.items() if d.startswith("clean")]
+    assert row["witness"]["p"] == pytest.approx(t_p(own["suspect:book"], clean_own)) and row["witness"]["p"] < 1 / 9
+    assert row["witness"]["recognises"] and row["tested_on"] == "loss"
+    # the suspect's own test is still the audit's: the rank test on loss, times 1.25
+    assert row["p"] == pytest.approx(1.25 * 1 / 9)
+
+
 def test_a_reference_that_does_not_know_the_suspect_keeps_the_calibrated_score():
     # a planted document: the target knows it, the reference finds it as hard as the clean texts
     rows, texts = rows_for(suspect_target=-2.0, suspect_own=-3.2)
