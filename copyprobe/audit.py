@@ -176,6 +176,12 @@ def witness_factors(method: str, params: Mapping[str, Any] | None, target_spec: 
     return path_factors(raw_unfit(CALIBRATED[method]))
 
 
+def reference_known(method: str, params: Mapping[str, Any] | None, target_spec: str | None) -> bool:
+    """Whether the reference model a calibrated method will use is known before the model
+    loads (named, or ``auto`` with a target spec to resolve it against)."""
+    return (params or {}).get("model", AUTO) != AUTO or target_spec is not None
+
+
 def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clean: list[Example],
                            factors: Mapping[str, float] | None = None) -> None:
     """One line before any model work when no test of the audit can reach ``alpha`` with
@@ -194,7 +200,8 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
     needed = clean_needed(test, alpha / factor)
     if k >= needed and min_p(test, k) * factor <= alpha:
         return
-    if n >= 2 and k >= 2 and factor / math.comb(n + k, n) <= alpha:  # the group verdict can still say something
+    # the group verdict can still say something (factor times p, in the verdict's order of operations)
+    if n >= 2 and k >= 2 and factor * (1 / math.comb(n + k, n)) <= alpha:
         return
     witness = (f", times {factor:g} for the reference model's choice of test (the witness)" if factor > 1 else "")
     why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}, "
@@ -311,6 +318,7 @@ class AuditCollection(ScoringCollection):
                          # that document, and its other passages then score as "suspect"
                          train_split="document")
         self.method, self.params, self.settings = method, params, settings
+        self.reference_checked = False  # the witness's factor counted before the model loaded
 
     def begin(self) -> None:
         if any(m.trains for m in self.methods):
@@ -337,12 +345,12 @@ class AuditCollection(ScoringCollection):
         warning = caution(method, non_default_params(method, params, session.target_spec),
                           test=self.settings["test"], alpha=self.settings["alpha"],
                           guard_test=self.settings["guard_test"])
-        # the witness's share of alpha, now that the method and the target are known; auto's
-        # choice, made here, is refused before any scoring when no path can reach alpha (a
-        # named method was, before the model loaded)
+        # the witness's share of alpha, now that the method and the target are known: auto's
+        # choice, or a reference the spec could not resolve before loading, is refused here,
+        # still before any scoring, when no path can reach alpha
         factors = witness_factors(method, params, session.target_spec, self.settings.get("published"))
         clean = [e for e in self.examples if e.label == 0]
-        if chosen_here:
+        if chosen_here or not self.reference_checked:
             check_answer_not_fixed(self.settings["test"], self.settings["alpha"],
                                    [e for e in self.examples if e.label == 1], clean, factors)
         path_note = calibrated_path_note(self.settings["test"], self.settings["alpha"], clean, factors)
@@ -515,9 +523,12 @@ def audit(
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
-    # the witness's factor is known here for a named method (auto's choice waits for the model)
-    factors = witness_factors(method, params, model if isinstance(model, str) else None,
-                              values["published"]) if method != AUTO else None
+    # the witness's factor is known here for a named method whose reference resolves without
+    # the model (auto's choice, and a reference left to the loaded model's spec, wait for it:
+    # charged now, a factor the verdicts would not apply could refuse a run they could claim)
+    target_spec = record.spec_of(model)
+    known = method != AUTO and reference_known(method, params, target_spec)
+    factors = witness_factors(method, params, target_spec, values["published"]) if known else None
     check_answer_not_fixed(values["test"], values["alpha"], suspect_examples, clean_examples, factors)
     examples, selection = select_passages(suspect_examples + clean_examples, values["passages_per_document"])
     settings = {
@@ -528,5 +539,6 @@ def audit(
         "selection": selection,
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built)
+    collection.reference_checked = known
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -225,6 +225,9 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
     file beside it is from the same run). A file given as None is removed, so a rerun
     into the same directory leaves no stale result behind."""
     out = Path(out_dir)
+    # made again if gone: a run into the same empty directory that failed meanwhile removes
+    # what it made while it is empty (discards_new_out_dir), and this run's results must land
+    out.mkdir(parents=True, exist_ok=True)
     # written before the first result file, so files without run.json can be told to be this
     # run's (resumed by the same command) rather than anyone's; a run that stops earlier
     # leaves its directory as it found it
@@ -258,7 +261,7 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
         raise ConfigError("the output directory is empty; name a directory for the run")
     path = Path(out)
     if kind is not None:
-        _check_reusable(path, kind, _spec_of(model))
+        _check_reusable(path, kind, spec_of(model))
     made: list[Path] = []  # deepest first
     try:
         for part in reversed(_missing_dirs(path)):
@@ -339,7 +342,8 @@ def _remove_if_empty(dirs: list[Path]) -> None:
             pass
 
 
-def _spec_of(model: Any) -> str | None:
+def spec_of(model: Any) -> str | None:
+    """The model spec of a run's model: the text given, or a backend's or session's own."""
     spec = model if isinstance(model, str) else getattr(model, "target_spec", getattr(model, "spec", None))
     return spec.strip() if isinstance(spec, str) and spec.strip() else None
 

@@ -58,3 +58,27 @@ def test_the_calibrated_path_s_reach_is_noted_when_only_the_own_path_can_claim()
     assert calibrated_path_note("t", 0.01, clean, WITNESS_FACTORS) is None  # no smallest p
     assert calibrated_path_note("rank", 0.01, clean, None) is None
     assert calibrated_path_note("rank", 0.01, clean, {"calibrated": 1.0, "own": 1.0}) is None
+
+
+def test_a_model_object_s_spec_resolves_the_reference_before_anything_is_charged(tmp_path, monkeypatch):
+    """A backend object rather than a spec: its own spec resolves reference=auto (Gemma for
+    SmolLM2, whose data ends 2024-08). With the text published after that, nothing is
+    multiplied and rank 1/6 reaches alpha 0.2: the run goes on. Without the date the witness
+    charges 1.25 (0.208): refused before any request."""
+    from copyprobe.audit import audit
+    from copyprobe.backends.fake import FakeBackend
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    suspect = [Example(id=f"s{i}", text=f"the suspect passage number {i} of the book", doc_id="book")
+               for i in range(2)]
+    clean = [Example(id=f"c{k}", text=f"a clean passage {k} written for the audit", doc_id=f"c{k}")
+             for k in range(5)]
+    target = FakeBackend(spec="smollm2-135m-instruct")
+    result = audit(target, suspect, clean, "reference", test="rank", alpha=0.2, published="2025-06",
+                   out=tmp_path / "ran", n_bootstrap=0, cache=None)
+    assert result.verdicts["test"]["n_clean_documents"] == 5 and "witness_factors" not in result.verdicts["test"]
+    fresh = FakeBackend(spec="smollm2-135m-instruct")
+    with pytest.raises(DataError, match="times 1.25"):
+        audit(fresh, suspect, clean, "reference", test="rank", alpha=0.2, out=tmp_path / "refused",
+              n_bootstrap=0, cache=None)
+    assert sum(fresh.calls.values()) == 0 and not (tmp_path / "refused").exists()

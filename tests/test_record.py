@@ -90,6 +90,26 @@ def test_write_run_removes_stale_files_and_writes_run_json_last(tmp_path):
     assert load_run(out).scores == [{"id": "a"}]
 
 
+def test_a_run_whose_empty_directory_another_failed_run_removed_still_writes(tmp_path):
+    """Two runs into one empty directory: the one that made it fails and removes it while it
+    is empty; the other's results must still land."""
+    from copyprobe.record import discards_new_out_dir, prepare_out_dir
+
+    out = tmp_path / "shared"
+
+    @discards_new_out_dir
+    def failing():
+        prepare_out_dir(out, "detect")
+        prepare_out_dir(out, "detect")  # the other run accepts the empty directory meanwhile
+        raise DataError("bad data")
+
+    with pytest.raises(DataError):
+        failing()
+    assert not out.exists()
+    write_run(out, RunRecord(kind="detect", command=[]), {"scores.jsonl": [{"id": "a"}]})
+    assert load_run(out).scores == [{"id": "a"}]
+
+
 def test_a_failed_run_removes_only_the_directories_it_made_and_left_empty(tmp_path):
     from copyprobe.record import discards_new_out_dir, prepare_out_dir
 
