@@ -597,8 +597,11 @@ def main(argv=None) -> int:
         try_witness(args.witness_level, args.calibrated_share)
     results = [json.loads(Path(f).read_text()) for f in args.scores]
     # a table already tallied (table --json) is read as it is
-    table = results[0] if len(results) == 1 and "rows" in results[0] else tally_results(
-        results, only=getattr(args, "methods", None))
+    tallied = len(results) == 1 and "rows" in results[0]
+    if tallied and args.part == "table" and (args.methods or args.witness_level or args.calibrated_share):
+        raise SystemExit(f"{args.scores[0]} is a tallied table: --methods, --witness-level and --calibrated-share "
+                         "need the score files it was tallied from")
+    table = results[0] if tallied else tally_results(results, only=getattr(args, "methods", None))
     if args.part == "table":
         print(render(table))
         if args.json:

@@ -464,7 +464,7 @@ def main(argv=None) -> int:
     if args.part == "retally":
         path = Path(args.battery)
         battery = json.loads(path.read_text())
-        if "scores" not in battery:  # dataset inference's battery saved its verdicts, not passage scores
+        if not isinstance(battery, dict) or "scores" not in battery:  # dataset inference's: verdicts, not scores
             print(f"{path} holds no passage scores to retally (rerun its battery to recount it)", file=sys.stderr)
             return 2
         for other in args.columns_from or []:  # e.g. topk_loss beside topk_reference: the witness's halves
