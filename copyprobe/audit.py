@@ -162,24 +162,26 @@ def witness_factors(method: str, params: Mapping[str, Any] | None, target_spec: 
     cannot have seen the text (trusted unasked). A reference left at ``auto`` with no target
     spec to resolve it against is taken as one that could have seen it."""
     from copyprobe.backends.cutoffs import could_have_seen
-    from copyprobe.backends.specs import default_reference
     from copyprobe.evaluation.verdicts import raw_unfit
     from copyprobe.evaluation.witness import CALIBRATED, path_factors
 
     if method not in CALIBRATED:
         return None
-    reference = (params or {}).get("model", AUTO)
-    if reference == AUTO:
-        reference = default_reference(target_spec) if target_spec else None
-    if could_have_seen(reference if isinstance(reference, str) else None, published)[0] is False:
+    if could_have_seen(reference_of(params, target_spec), published)[0] is False:
         return None
     return path_factors(raw_unfit(CALIBRATED[method]))
 
 
-def reference_known(method: str, params: Mapping[str, Any] | None, target_spec: str | None) -> bool:
-    """Whether the reference model a calibrated method will use is known before the model
-    loads (named, or ``auto`` with a target spec to resolve it against)."""
-    return (params or {}).get("model", AUTO) != AUTO or target_spec is not None
+def reference_of(params: Mapping[str, Any] | None, target_spec: str | None) -> str | None:
+    """The reference model a calibrated method will use, as its ``resolve`` will name it
+    (``auto``: :func:`copyprobe.backends.specs.default_reference` of the target); None when
+    it is not known yet (``auto`` with no target spec)."""
+    from copyprobe.backends.specs import default_reference
+
+    reference = (params or {}).get("model", AUTO)
+    if reference == AUTO:
+        return default_reference(target_spec) if target_spec else None
+    return reference if isinstance(reference, str) else None
 
 
 def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clean: list[Example],
@@ -318,7 +320,6 @@ class AuditCollection(ScoringCollection):
                          # that document, and its other passages then score as "suspect"
                          train_split="document")
         self.method, self.params, self.settings = method, params, settings
-        self.reference_checked = False  # the witness's factor counted before the model loaded
 
     def begin(self) -> None:
         if any(m.trains for m in self.methods):
@@ -329,7 +330,6 @@ class AuditCollection(ScoringCollection):
         from copyprobe.scoring import build_methods
 
         method, params = self.method, self.params
-        chosen_here = method == AUTO
         if method == AUTO:
             by_method = dict(params or {})
             method, note = choose_method(method, known_capabilities(session.target), session.target_spec,
@@ -347,12 +347,12 @@ class AuditCollection(ScoringCollection):
                           guard_test=self.settings["guard_test"])
         # the witness's share of alpha, now that the method and the target are known: auto's
         # choice, or a reference the spec could not resolve before loading, is refused here,
-        # still before any scoring, when no path can reach alpha
+        # still before any scoring, when no path can reach alpha (a run checked before the
+        # load with the same factors passes again)
         factors = witness_factors(method, params, session.target_spec, self.settings.get("published"))
         clean = [e for e in self.examples if e.label == 0]
-        if chosen_here or not self.reference_checked:
-            check_answer_not_fixed(self.settings["test"], self.settings["alpha"],
-                                   [e for e in self.examples if e.label == 1], clean, factors)
+        check_answer_not_fixed(self.settings["test"], self.settings["alpha"],
+                               [e for e in self.examples if e.label == 1], clean, factors)
         path_note = calibrated_path_note(self.settings["test"], self.settings["alpha"], clean, factors)
         self.notes = [n for n in (note, warning, path_note) if n]
         self.section = ("audit", {**self.settings, "method": method})
@@ -527,7 +527,7 @@ def audit(
     # the model (auto's choice, and a reference left to the loaded model's spec, wait for it:
     # charged now, a factor the verdicts would not apply could refuse a run they could claim)
     target_spec = record.spec_of(model)
-    known = method != AUTO and reference_known(method, params, target_spec)
+    known = method != AUTO and reference_of(params, target_spec) is not None
     factors = witness_factors(method, params, target_spec, values["published"]) if known else None
     check_answer_not_fixed(values["test"], values["alpha"], suspect_examples, clean_examples, factors)
     examples, selection = select_passages(suspect_examples + clean_examples, values["passages_per_document"])
@@ -539,6 +539,5 @@ def audit(
         "selection": selection,
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built)
-    collection.reference_checked = known
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))
