@@ -459,19 +459,22 @@ def _rules_out(method: str, params: Mapping[str, Any] | None, witness: Mapping[s
 
 
 def raw_unfit(raw: str) -> str | None:
-    """Why the target's own score cannot stand in for a calibrated one (it made false claims
-    on the null battery, or has no count there), or None when it can."""
-    from copyprobe.evaluation.validity import TABLE, null_record
+    """Why the target's own score cannot stand in for a calibrated one (on the null battery it
+    claimed training on more documents or collections than the battery's alpha allows, or it
+    has no count there), or None when it can."""
+    from copyprobe.evaluation.validity import TABLE, above_alpha, null_record
     from copyprobe.evaluation.exposure import load_table
 
     row = null_record(raw)
     if row is None:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    if row["false_claims"] or row["collection_claims"]:
-        where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
+    table = load_table(str(TABLE))
+    if above_alpha(row, (table.get("audit") or {}).get("alpha", 0.01)):
+        where = table.get("source", "benchmarks/results/audit_validity.md")
+        audits = "audits of " if len(row.get("models") or []) > 1 else ""  # counted on several models
         return (f"on the null battery ({where}) {raw} claimed training on {row['false_claims']} of "
-                f"{row['documents']} documents and {row['collection_claims']} of {row['collections']} collections "
-                f"no model has seen")
+                f"{row['documents']} {audits}documents and {row['collection_claims']} of {row['collections']} "
+                f"{audits}collections no model has seen")
     return None
 
 

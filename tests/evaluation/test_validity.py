@@ -95,3 +95,45 @@ def test_a_caution_before_work_for_a_method_that_failed_or_never_ran():
                                                                                "collection_claims": 1}]}})
     assert "claimed training on 1 of 2 collections" in collection and "documents" not in collection.split(" no ")[0]
     assert caution("samia", {"n_samples": 4}, alpha=0.05, table=TABLE) is None
+    # 1 of 108 at alpha 0.01 is the rate a valid test keeps (about 1.08 allowed): no caution
+    one = {**TABLE, "methods": {"samia": [{**ROW, "params": {"n_samples": 4}, "false_claims": 1}]}}
+    assert caution("samia", {"n_samples": 4}, table=one) is None
+    assert "claimed training on 1, where alpha = 0.01 allows about 1" in false_claims("samia", {"n_samples": 4},
+                                                                                       table=one)
+
+
+def test_a_method_run_on_two_models_counts_every_audit_and_names_both():
+    """The same 108 documents audited on a second model are 108 more audits, not 216
+    documents: the counts are summed, the sentence says how many documents on which models,
+    and a false claim on either model makes the method's caution."""
+    from copyprobe.evaluation.validity import caution
+    from copyprobe.evaluation.verdicts import raw_unfit
+
+    second = {**ROW, "model": "gemma", "params": {}, "false_claims": 1, "cannot_tell": 12, "collection_claims": 1}
+    table = {**TABLE, "methods": {**TABLE["methods"], "reference": [{**ROW, "params": {}, "false_claims": 0}, second],
+                                  "loss": [{**ROW, "params": {}, "false_claims": 0},
+                                           {**second, "false_claims": 0, "collection_claims": 0}]}}
+    record = null_record("reference", {}, table)
+    assert (record["documents"], record["false_claims"], record["cannot_tell"]) == (216, 1, 42)
+    assert (record["collections"], record["collection_claims"]) == (4, 1)
+    assert record["models"] == ["smollm2", "gemma"] and record["per_model"] == {"documents": 108, "collections": 2}
+    assert false_claims("reference", table=table) == (
+        "on 108 documents no model has seen (audit_validity.md, each audited on smollm2 and gemma: 216 audits) "
+        "audits with reference claimed training on 1, where alpha = 0.01 allows about 2")
+    assert false_claims("reference", collection=True, table=table).startswith(
+        "on 2 collections no model has seen (audit_validity.md, each audited on smollm2 and gemma: 4 audits)")
+    # 1 of 216 is within what alpha 0.01 allows (about 2); 1 of 4 collections is not
+    assert caution("reference", table=table).startswith(
+        "reference claimed training on 1 of 4 audits of collections no model has seen")
+    assert caution("loss", table=table) is None  # 0 on both models
+    three = {**table, "methods": {"reference": [{**ROW, "params": {}, "false_claims": 2}, second]}}
+    assert caution("reference", table=three).startswith(
+        "reference claimed training on 3 of 216 audits of documents and 1 of 4 audits of collections")
+    trio = {**table, "methods": {"loss": table["methods"]["loss"] + [{**ROW, "model": "qwen", "params": {},
+                                                                     "false_claims": 0, "collection_claims": 0}]}}
+    assert "(audit_validity.md, each audited on smollm2, gemma and qwen: 324 audits)" in false_claims("loss", table=trio)
+    # one model's row is what it was
+    assert null_record("samia", {"n_samples": 4}, table) == {**ROW, "params": {"n_samples": 4}}
+    # the shipped table: a score with a false claim on any model cannot stand in for a calibrated one
+    assert raw_unfit("loss") is None
+    assert raw_unfit("topk_loss").startswith("on the null battery")
