@@ -27,30 +27,52 @@ def null_record(method: str, params: Mapping[str, Any] | None = None,
                 table: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
     """The null battery's record for ``method`` with exactly these non-default ``params``
     (None: never run with them). Run on several models, the counts are summed over them, so
-    that a false claim on any model counts (``models`` names them; ``per_model``: how many
-    documents and collections each audited, where that is the same for all): the same
-    documents audited on another model are more audits, not more documents."""
+    that a false claim on any model counts, and each model's row is kept (``by_model``): the
+    same documents audited on another model are more audits, not more documents."""
     table = load_table(str(TABLE)) if table is None else table
     rows = [r for r in (table.get("methods") or {}).get(method) or [] if same_params(r.get("params"), params)]
     if len(rows) <= 1:
         return rows[0] if rows else None
     merged = {**rows[0], **{key: sum(r[key] for r in rows) for key in COUNTS}}
-    merged["models"] = [str(r["model"]) for r in rows]
-    merged["model"] = ", ".join(merged["models"][:-1]) + " and " + merged["models"][-1]
-    merged["per_model"] = {what: rows[0][what] for what in ("documents", "collections")
-                           if len({r[what] for r in rows}) == 1}
+    merged["by_model"] = rows
+    names = [str(r["model"]) for r in rows]
+    merged["model"] = ", ".join(names[:-1]) + " and " + names[-1]
     spacing = {r.get("passages_per_document") for r in rows}
     merged["passages_per_document"] = spacing.pop() if len(spacing) == 1 else None
     return merged
 
 
-def _audited(row: Mapping[str, Any], what: str, of: int) -> tuple[int, str]:
-    """How many documents (or collections) the count is over, and on which models: one
-    model, its name; several, each document audited on every one of them, ``of`` audits."""
-    models = row.get("models") or []
-    if len(models) < 2:
-        return of, str(row["model"])
-    return (row.get("per_model") or {}).get(what, of), f"each audited on {row['model']}: {of} audits"
+def _per_model(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(row.get("by_model") or [row])
+
+
+def _passages(n: int | None) -> str:
+    return f"{n} passage{'s' if n != 1 else ''} a document"
+
+
+def _audited(row: Mapping[str, Any], what: str) -> tuple[str, str]:
+    """('108 documents no model has seen', 'smollm2-135m-instruct'): on several models, the
+    documents each audited, when every model audited the same, else each model's count."""
+    models = _per_model(row)
+    if len({(m[what], m.get("passages_per_document")) for m in models}) == 1:
+        spacing = models[0].get("passages_per_document")
+        on = (f"each audited on {row['model']}" if len(models) > 1 else str(row["model"])) + (
+            f", {_passages(spacing)}" if spacing else "")
+        return f"{models[0][what]} {what} no model has seen", on
+    each = ", ".join(f"{m['model']} ({m[what]}" + (f", {_passages(m['passages_per_document'])}"
+                                                  if m.get("passages_per_document") else "") + ")" for m in models)
+    return f"{what} no model has seen", f"audited on {each}"
+
+
+def above_alpha(row: Mapping[str, Any], alpha: float) -> dict[str, tuple[int, int]]:
+    """The battery's counts (of documents, of collections: false claims, audits) where it
+    claimed training on more than ``alpha`` of its audits, in all or on any one model: what
+    a valid test at alpha is expected to keep to (a point estimate, enough for a note)."""
+    out = {}
+    for what, (n, of) in _claims(row).items():
+        if n > alpha * of or any(_claims(m)[what][0] > alpha * _claims(m)[what][1] for m in _per_model(row)):
+            out[what] = (n, of)
+    return out
 
 
 def applies(table: Mapping[str, Any], test: str, alpha: float, guard_test: str) -> bool:
@@ -70,12 +92,6 @@ def _claims(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """The battery's false claims and audits, of documents and of collections."""
     return {"documents": (row["false_claims"], row["documents"]),
             "collections": (row["collection_claims"], row["collections"])}
-
-
-def above_alpha(row: Mapping[str, Any], alpha: float) -> dict[str, tuple[int, int]]:
-    """The battery's counts (of documents, of collections: false claims, audits) where it
-    claimed more than ``alpha`` of its audits, what a valid test at alpha keeps to."""
-    return {what: (n, of) for what, (n, of) in _claims(row).items() if n > alpha * of}
 
 
 def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: float, guard_test: str,
@@ -106,12 +122,14 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
                 f"battery ({found.where}) has no count for it with these settings")
     what = "collections" if collection else "documents"
     n, of = _claims(row)[what]
-    part = "" if not row.get("passages_per_document") else (
-        f", {row['passages_per_document']} passage{'s' if row['passages_per_document'] != 1 else ''} a document")
-    promised = f", where alpha = {alpha} allows about {alpha * of:.1g}" if n > 0 else ""
-    shown, on = _audited(row, what, of)
-    return (f"on {shown} {what} no model has seen ({found.where}, {on}{part}) audits with {found.name} "
-            f"claimed training on {n}{promised}")
+    promised = f", where alpha = {alpha} allows about {alpha * of:.2g}" if n > 0 else ""
+    seen, on = _audited(row, what)
+    models = _per_model(row)
+    if len(models) == 1:
+        return f"on {seen} ({found.where}, {on}) audits with {found.name} claimed training on {n}{promised}"
+    which = "" if not n else " (" + ", ".join(f"{m['model']} {_claims(m)[what][0]}" for m in models) + ")"
+    return (f"on {seen} ({found.where}, {on}), audits with {found.name} claimed training in {n} of {of}{which}"
+            f"{promised}")
 
 
 def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
@@ -119,8 +137,8 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     """A note for an audit whose method (with these settings) made more false claims on the
     null battery than alpha allows, or has no count there; None when it made no more (the
     evidence verdict still quotes the count), or when the audit's test, alpha or guard are
-    not the battery's. At most alpha of the audits is what a valid test makes: 1 of 324
-    audits at alpha 0.01 is a test keeping its promise, 2 of 108 one claiming above it."""
+    not the battery's (:func:`above_alpha`: 2 of 108 audits at alpha 0.01 is above what
+    alpha allows, 1 of 324 over three models is not)."""
     found = _lookup(method, params, test, alpha, guard_test, table)
     if found is None:
         return None
@@ -128,7 +146,7 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     if row is None:
         return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
                 f"claims training on documents no model has seen is not known; method auto picks a method that has one")
-    several = len(row.get("models") or []) > 1  # then the counts are audits: each model's of each document
+    several = len(_per_model(row)) > 1  # then the counts are audits: each model's of each document
     claims = [f"{n} of {of} {'audits of ' + what if several else what}"
               for what, (n, of) in above_alpha(row, alpha).items()]
     if not claims:

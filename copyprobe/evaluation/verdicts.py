@@ -459,22 +459,23 @@ def _rules_out(method: str, params: Mapping[str, Any] | None, witness: Mapping[s
 
 
 def raw_unfit(raw: str) -> str | None:
-    """Why the target's own score cannot stand in for a calibrated one (on the null battery it
-    claimed training on more documents or collections than the battery's alpha allows, or it
-    has no count there), or None when it can."""
-    from copyprobe.evaluation.validity import TABLE, above_alpha, null_record
+    """Why the target's own score cannot stand in for a calibrated one (it made false claims
+    on the null battery, on any model it ran on, or has no count there), or None when it can.
+    Any claim, not only more than alpha allows: this opens a path of the witness's test, and
+    one claim in 108 audits does not show a rate below alpha (its 95% bound is 4%)."""
+    from copyprobe.evaluation.validity import TABLE, null_record
     from copyprobe.evaluation.exposure import load_table
 
     row = null_record(raw)
     if row is None:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    table = load_table(str(TABLE))
-    if above_alpha(row, (table.get("audit") or {}).get("alpha", 0.01)):
-        where = table.get("source", "benchmarks/results/audit_validity.md")
-        audits = "audits of " if len(row.get("models") or []) > 1 else ""  # counted on several models
-        return (f"on the null battery ({where}) {raw} claimed training on {row['false_claims']} of "
-                f"{row['documents']} {audits}documents and {row['collection_claims']} of {row['collections']} "
-                f"{audits}collections no model has seen")
+    if row["false_claims"] or row["collection_claims"]:
+        where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
+        audits = "audits of " if row.get("by_model") else ""  # counted on several models
+        claims = [f"{n} of {of} {audits}{what}" for n, of, what in (
+            (row["false_claims"], row["documents"], "documents"),
+            (row["collection_claims"], row["collections"], "collections")) if n]
+        return f"on the null battery ({where}) {raw} claimed training on {' and '.join(claims)} no model has seen"
     return None
 
 

@@ -63,8 +63,8 @@ LEVEL = 0.05
 CALIBRATED_SHARE = 0.2
 WITNESS_FACTORS = {"calibrated": 1 / CALIBRATED_SHARE, "own": 1 / (1 - CALIBRATED_SHARE)}  # 5 and 1.25
 # where the target's own score is no valid test (it claimed training on never-seen text by
-# itself more often than alpha allows: topk_loss on the null battery, 2 of 108 audits at
-# 0.01; one in 324 is a valid test's rate), a suspect the witness sends there is blocked and
+# itself: topk_loss on the null battery, 2 of 108 audits at 0.01; any claim on any model
+# counts, evaluation/verdicts.raw_unfit), a suspect the witness sends there is blocked and
 # never claimed: the own path gets no share, and the calibrated path keeps all of alpha
 NO_OWN_PATH = {"calibrated": 1.0, "own": 1.0}
 

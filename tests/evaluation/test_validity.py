@@ -23,7 +23,7 @@ def test_the_count_for_the_method_and_its_settings():
     assert null_record("samia", {}, TABLE) is None
     two = false_claims("samia", {"n_samples": 4}, table=TABLE)
     assert two == ("on 108 documents no model has seen (audit_validity.md, smollm2) audits with samia (n_samples=4) "
-                   "claimed training on 2, where alpha = 0.01 allows about 1")
+                   "claimed training on 2, where alpha = 0.01 allows about 1.1")
     none = false_claims("reference", table=TABLE)
     assert none.endswith("audits with reference claimed training on 0") and "allows" not in none
     assert "1 passage a document" in false_claims("decop", table=TABLE)
@@ -57,8 +57,9 @@ def test_an_evidence_verdict_quotes_the_shipped_battery_count():
     shipped = null_record("reference")
     assert shipped is not None
     # said once for the audit (every evidence verdict shares it), not in each reason
-    assert report["evidence_null_battery"].endswith(f"audits with reference claimed training on "
-                                                    f"{shipped['false_claims']}")
+    counted = (f"claimed training in {shipped['false_claims']} of {shipped['documents']}" if shipped.get("by_model")
+               else f"claimed training on {shipped['false_claims']}")  # summed over the models it ran on
+    assert report["evidence_null_battery"].endswith(f"audits with reference {counted}")
     assert "no model has seen" not in row["reason"]
     at_05 = verdicts(scores, docs, labels, 0.05, texts, test="t", method="reference", guard_test="t")
     assert at_05["evidence_null_battery"] is None
@@ -98,16 +99,16 @@ def test_a_caution_before_work_for_a_method_that_failed_or_never_ran():
     # 1 of 108 at alpha 0.01 is the rate a valid test keeps (about 1.08 allowed): no caution
     one = {**TABLE, "methods": {"samia": [{**ROW, "params": {"n_samples": 4}, "false_claims": 1}]}}
     assert caution("samia", {"n_samples": 4}, table=one) is None
-    assert "claimed training on 1, where alpha = 0.01 allows about 1" in false_claims("samia", {"n_samples": 4},
+    assert "claimed training on 1, where alpha = 0.01 allows about 1.1" in false_claims("samia", {"n_samples": 4},
                                                                                        table=one)
 
 
 def test_a_method_run_on_two_models_counts_every_audit_and_names_both():
     """The same 108 documents audited on a second model are 108 more audits, not 216
-    documents: the counts are summed, the sentence says how many documents on which models,
-    and a false claim on either model makes the method's caution."""
+    documents: the counts are summed, the sentence says how many documents on which models
+    and which model claimed, and a model claiming above alpha makes the method's caution
+    even when the sum does not."""
     from copyprobe.evaluation.validity import caution
-    from copyprobe.evaluation.verdicts import raw_unfit
 
     second = {**ROW, "model": "gemma", "params": {}, "false_claims": 1, "cannot_tell": 12, "collection_claims": 1}
     table = {**TABLE, "methods": {**TABLE["methods"], "reference": [{**ROW, "params": {}, "false_claims": 0}, second],
@@ -116,24 +117,48 @@ def test_a_method_run_on_two_models_counts_every_audit_and_names_both():
     record = null_record("reference", {}, table)
     assert (record["documents"], record["false_claims"], record["cannot_tell"]) == (216, 1, 42)
     assert (record["collections"], record["collection_claims"]) == (4, 1)
-    assert record["models"] == ["smollm2", "gemma"] and record["per_model"] == {"documents": 108, "collections": 2}
+    assert [m["model"] for m in record["by_model"]] == ["smollm2", "gemma"]
     assert false_claims("reference", table=table) == (
-        "on 108 documents no model has seen (audit_validity.md, each audited on smollm2 and gemma: 216 audits) "
-        "audits with reference claimed training on 1, where alpha = 0.01 allows about 2")
+        "on 108 documents no model has seen (audit_validity.md, each audited on smollm2 and gemma), audits with "
+        "reference claimed training in 1 of 216 (smollm2 0, gemma 1), where alpha = 0.01 allows about 2.2")
     assert false_claims("reference", collection=True, table=table).startswith(
-        "on 2 collections no model has seen (audit_validity.md, each audited on smollm2 and gemma: 4 audits)")
-    # 1 of 216 is within what alpha 0.01 allows (about 2); 1 of 4 collections is not
+        "on 2 collections no model has seen (audit_validity.md, each audited on smollm2 and gemma), audits with "
+        "reference claimed training in 1 of 4 (smollm2 0, gemma 1)")
+    assert false_claims("loss", table=table).endswith("audits with loss claimed training in 0 of 216")
+    # 1 of 216 (and gemma's 1 of 108) is within what alpha 0.01 allows; 1 of 4 collections is not
     assert caution("reference", table=table).startswith(
         "reference claimed training on 1 of 4 audits of collections no model has seen")
     assert caution("loss", table=table) is None  # 0 on both models
-    three = {**table, "methods": {"reference": [{**ROW, "params": {}, "false_claims": 2}, second]}}
-    assert caution("reference", table=three).startswith(
-        "reference claimed training on 3 of 216 audits of documents and 1 of 4 audits of collections")
+    # 2 of 216 is within alpha, but 2 of smollm2's 108 is not: the caution says so
+    one_model = {**table, "methods": {"reference": [{**ROW, "params": {}, "false_claims": 2},
+                                                    {**second, "false_claims": 0, "collection_claims": 0}]}}
+    assert caution("reference", table=one_model).startswith("reference claimed training on 2 of 216 audits of documents")
     trio = {**table, "methods": {"loss": table["methods"]["loss"] + [{**ROW, "model": "qwen", "params": {},
                                                                      "false_claims": 0, "collection_claims": 0}]}}
-    assert "(audit_validity.md, each audited on smollm2, gemma and qwen: 324 audits)" in false_claims("loss", table=trio)
+    assert "(audit_validity.md, each audited on smollm2, gemma and qwen), audits with loss claimed training in 0 of 324" \
+        in false_claims("loss", table=trio)
+    # models that audited different numbers of documents: each model's count, no 'each'
+    uneven = {**table, "methods": {"loss": [{**ROW, "params": {}, "false_claims": 0},
+                                            {**ROW, "model": "gemma", "params": {}, "false_claims": 0, "documents": 100,
+                                             "passages_per_document": 3}]}}
+    assert false_claims("loss", table=uneven) == (
+        "on documents no model has seen (audit_validity.md, audited on smollm2 (108), gemma (100, 3 passages a "
+        "document)), audits with loss claimed training in 0 of 208")
     # one model's row is what it was
     assert null_record("samia", {"n_samples": 4}, table) == {**ROW, "params": {"n_samples": 4}}
-    # the shipped table: a score with a false claim on any model cannot stand in for a calibrated one
-    assert raw_unfit("loss") is None
-    assert raw_unfit("topk_loss").startswith("on the null battery")
+
+
+def test_a_score_with_any_false_claim_on_any_model_is_no_path_for_the_witness():
+    """raw_unfit opens or closes a path of the witness's split test: any claim closes it,
+    even one within what alpha allows (1 of 108 does not show a rate below alpha)."""
+    from copyprobe.evaluation.verdicts import raw_unfit
+
+    assert raw_unfit("never-benchmarked").endswith("is not known")
+    for raw in ("loss", "zlib", "min_k_pp", "topk_loss", "reference"):
+        record = null_record(raw)  # the shipped table, summed over the models it ran on
+        claimed = record["false_claims"] or record["collection_claims"]
+        said = raw_unfit(raw)
+        assert (said is not None) == bool(claimed), (raw, said)
+        if record["false_claims"]:
+            audits = "audits of " if record.get("by_model") else ""
+            assert f"claimed training on {record['false_claims']} of {record['documents']} {audits}documents" in said
