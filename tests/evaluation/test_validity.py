@@ -78,9 +78,14 @@ def test_a_collection_claim_quotes_the_battery_collection_count():
                           guard_test="t")["collection"]
     shipped = null_record("topk_reference")
     assert collection["verdict"] == EVIDENCE, collection["reason"]
-    n = shipped["collection_claims"]  # 1 of 2: the factor 5 hid it for a day; no longer paid (path_factors)
-    promised = f", where alpha = 0.01 allows about {0.01 * shipped['collections']:.1g}" if n else ""
-    assert collection["reason"].endswith(f"claimed training on {n}{promised}")
+    n = shipped["collection_claims"]  # 1 on SmolLM2: the factor 5 hid it for a day; no longer paid (path_factors)
+    promised = f", where alpha = 0.01 allows about {0.01 * shipped['collections']:.2g}" if n else ""
+    if shipped.get("by_model"):  # summed over the models it ran on, each model's count named
+        each = ", ".join(f"{m['model']} {m['collection_claims']}" for m in shipped["by_model"])
+        assert collection["reason"].endswith(f"claimed training in {n} of {shipped['collections']}"
+                                             + (f" ({each})" if n else "") + promised)
+    else:
+        assert collection["reason"].endswith(f"claimed training on {n}{promised}")
 
 
 def test_a_caution_before_work_for_a_method_that_failed_or_never_ran():
