@@ -3,7 +3,8 @@ does it find documents a model was trained on? (issue 25; results in
 benchmarks/results/audit_validity.md)
 
 Null battery (``battery``): 160 documents in seven styles written for copyprobe in 2026
-(benchmarks/data/audit_battery, CC0) are scored once with every candidate score; then
+(benchmarks/data/audit_battery, CC0), a short version of each and long ones joined from
+them (326 documents; the 186 that some scenario reads) are scored once with every candidate score; then
 scenarios in which NO suspect document was trained on (archaic vs modern prose both
 ways, verse vs prose, legal/technical vs narrative, dialogue vs description, many vs
 many in one style, one vs one, short documents, encyclopedic vs a mixed clean set) are

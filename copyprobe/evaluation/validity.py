@@ -1,9 +1,10 @@
 """How often a method claims training on documents no model has seen, in numbers.
 
 An ``evidence`` verdict is as good as the test's false-claim rate. ``benchmarks/
-bench_audit_validity.py`` audits 326 documents written for copyprobe after every bundled
-model was trained (its null battery: 108 suspect documents in 15 scenarios, none trained
-on by anyone) with each method; its summary ships with the package (``validity.json``,
+bench_audit_validity.py`` audits 160 documents written for copyprobe after every bundled
+model was trained, a short version of each and long ones joined from them (its null battery:
+326 documents, of which the 15 scenarios read 186, with 108 suspects none trained on by
+anyone) with each method; its summary ships with the package (``validity.json``,
 written by ``bench_audit_validity.py summary``) so that every ``evidence`` verdict can say
 how many false claims audits with the same method and settings made there, or that they
 were never tested.
