@@ -139,7 +139,7 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     null battery than alpha allows, or has no count there; None when it made no more (the
     evidence verdict still quotes the count), or when the audit's test, alpha or guard are
     not the battery's (:func:`above_alpha`: 2 of 108 audits at alpha 0.01 is above what
-    alpha allows, 1 of 324 over three models is not)."""
+    alpha allows, 1 of 432 over four models is not)."""
     found = _lookup(method, params, test, alpha, guard_test, table)
     if found is None:
         return None

@@ -48,8 +48,8 @@ CALIBRATED = {"reference": "loss", "topk_reference": "topk_loss"}
 # at 0.01-0.2 the default finds the same King James books (4 of 10 on SmolLM2 and on
 # Gemma), but from 0.1 up a never-seen pastiche text is sent to loss and claimed (1 of 18);
 # at 0.2 topk_reference loses one-epoch planted letters (8 -> 6 of 12); the null battery
-# has 0 false claims at every level. Ten held-out chapters on three models (audit_real.md, "Held
-# out"): 17 of 30 found at every level from 0.01 to 0.2.
+# has 0 false claims at every level. Ten held-out chapters on four models (audit_real.md, "Held
+# out"): 24 of 40 found at every level from 0.01 to 0.2.
 LEVEL = 0.05
 
 # A suspect whose test the witness chose has its two possible tests at shares of alpha that
@@ -59,7 +59,8 @@ LEVEL = 0.05
 # real-exposure table: a fifth for the calibrated path 19 of 120 found, 0 false claims of
 # 236; halves 18 and 2; four fifths 17 and 2 (audit_real.md, 2026-12-01). The planted
 # letters (found through the calibrated path) lost 2 of 468 finds. Held out (ten other chapters,
-# three models): a fifth and a half 17 of 30 found, four fifths 11, nine tenths 9.
+# four models): a fifth and a half 24 of 40 found, four fifths 18, nine tenths 16 (Qwen 1.5B
+# finds 7 of 10 at every share).
 CALIBRATED_SHARE = 0.2
 WITNESS_FACTORS = {"calibrated": 1 / CALIBRATED_SHARE, "own": 1 / (1 - CALIBRATED_SHARE)}  # 5 and 1.25
 # where the target's own score is no valid test (it claimed training on never-seen text by
