@@ -95,6 +95,19 @@ def _claims(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
             "collections": (row["collection_claims"], row["collections"])}
 
 
+def made_claims(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """The battery's counts (false claims, audits) of documents and of collections where it
+    claimed training at all, on any model."""
+    return {what: (n, of) for what, (n, of) in _claims(row).items() if n}
+
+
+def claimed(row: Mapping[str, Any], counts: Mapping[str, tuple[int, int]]) -> str:
+    """'2 of 216 audits of documents and 1 of 4 audits of collections': ``counts`` of
+    ``row`` in words; summed over several models, they are audits of each document."""
+    audits = "audits of " if len(_per_model(row)) > 1 else ""
+    return " and ".join(f"{n} of {of} {audits}{what}" for what, (n, of) in counts.items())
+
+
 def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: float, guard_test: str,
             table: Mapping[str, Any] | None) -> _Lookup | None:
     """What the battery says of ``method`` with ``params``; None when the audit's test,
@@ -147,10 +160,8 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     if row is None:
         return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
                 f"claims training on documents no model has seen is not known; method auto picks a method that has one")
-    several = len(_per_model(row)) > 1  # then the counts are audits: each model's of each document
-    claims = [f"{n} of {of} {'audits of ' + what if several else what}"
-              for what, (n, of) in above_alpha(row, alpha).items()]
-    if not claims:
+    counts = above_alpha(row, alpha)
+    if not counts:
         return None
-    return (f"{found.name} claimed training on {' and '.join(claims)} no model has seen on the null battery "
+    return (f"{found.name} claimed training on {claimed(row, counts)} no model has seen on the null battery "
             f"({found.where}), at the alpha of this audit ({alpha}): read its evidence as weaker than alpha says")

@@ -463,19 +463,16 @@ def raw_unfit(raw: str) -> str | None:
     on the null battery, on any model it ran on, or has no count there), or None when it can.
     Any claim, not only more than alpha allows: this opens a path of the witness's test, and
     one claim in 108 audits does not show a rate below alpha (its 95% bound is 4%)."""
-    from copyprobe.evaluation.validity import TABLE, null_record
+    from copyprobe.evaluation.validity import TABLE, claimed, made_claims, null_record
     from copyprobe.evaluation.exposure import load_table
 
     row = null_record(raw)
     if row is None:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    if row["false_claims"] or row["collection_claims"]:
+    made = made_claims(row)
+    if made:
         where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
-        audits = "audits of " if row.get("by_model") else ""  # counted on several models
-        claims = [f"{n} of {of} {audits}{what}" for n, of, what in (
-            (row["false_claims"], row["documents"], "documents"),
-            (row["collection_claims"], row["collections"], "collections")) if n]
-        return f"on the null battery ({where}) {raw} claimed training on {' and '.join(claims)} no model has seen"
+        return f"on the null battery ({where}) {raw} claimed training on {claimed(row, made)} no model has seen"
     return None
 
 
