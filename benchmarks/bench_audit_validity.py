@@ -514,7 +514,8 @@ def column_params(battery: dict[str, Any], column: str) -> tuple[str, dict[str, 
 def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """What copyprobe/evaluation/validity.py reads: per method and parameter set, the null
     battery's false claims at the audit's defaults (t test, alpha 0.01, t guard), document
-    and collection verdicts, and how much of the battery was run."""
+    and collection verdicts, and how much of the battery was run, per model and passage
+    length (a battery cut at 128 words is another test of the same documents)."""
     from copyprobe.audit import SETTINGS
 
     test, alpha, guard = (SETTINGS.default(name) for name in ("test", "alpha", "guard_test"))
@@ -527,7 +528,8 @@ def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, 
             if t is None:
                 continue
             method, params = column_params(battery, column)
-            if any(r["params"] == params and r["model"] == battery["model"] for r in methods.get(method, [])):
+            if any(r["params"] == params and r["model"] == battery["model"]
+                   and r["passage_words"] == battery["passage_words"] for r in methods.get(method, [])):
                 continue  # the same score in an earlier battery file
             methods.setdefault(method, []).append({
                 "params": params, "model": battery["model"], "documents": t["documents"],
@@ -536,7 +538,8 @@ def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, 
                                    and r["test"] == test and r["alpha"] == alpha and r.get("guard") == guard),
                 "collection_claims": t["collection_claims"],
                 "scenarios": len(battery["scenarios"]),
-                "passages_per_document": battery.get("passages_per_document")})
+                "passages_per_document": battery.get("passages_per_document"),
+                "passage_words": battery["passage_words"]})
     return {"source": source, "audit": {"test": test, "alpha": alpha, "guard_test": guard},
             "methods": dict(sorted(methods.items()))}
 

@@ -105,9 +105,10 @@ class AuditResult:
 
 
 def audit_examples(data: Any, role: str, label: int, files: list | None = None,
-                   **read_options: Any) -> list[Example]:
+                   cut_at: dict[str, int | None] | None = None, **read_options: Any) -> list[Example]:
     """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the
-    role; the input files read (path, bytes, sha256) are appended to ``files``."""
+    role; the input files read (path, bytes, sha256) are appended to ``files``, and the most
+    words of a passage where copyprobe cut books into passages (else None) is ``cut_at[role]``."""
     from copyprobe.data.readers import load_dataset
 
     if isinstance(data, (str, Path)):
@@ -115,9 +116,13 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
         examples = dataset.examples
         if files is not None:
             files.extend(dataset.files)
+        if cut_at is not None:
+            cut_at[role] = dataset.passage_words
         stem = Path(data).stem
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]
+        if cut_at is not None:
+            cut_at[role] = None
         stem = role
     if not examples:
         where = f"file {data}" if isinstance(data, (str, Path)) else "set"
@@ -344,7 +349,7 @@ class AuditCollection(ScoringCollection):
 
         warning = caution(method, non_default_params(method, params, session.target_spec),
                           test=self.settings["test"], alpha=self.settings["alpha"],
-                          guard_test=self.settings["guard_test"])
+                          guard_test=self.settings["guard_test"], passage_words=self.settings.get("passage_words"))
         # the witness's share of alpha, now that the method and the target are known: auto's
         # choice, or a reference the spec could not resolve before loading, is refused here,
         # still before any scoring, when no path can reach alpha (a run checked before the
@@ -428,11 +433,19 @@ def derive_verdicts(run: record.Run) -> Derived:
                             test=str(settings.get("test", "rank")), guard_test=str(settings.get("guard_test", "rank")),
                             method_params=non_default_params(method, params, target_spec=target_spec),
                             witness_context={"model": reference, "could_have_seen": seen, "basis": basis},
+                            passage_words=_recorded_words(settings.get("passage_words")),
                             context={"published": published, "target": {"model": target_spec,
                                                                         "could_have_seen": target_seen,
                                                                         "basis": target_basis}})
     derived.files["verdicts.json"] = report
     return derived
+
+
+def _recorded_words(value: Any) -> int | None:
+    """A run's recorded passage length, or None where it has none (a run from before it was
+    recorded, or passages given as they are; check_recorded refuses any other value): the
+    battery's count is then named with its own length."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def check_recorded(run: record.Run) -> None:
@@ -451,6 +464,10 @@ def check_recorded(run: record.Run) -> None:
         check_published(section.get("published"))
     except SettingError as exc:
         raise DataError(f"{where}: 'audit.published' {exc.problem}") from None
+    words = section.get("passage_words")
+    if words is not None and _recorded_words(words) is None:
+        raise DataError(f"{where}: 'audit.passage_words' must be a whole number of words, at least 1, or null "
+                        f"(got {words!r})")
     check_audit_rows(run.scores or [], run.dir / "scores.jsonl")
     check_method_column(run, section.get("method"), "audit")
 
@@ -517,8 +534,9 @@ def audit(
         record.prepare_out_dir(out, "audit", model)
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
     read_files: dict[str, list] = {"suspect": [], "clean": []}
-    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], **options)
-    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], **options)
+    cut_at: dict[str, int | None] = {}
+    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], cut_at, **options)
+    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], cut_at, **options)
     if limit is not None:
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
@@ -537,6 +555,9 @@ def audit(
         "clean": str(clean) if isinstance(clean, (str, Path)) else None,
         "input_files": read_files,
         "selection": selection,
+        # the null battery's count an evidence verdict quotes is the one at this length;
+        # None: passages given as they are, or the two sides cut differently
+        "passage_words": cut_at["suspect"] if cut_at["suspect"] == cut_at["clean"] else None,
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built)
     done = execute(KIND, model, collection, out=out, started=started, **run_options)

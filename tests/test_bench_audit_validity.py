@@ -32,3 +32,21 @@ def test_named_scenarios_keep_their_documents_and_evenly_spaced_passages():
 def test_an_unknown_scenario_is_named_with_the_choices():
     with pytest.raises(SystemExit, match="unknown scenario 'verse vs legal'.*archaic vs modern"):
         bench.scenarios(["verse vs legal"])
+
+
+def _battery(model: str, words: int, evidence: int) -> dict:
+    row = {"method": "loss", "test": "t", "alpha": 0.01, "guard": "t", "documents": 108, "evidence": evidence,
+           "unguarded_claims": evidence, "cannot tell": 30, "collection_claims": 0, "collections": 2}
+    return {"model": model, "passage_words": words, "columns": ["loss"], "params": {}, "scenarios": [{}] * 15,
+            "table": [row]}
+
+
+def test_the_summary_keeps_each_passage_length_and_drops_a_repeat_of_one():
+    """validity.json's rows: one per method, parameters, model and passage length (the
+    128-word battery is another test of the same documents); the same score of the same
+    model at the same length in a later file is the same count, and is dropped."""
+    table = bench.validity_summary([_battery("smollm2", 64, 0), _battery("smollm2", 128, 3),
+                                    _battery("smollm2", 64, 5)], "src.md")
+    rows = table["methods"]["loss"]
+    assert [(r["passage_words"], r["false_claims"]) for r in rows] == [(64, 0), (128, 3)]
+    assert table["audit"] == {"test": "t", "alpha": 0.01, "guard_test": "t"}

@@ -159,6 +159,8 @@ def test_canary_scores_missing_a_candidate_is_one_line(tmp_path, capsys):
     (lambda run: run["audit"].update(published=2020), "'audit.published' must be"),  # was a TypeError
     (lambda run: run["audit"].update(published="2020-13"), "'audit.published' must be a date"),
     (lambda run: run["audit"].update(method="bogus"), "has no 'bogus' scores"),  # was 'cannot tell' everywhere
+    (lambda run: run["audit"].update(passage_words="128"), "'audit.passage_words' must be a whole number"),
+    (lambda run: run["audit"].update(passage_words=0), "'audit.passage_words' must be a whole number"),
 ])
 def test_hand_edited_audit_settings_are_refused_in_one_line(tmp_path, capsys, edit, expected):
     code, err = _rescore_edited(tmp_path, capsys, "audit", edit)

@@ -7,7 +7,8 @@ model was trained, a short version of each and long ones joined from them (its n
 anyone) with each method; its summary ships with the package (``validity.json``,
 written by ``bench_audit_validity.py summary``) so that every ``evidence`` verdict can say
 how many false claims audits with the same method and settings made there, or that they
-were never tested.
+were never tested. Its rows are per passage length too (passages of at most 64 words, and
+128, the command's default, for the default scores on SmolLM2): a verdict quotes its own.
 """
 
 from __future__ import annotations
@@ -24,16 +25,26 @@ TABLE = Path(__file__).with_name("validity.json")
 COUNTS = ("documents", "false_claims", "cannot_tell", "collections", "collection_claims")
 
 
-def null_record(method: str, params: Mapping[str, Any] | None = None,
-                table: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
-    """The null battery's record for ``method`` with exactly these non-default ``params``
-    (None: never run with them). Run on several models, the counts are summed over them, so
-    that a false claim on any model counts, and each model's row is kept (``by_model``): the
-    same documents audited on another model are more audits, not more documents."""
+def null_records(method: str, params: Mapping[str, Any] | None = None,
+                 table: Mapping[str, Any] | None = None) -> dict[int | None, Mapping[str, Any]]:
+    """The null battery's records for ``method`` with exactly these non-default ``params``,
+    one per passage length the battery was cut at (``passage_words``; None in a table that
+    did not record it): empty when never run with them. Run on several models, the counts
+    are summed over them, so that a false claim on any model counts, and each model's row is
+    kept (``by_model``): the same documents audited on another model are more audits, not
+    more documents. Lengths are kept apart: the same documents cut into longer passages are
+    another test, whose false claims need not be the shorter ones'."""
     table = load_table(str(TABLE)) if table is None else table
     rows = [r for r in (table.get("methods") or {}).get(method) or [] if same_params(r.get("params"), params)]
-    if len(rows) <= 1:
-        return rows[0] if rows else None
+    by_length: dict[int | None, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_length.setdefault(row.get("passage_words"), []).append(row)
+    return {length: _merged(group) for length, group in by_length.items()}
+
+
+def _merged(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    if len(rows) == 1:
+        return rows[0]
     merged = {**rows[0], **{key: sum(r[key] for r in rows) for key in COUNTS}}
     merged["by_model"] = rows
     names = [str(r["model"]) for r in rows]
@@ -41,6 +52,26 @@ def null_record(method: str, params: Mapping[str, Any] | None = None,
     spacing = {r.get("passages_per_document") for r in rows}
     merged["passages_per_document"] = spacing.pop() if len(spacing) == 1 else None
     return merged
+
+
+def null_record(method: str, params: Mapping[str, Any] | None = None,
+                table: Mapping[str, Any] | None = None, passage_words: int | None = None
+                ) -> Mapping[str, Any] | None:
+    """The null battery's record for ``method`` with exactly these non-default ``params``
+    (None: never run with them) at the audit's passage length ``passage_words``; where the
+    battery has none at that length (or the audit's is not known: passages given as a
+    table), the nearest length it has, the one audited on most models when unknown (its
+    ``passage_words`` says which; :func:`null_records` has them all)."""
+    records = null_records(method, params, table)
+    if not records:
+        return None
+    if passage_words in records:
+        return records[passage_words]
+    lengths = list(records)
+    if passage_words is None or None in lengths:
+        # most models first, then the shorter passages (the battery's own length, 64 words)
+        return records[min(lengths, key=lambda n: (-len(_per_model(records[n])), n or 0))]
+    return records[min(lengths, key=lambda n: (abs(n - passage_words), n))]
 
 
 def _per_model(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -55,14 +86,34 @@ def _audited(row: Mapping[str, Any], what: str) -> tuple[str, str]:
     """('108 documents no model has seen', 'smollm2-135m-instruct'): on several models, the
     documents each audited, when every model audited the same, else each model's count."""
     models = _per_model(row)
+    cut = f", passages of at most {row['passage_words']} words" if row.get("passage_words") else ""
     if len({(m[what], m.get("passages_per_document")) for m in models}) == 1:
         spacing = models[0].get("passages_per_document")
         on = (f"each audited on {row['model']}" if len(models) > 1 else str(row["model"])) + (
-            f", {_passages(spacing)}" if spacing else "")
+            f", {_passages(spacing)}" if spacing else "") + cut
         return f"{models[0][what]} {what} no model has seen", on
     each = ", ".join(f"{m['model']} ({m[what]}" + (f", {_passages(m['passages_per_document'])}"
                                                   if m.get("passages_per_document") else "") + ")" for m in models)
-    return f"{what} no model has seen", f"audited on {each}"
+    return f"{what} no model has seen", f"audited on {each}{cut}"
+
+
+def _other_lengths(row: Mapping[str, Any], records: Mapping[int | None, Mapping[str, Any]], what: str,
+                  passage_words: int | None) -> str:
+    """'; with passages of at most 128 words (smollm2-135m-instruct), 0 of 108; it was never
+    run with passages of at most 256 words, as this audit's': the battery's counts at the
+    lengths other than the quoted ``row``'s, and where the audit's own length is not one of
+    them; '' when there is nothing to add."""
+    out = ""
+    for length, other in sorted(records.items(), key=lambda item: item[0] or 0):
+        if length is None or length == row.get("passage_words"):
+            continue
+        n, of = _claims(other)[what]
+        models = _per_model(other)
+        on = str(other["model"]) if len(models) == 1 else f"{len(models)} models"
+        out += f"; with passages of at most {length} words ({on}), {n} of {of}"
+    if passage_words is not None and row.get("passage_words") not in (None, passage_words):
+        out += f"; it was never run with passages of at most {passage_words} words, as this audit's"
+    return out
 
 
 def above_alpha(row: Mapping[str, Any], alpha: float) -> dict[str, tuple[int, int]]:
@@ -87,6 +138,7 @@ class _Lookup:
     name: str  # the method with its non-default parameters, as a verdict names it
     where: str  # the results file the battery's counts come from
     row: Mapping[str, Any] | None  # the battery's row; None: never run with these settings
+    records: Mapping[int | None, Mapping[str, Any]]  # its rows at every passage length
 
 
 def _claims(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
@@ -109,25 +161,28 @@ def claimed(row: Mapping[str, Any], counts: Mapping[str, tuple[int, int]]) -> st
 
 
 def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: float, guard_test: str,
-            table: Mapping[str, Any] | None) -> _Lookup | None:
-    """What the battery says of ``method`` with ``params``; None when the audit's test,
-    alpha or guard differ from the battery's (its counts say nothing about those)."""
+            table: Mapping[str, Any] | None, passage_words: int | None) -> _Lookup | None:
+    """What the battery says of ``method`` with ``params`` at (or nearest) the audit's
+    passage length; None when the audit's test, alpha or guard differ from the battery's
+    (its counts say nothing about those)."""
     table = load_table(str(TABLE)) if table is None else table
     if not table or not applies(table, test, alpha, guard_test):
         return None
     used = params_text(params)
     return _Lookup(f"{method} ({used})" if used else method,
-                   table.get("source", "benchmarks/results/audit_validity.md"), null_record(method, params, table))
+                   table.get("source", "benchmarks/results/audit_validity.md"),
+                   null_record(method, params, table, passage_words), null_records(method, params, table))
 
 
 def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collection: bool = False,
                  test: str = "t", alpha: float = 0.01, guard_test: str = "t",
-                 table: Mapping[str, Any] | None = None) -> str | None:
+                 table: Mapping[str, Any] | None = None, passage_words: int | None = None) -> str | None:
     """One clause for an ``evidence`` reason: the false claims audits with ``method`` (and
     these non-default ``params``) made on the null battery, of documents or (``collection``)
-    of collections; that they were never run there; None when the audit's test, alpha or
-    guard differ from the battery's."""
-    found = _lookup(method, params, test, alpha, guard_test, table)
+    of collections, with passages of the audit's length ``passage_words`` (None: not known)
+    or, never run at it, of the nearest length, named; that they were never run there; None
+    when the audit's test, alpha or guard differ from the battery's."""
+    found = _lookup(method, params, test, alpha, guard_test, table, passage_words)
     if found is None:
         return None
     row = found.row
@@ -140,20 +195,23 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
     seen, on = _audited(row, what)
     models = _per_model(row)
     if len(models) == 1:
-        return f"on {seen} ({found.where}, {on}) audits with {found.name} claimed training on {n}{promised}"
+        return (f"on {seen} ({found.where}, {on}) audits with {found.name} claimed training on {n}{promised}"
+                f"{_other_lengths(row, found.records, what, passage_words)}")
     which = "" if not n else " (" + ", ".join(f"{m['model']} {_claims(m)[what][0]}" for m in models) + ")"
     return (f"on {seen} ({found.where}, {on}), audits with {found.name} claimed training in {n} of {of}{which}"
-            f"{promised}")
+            f"{promised}{_other_lengths(row, found.records, what, passage_words)}")
 
 
 def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
-            guard_test: str = "t", table: Mapping[str, Any] | None = None) -> str | None:
+            guard_test: str = "t", table: Mapping[str, Any] | None = None,
+            passage_words: int | None = None) -> str | None:
     """A note for an audit whose method (with these settings) made more false claims on the
     null battery than alpha allows, or has no count there; None when it made no more (the
     evidence verdict still quotes the count), or when the audit's test, alpha or guard are
     not the battery's (:func:`above_alpha`: 2 of 108 audits at alpha 0.01 is above what
-    alpha allows, 1 of 432 over four models is not)."""
-    found = _lookup(method, params, test, alpha, guard_test, table)
+    alpha allows, 1 of 432 over four models is not). ``passage_words``: the audit's passage
+    length (None: not known), whose count is read, else the nearest's (:func:`null_record`)."""
+    found = _lookup(method, params, test, alpha, guard_test, table, passage_words)
     if found is None:
         return None
     row = found.row
@@ -163,5 +221,7 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     counts = above_alpha(row, alpha)
     if not counts:
         return None
+    cut = f", passages of at most {row['passage_words']} words" if row.get("passage_words") else ""
     return (f"{found.name} claimed training on {claimed(row, counts)} no model has seen on the null battery "
-            f"({found.where}), at the alpha of this audit ({alpha}): read its evidence as weaker than alpha says")
+            f"({found.where}{cut}), at the alpha of this audit ({alpha}): read its evidence as weaker than alpha "
+            f"says")

@@ -219,6 +219,7 @@ def verdicts(
     method_params: Mapping[str, Any] | None = None,
     witness: Witness | None = None,
     context: Mapping[str, Any] | None = None,
+    passage_words: int | None = None,
 ) -> dict[str, Any]:
     """Verdicts per suspect document (label 1) against the clean documents (label 0).
 
@@ -232,7 +233,9 @@ def verdicts(
     halves of a reference-calibrated score (:mod:`copyprobe.evaluation.witness`): a suspect
     the reference model itself recognises is tested on the target's own score.
     ``context``: what the audit knows of the text and the target (``published``, ``target``:
-    its model, whether it could have seen the text, why), said once in ``shared``."""
+    its model, whether it could have seen the text, why), said once in ``shared``.
+    ``passage_words``: the most words of a passage, where copyprobe cut the texts (None: given
+    as passages): an evidence reason quotes the null battery at that length."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
     ids = list(order) if order is not None else list(scores)
@@ -262,7 +265,7 @@ def verdicts(
     k = len(clean)
 
     # the battery's counts are for the test asked (t, with tied clean scores sent to rank)
-    validity = _validity(method, method_params, test, alpha, guard_test)
+    validity = _validity(method, method_params, test, alpha, guard_test, passage_words=passage_words)
 
     tested = [s for s in suspects if values[s]]
     # the witness: per suspect, the score it is tested on (the target's own when the
@@ -389,7 +392,7 @@ def verdicts(
                        if group is not None and group.needed and group.p is not None else 1)
         report["collection"] = _collection(tested, clean, target_own if by_own else doc_score, alpha, standings,
                                            _validity(method, method_params, test, alpha, guard_test,
-                                                     collection=True), group_split)
+                                                     collection=True, passage_words=passage_words), group_split)
         group_unfit = raw_unfit(witness.raw_method) if by_own else None
         if group_unfit:
             report["collection"].update(verdict=CANNOT_TELL, tested_on=witness.raw_method, reason=(
@@ -462,25 +465,32 @@ def raw_unfit(raw: str) -> str | None:
     """Why the target's own score cannot stand in for a calibrated one (it made false claims
     on the null battery, on any model it ran on, or has no count there), or None when it can.
     Any claim, not only more than alpha allows: this opens a path of the witness's test, and
-    one claim in 108 audits does not show a rate below alpha (its 95% bound is 4%)."""
-    from copyprobe.evaluation.validity import TABLE, claimed, made_claims, null_record
+    one claim in 108 audits does not show a rate below alpha (its 95% bound is 4%). Claims
+    at any passage length the battery was cut at count, whatever the audit's: a score that
+    claims training on never-seen text at one length is not shown sound at another."""
+    from copyprobe.evaluation.validity import TABLE, claimed, made_claims, null_records
     from copyprobe.evaluation.exposure import load_table
 
-    row = null_record(raw)
-    if row is None:
+    records = null_records(raw)
+    if not records:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    made = made_claims(row)
-    if made:
-        where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
-        return f"on the null battery ({where}) {raw} claimed training on {claimed(row, made)} no model has seen"
+    for length, row in sorted(records.items(), key=lambda item: item[0] or 0):
+        made = made_claims(row)
+        if made:
+            where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
+            cut = f", passages of at most {length} words" if length else ""
+            return (f"on the null battery ({where}{cut}) {raw} claimed training on {claimed(row, made)} no model "
+                    f"has seen")
     return None
 
 
-def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False) -> str:
+def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False,
+              passage_words: int | None = None) -> str:
     """'; on 108 documents no model has seen ... claimed training on 0' (evaluation/validity.py), or ''."""
     from copyprobe.evaluation.validity import false_claims
 
-    clause = false_claims(method, params, collection=collection, test=test, alpha=alpha, guard_test=guard_test)
+    clause = false_claims(method, params, collection=collection, test=test, alpha=alpha, guard_test=guard_test,
+                          passage_words=passage_words)
     return f"; {clause}" if clause else ""
 
 
@@ -699,13 +709,15 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
                    texts: Mapping[str, str], *, test: str = "rank", guard_test: str = "rank",
                    method_params: Mapping[str, Any] | None = None,
                    witness_context: Mapping[str, Any] | None = None, use_witness: bool = True,
-                   context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   context: Mapping[str, Any] | None = None, passage_words: int | None = None
+                   ) -> dict[str, Any]:
     """Verdicts from scores rows (as scores.jsonl holds them) and the passages' texts
     (examples.jsonl): rows a learning method was fitted on are no evidence and are left out.
     A reference-calibrated method's rows carry both halves of the score in their details:
     the reference model is asked as a witness (:mod:`copyprobe.evaluation.witness`;
     ``witness_context``: its model, whether it could have seen the text and why;
-    ``use_witness=False``: the calibrated score alone, as before the witness)."""
+    ``use_witness=False``: the calibrated score alone, as before the witness;
+    ``passage_words``: as for :func:`verdicts`)."""
     from copyprobe.evaluation.witness import from_rows
 
     trained = {i for ids in train_ids.values() for i in ids}
@@ -720,4 +732,4 @@ def audit_verdicts(rows: list[dict[str, Any]], method: str, train_ids: Mapping[s
     labels = {r["id"]: r.get("label") for r in rows}
     return verdicts(scores, docs, labels, alpha, texts, test=test, method=method,
                     order=[r["id"] for r in rows], guard_test=guard_test, method_params=method_params,
-                    witness=witness, context=context)
+                    witness=witness, context=context, passage_words=passage_words)

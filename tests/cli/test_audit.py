@@ -457,3 +457,26 @@ def test_the_witness_s_factor_is_counted_before_the_model_loads(tmp_path, monkey
     err = capsys.readouterr().err
     assert code == 2 and "times 1.25 for the reference model's choice of test" in err
     assert sum(fake.calls.values()) == 0 and not (tmp_path / "auto").exists()
+
+
+def test_an_audit_records_the_length_it_cut_books_at_and_none_for_given_passages(tmp_path, monkeypatch, capsys):
+    """What an evidence verdict's null-battery count is read at: books cut by copyprobe
+    record their --passage-words; passages given as a table, or sides cut differently,
+    record none."""
+    import random
+
+    rng = random.Random(9)
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "book.txt").write_text("\n\n".join(pseudo_text(rng, 40) for _ in range(3)))
+    for k in range(6):
+        (tmp_path / "clean" / f"c{k}.txt").write_text("\n\n".join(pseudo_text(rng, 40) for _ in range(3)))
+    write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"c{k}"} for k in range(6)])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
+    recorded = {}
+    for name, clean, words in (("books", "clean", ["--passage-words", "30"]), ("mixed", "c.jsonl", [])):
+        code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "book.txt"), "--clean",
+                     str(tmp_path / clean), "--method", "loss", "--out", str(tmp_path / name), "--no-cache",
+                     "--no-progress", "--bootstrap", "0", *words])
+        assert code == 0, capsys.readouterr().err
+        recorded[name] = json.loads((tmp_path / name / "run.json").read_text())["audit"]["passage_words"]
+    assert recorded == {"books": 30, "mixed": None}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from copyprobe.evaluation.validity import false_claims, null_record
+from copyprobe.evaluation.validity import false_claims, null_record, null_records
 from copyprobe.evaluation.verdicts import verdicts
 from copyprobe.evaluation.vocabulary import EVIDENCE
 
@@ -59,8 +59,20 @@ def test_an_evidence_verdict_quotes_the_shipped_battery_count():
     # said once for the audit (every evidence verdict shares it), not in each reason
     counted = (f"claimed training in {shipped['false_claims']} of {shipped['documents']}" if shipped.get("by_model")
                else f"claimed training on {shipped['false_claims']}")  # summed over the models it ran on
-    assert report["evidence_null_battery"].endswith(f"audits with reference {counted}")
+    said = report["evidence_null_battery"]
+    assert f"passages of at most {shipped['passage_words']} words), audits with reference {counted}" in said
+    # the battery's other passage lengths follow, each with its own count
+    for length, other in null_records("reference").items():
+        if length != shipped["passage_words"]:
+            assert f"; with passages of at most {length} words (" in said
+            assert said.index(f"{length} words (") > said.index(counted)
     assert "no model has seen" not in row["reason"]
+    # cut at the length of another battery row, the audit quotes that row first
+    other = max(null_records("reference"))
+    if other != shipped["passage_words"]:
+        at_other = verdicts(scores, docs, labels, 0.01, texts, test="t", method="reference", guard_test="t",
+                            passage_words=other)["evidence_null_battery"]
+        assert at_other.split(" audits with ")[0].endswith(f"passages of at most {other} words)")
     at_05 = verdicts(scores, docs, labels, 0.05, texts, test="t", method="reference", guard_test="t")
     assert at_05["evidence_null_battery"] is None
 
@@ -160,10 +172,61 @@ def test_a_score_with_any_false_claim_on_any_model_is_no_path_for_the_witness():
 
     assert raw_unfit("never-benchmarked").endswith("is not known")
     for raw in ("loss", "zlib", "min_k_pp", "topk_loss", "reference"):
-        record = null_record(raw)  # the shipped table, summed over the models it ran on
-        claimed = record["false_claims"] or record["collection_claims"]
+        # the shipped table, summed over the models it ran on, at every passage length
+        records = null_records(raw)
+        claimed = [r for r in records.values() if r["false_claims"] or r["collection_claims"]]
         said = raw_unfit(raw)
         assert (said is not None) == bool(claimed), (raw, said)
-        if record["false_claims"]:
+        if claimed and claimed[0]["false_claims"]:
+            record = claimed[0]
             audits = "audits of " if record.get("by_model") else ""
             assert f"claimed training on {record['false_claims']} of {record['documents']} {audits}documents" in said
+
+
+LENGTHS = {**TABLE, "methods": {
+    "loss": [{**ROW, "params": {}, "false_claims": 0, "passage_words": 64},
+             {**ROW, "model": "gemma", "params": {}, "false_claims": 0, "passage_words": 64},
+             {**ROW, "params": {}, "false_claims": 3, "passage_words": 128}]}}
+
+
+def test_each_passage_length_is_its_own_count_and_the_audit_quotes_its_own():
+    """The same documents cut into 128-word passages are another test than at 64 words:
+    an audit at 128 words quotes the 128-word count, one at another length the nearest
+    (naming that it never ran at the audit's), one of passages given as they are the
+    length audited on most models; the other lengths' counts follow."""
+    from copyprobe.evaluation.validity import caution
+
+    assert set(null_records("loss", table=LENGTHS)) == {64, 128}
+    assert null_record("loss", table=LENGTHS, passage_words=128)["false_claims"] == 3
+    assert null_record("loss", table=LENGTHS, passage_words=64)["documents"] == 216  # two models, summed
+    assert null_record("loss", table=LENGTHS)["passage_words"] == 64  # not known: the most models
+    assert null_record("loss", table=LENGTHS, passage_words=256)["passage_words"] == 128  # nearest
+    assert null_record("loss", table=LENGTHS, passage_words=96)["passage_words"] == 64  # a tie: the shorter
+    assert false_claims("loss", table=LENGTHS, passage_words=128) == (
+        "on 108 documents no model has seen (audit_validity.md, smollm2, passages of at most 128 words) audits with "
+        "loss claimed training on 3, where alpha = 0.01 allows about 1.1; with passages of at most 64 words "
+        "(2 models), 0 of 216")
+    assert false_claims("loss", table=LENGTHS, passage_words=64) == (
+        "on 108 documents no model has seen (audit_validity.md, each audited on smollm2 and gemma, passages of at "
+        "most 64 words), audits with loss claimed training in 0 of 216; with passages of at most 128 words "
+        "(smollm2), 3 of 108")
+    assert false_claims("loss", table=LENGTHS, passage_words=200).endswith(
+        "; it was never run with passages of at most 200 words, as this audit's")
+    assert "never run" not in false_claims("loss", table=LENGTHS)  # not known: nothing to compare
+    # the caution reads the audit's own length: 3 of 108 at 128 words is above alpha, 0 of 216 at 64 is not
+    assert caution("loss", table=LENGTHS, passage_words=128).startswith(
+        "loss claimed training on 3 of 108 documents no model has seen on the null battery (audit_validity.md, "
+        "passages of at most 128 words)")
+    assert caution("loss", table=LENGTHS, passage_words=64) is None
+    # a table written before lengths were recorded reads as it did
+    assert false_claims("reference", table=TABLE, passage_words=128) == false_claims("reference", table=TABLE)
+
+
+def test_a_claim_at_any_passage_length_closes_the_witness_s_own_path(monkeypatch):
+    from copyprobe.evaluation import validity
+    from copyprobe.evaluation.verdicts import raw_unfit
+
+    monkeypatch.setattr(validity, "load_table", lambda path: LENGTHS)
+    monkeypatch.setattr("copyprobe.evaluation.exposure.load_table", lambda path: LENGTHS)
+    assert raw_unfit("loss") == ("on the null battery (audit_validity.md, passages of at most 128 words) loss "
+                                 "claimed training on 3 of 108 documents no model has seen")
