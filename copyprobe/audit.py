@@ -109,16 +109,17 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
     """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the
     role; the input files read (path, bytes, sha256) are appended to ``files``, and the most
     words of a passage where copyprobe cut books into passages (else None) is ``cut_at[role]``."""
-    from copyprobe.data.readers import load_dataset
+    from copyprobe.data.readers import Dataset, load_dataset
 
-    if isinstance(data, (str, Path)):
-        dataset = load_dataset(data, **read_options)
+    if isinstance(data, (str, Path, Dataset)):
+        # a Dataset is what load_dataset read (it has no len() to be taken as a list of texts)
+        dataset = data if isinstance(data, Dataset) else load_dataset(data, **read_options)
         examples = dataset.examples
         if files is not None:
             files.extend(dataset.files)
         if cut_at is not None:
             cut_at[role] = dataset.passage_words
-        stem = Path(data).stem
+        stem = Path(dataset.path).stem if dataset.path else role
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]
         if cut_at is not None:

@@ -290,3 +290,25 @@ def test_recorded_versions_are_the_installed_ones_and_each_caller_gets_its_own_c
     assert first["numpy"] == metadata.version("numpy") and first["copyprobe"] == metadata.version("copyprobe")
     first["numpy"] = "edited by a caller"
     assert versions()["numpy"] == metadata.version("numpy")
+
+
+def test_an_audit_reads_datasets_as_it_reads_their_files(tmp_path):
+    """Datasets from load_dataset, as audit's docstring allows, give the same verdicts as
+    their paths (a Dataset was taken for a list of texts and failed), and books read as a
+    Dataset record the length they were cut at."""
+    rows = labelled_rows()
+    suspect = write_data(tmp_path / "suspect.jsonl", [r for r in rows if r["label"] == 1])
+    clean = write_data(tmp_path / "clean.jsonl", [r for r in rows if r["label"] == 0])
+    fake = FakeBackend(spec="fake", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    by_path = copyprobe.audit(fake, str(suspect), str(clean), "loss", alpha=0.05, cache=False, n_bootstrap=0)
+    by_dataset = copyprobe.audit(fake, copyprobe.load_dataset(str(suspect)), copyprobe.load_dataset(str(clean)),
+                                 "loss", alpha=0.05, cache=False, n_bootstrap=0)
+    assert [(d["doc_id"], d["verdict"], d["p"]) for d in by_dataset.verdicts["documents"]] == \
+        [(d["doc_id"], d["verdict"], d["p"]) for d in by_path.verdicts["documents"]]
+    for side in ("s", "c"):
+        (tmp_path / side).mkdir()
+        for k in range(6):
+            (tmp_path / side / f"{side}{k}.txt").write_text(" ".join(f"{side}{k}w{i}" for i in range(90)))
+    cut = [copyprobe.load_dataset(str(tmp_path / side), passage_words=40) for side in ("s", "c")]
+    copyprobe.audit(fake, *cut, "loss", alpha=0.05, cache=False, n_bootstrap=0, out=tmp_path / "run")
+    assert load_run(tmp_path / "run").record.audit["passage_words"] == 40

@@ -266,3 +266,25 @@ def test_a_run_of_the_kind_it_says_still_rescores(tmp_path, capsys, name, option
     shutil.copytree(SAVED / name, run_dir)
     assert main(["rescore", str(run_dir), *options]) == 0, capsys.readouterr().err
     assert f"rescored {run_dir}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("words, first, never", [
+    (128, "passages of at most 128 words)", False),  # the battery's own row at the audit's length
+    (200, "passages of at most 128 words)", True),  # the nearest, and the audit's length named
+    (None, "passages of at most 64 words)", False),  # not known: the length audited on most models
+])
+def test_a_rescored_audit_quotes_the_null_battery_at_its_recorded_passage_length(tmp_path, capsys, words, first,
+                                                                                 never):
+    """run.json's audit.passage_words reaches the evidence clause of verdicts.json (the
+    saved audit at the battery's test, alpha and guard, where it has evidence verdicts)."""
+    from copyprobe.evaluation.validity import null_records
+
+    assert {64, 128} <= set(null_records("loss"))  # the shipped table this test reads
+    code, err = _rescore_edited(tmp_path, capsys, "audit", lambda run: run["audit"].update(
+        test="t", alpha=0.01, guard_test="t", passage_words=words))
+    assert code == 0, err
+    report = _json(tmp_path / "audit" / "verdicts.json")
+    assert any(r["verdict"] == "evidence" for r in report["documents"])
+    said = report["evidence_null_battery"]
+    assert said.split(" audits with loss ")[0].rstrip(",").endswith(first), said
+    assert ("this audit's length" in said) == never

@@ -69,7 +69,8 @@ def null_record(method: str, params: Mapping[str, Any] | None = None,
         return records[passage_words]
     lengths = list(records)
     if passage_words is None or None in lengths:
-        # most models first, then the shorter passages (the battery's own length, 64 words)
+        # most models first, then the shorter passages (the battery's own length, 64 words);
+        # rows of no length (a table from before lengths were recorded) have no distance
         return records[min(lengths, key=lambda n: (-len(_per_model(records[n])), n or 0))]
     return records[min(lengths, key=lambda n: (abs(n - passage_words), n))]
 
@@ -97,23 +98,52 @@ def _audited(row: Mapping[str, Any], what: str) -> tuple[str, str]:
     return f"{what} no model has seen", f"audited on {each}{cut}"
 
 
+def _tally(row: Mapping[str, Any], what: str, alpha: float, always_of: bool = False) -> str:
+    """'on 2, where alpha = 0.01 allows about 1.1' (one model; ``always_of``: 'in 2 of 108, ...'),
+    'in 1 of 432 (smollm2 0, gemma 1, ...), where ...' (several, each model named when any claimed)."""
+    n, of = _claims(row)[what]
+    promised = f", where alpha = {alpha} allows about {alpha * of:.2g}" if n > 0 else ""
+    models = _per_model(row)
+    if len(models) == 1 and not always_of:
+        return f"on {n}{promised}"
+    which = "" if not n or len(models) == 1 else (
+        " (" + ", ".join(f"{m['model']} {_claims(m)[what][0]}" for m in models) + ")")
+    return f"in {n} of {of}{which}{promised}"
+
+
+def _by_length(records: Mapping[int | None, Mapping[str, Any]]) -> list[tuple[int | None, Mapping[str, Any]]]:
+    return sorted(records.items(), key=lambda item: item[0] or 0)
+
+
+def _never_run(row: Mapping[str, Any], passage_words: int | None) -> str:
+    """'; the battery was never run with passages of at most 96 words, this audit's length', or ''."""
+    if passage_words is None or row.get("passage_words") in (None, passage_words):
+        return ""
+    return f"; the battery was never run with passages of at most {passage_words} words, this audit's length"
+
+
 def _other_lengths(row: Mapping[str, Any], records: Mapping[int | None, Mapping[str, Any]], what: str,
-                  passage_words: int | None) -> str:
-    """'; with passages of at most 128 words (smollm2-135m-instruct), 0 of 108; it was never
-    run with passages of at most 256 words, as this audit's': the battery's counts at the
-    lengths other than the quoted ``row``'s, and where the audit's own length is not one of
-    them; '' when there is nothing to add."""
+                   alpha: float, passage_words: int | None) -> str:
+    """'; with passages of at most 64 words, audits claimed training in 1 of 432 (smollm2 0,
+    gemma 1, ...), where alpha = 0.01 allows about 4.3': the battery's counts at the lengths
+    other than the quoted ``row``'s (a table's rows with no length are not listed), and
+    :func:`_never_run`; '' when there is nothing to add."""
     out = ""
-    for length, other in sorted(records.items(), key=lambda item: item[0] or 0):
+    for length, other in _by_length(records):
         if length is None or length == row.get("passage_words"):
             continue
-        n, of = _claims(other)[what]
-        models = _per_model(other)
-        on = str(other["model"]) if len(models) == 1 else f"{len(models)} models"
-        out += f"; with passages of at most {length} words ({on}), {n} of {of}"
-    if passage_words is not None and row.get("passage_words") not in (None, passage_words):
-        out += f"; it was never run with passages of at most {passage_words} words, as this audit's"
-    return out
+        # the models are named with the count when any claimed, else here
+        on = "" if _claims(other)[what][0] and len(_per_model(other)) > 1 else f" ({other['model']})"
+        out += f"; with passages of at most {length} words{on}, audits claimed training {_tally(other, what, alpha, True)}"
+    return out + _never_run(row, passage_words)
+
+
+def claimed_by_length(flagged: list[tuple[Mapping[str, Any], Mapping[str, tuple[int, int]]]]) -> str:
+    """'5 of 216 audits of documents no model has seen (passages of at most 64 words) and ...':
+    each (row, counts) of :func:`claimed` with the passage length of its row."""
+    return " and ".join(f"{claimed(row, counts)} no model has seen" + (
+        f" (passages of at most {row['passage_words']} words)" if row.get("passage_words") else "")
+        for row, counts in flagged)
 
 
 def above_alpha(row: Mapping[str, Any], alpha: float) -> dict[str, tuple[int, int]]:
@@ -190,16 +220,10 @@ def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collec
         return (f"how often {found.name} claims training on documents no model has seen is not known: the null "
                 f"battery ({found.where}) has no count for it with these settings")
     what = "collections" if collection else "documents"
-    n, of = _claims(row)[what]
-    promised = f", where alpha = {alpha} allows about {alpha * of:.2g}" if n > 0 else ""
     seen, on = _audited(row, what)
-    models = _per_model(row)
-    if len(models) == 1:
-        return (f"on {seen} ({found.where}, {on}) audits with {found.name} claimed training on {n}{promised}"
-                f"{_other_lengths(row, found.records, what, passage_words)}")
-    which = "" if not n else " (" + ", ".join(f"{m['model']} {_claims(m)[what][0]}" for m in models) + ")"
-    return (f"on {seen} ({found.where}, {on}), audits with {found.name} claimed training in {n} of {of}{which}"
-            f"{promised}{_other_lengths(row, found.records, what, passage_words)}")
+    comma = "," if len(_per_model(row)) > 1 else ""
+    return (f"on {seen} ({found.where}, {on}){comma} audits with {found.name} claimed training "
+            f"{_tally(row, what, alpha)}{_other_lengths(row, found.records, what, alpha, passage_words)}")
 
 
 def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str = "t", alpha: float = 0.01,
@@ -209,8 +233,10 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     null battery than alpha allows, or has no count there; None when it made no more (the
     evidence verdict still quotes the count), or when the audit's test, alpha or guard are
     not the battery's (:func:`above_alpha`: 2 of 108 audits at alpha 0.01 is above what
-    alpha allows, 1 of 432 over four models is not). ``passage_words``: the audit's passage
-    length (None: not known), whose count is read, else the nearest's (:func:`null_record`)."""
+    alpha allows, 1 of 432 over four models is not), at the audit's passage length
+    ``passage_words`` (None: not known) or any other: the battery's longer passages are no
+    reassurance about its shorter ones, nor the reverse, so a count above alpha at any
+    length is said, with its length."""
     found = _lookup(method, params, test, alpha, guard_test, table, passage_words)
     if found is None:
         return None
@@ -218,10 +244,11 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
     if row is None:
         return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
                 f"claims training on documents no model has seen is not known; method auto picks a method that has one")
-    counts = above_alpha(row, alpha)
-    if not counts:
+    # the audit's own length (or the nearest) first
+    rows = [row] + [r for length, r in _by_length(found.records) if length != row.get("passage_words")]
+    flagged = [(r, counts) for r in rows if (counts := above_alpha(r, alpha))]
+    if not flagged:
         return None
-    cut = f", passages of at most {row['passage_words']} words" if row.get("passage_words") else ""
-    return (f"{found.name} claimed training on {claimed(row, counts)} no model has seen on the null battery "
-            f"({found.where}{cut}), at the alpha of this audit ({alpha}): read its evidence as weaker than alpha "
-            f"says")
+    return (f"{found.name} claimed training on {claimed_by_length(flagged)} on the null battery ({found.where}), at "
+            f"the alpha of this audit ({alpha}): read its evidence as weaker than alpha says"
+            f"{_never_run(row, passage_words)}")

@@ -468,20 +468,18 @@ def raw_unfit(raw: str) -> str | None:
     one claim in 108 audits does not show a rate below alpha (its 95% bound is 4%). Claims
     at any passage length the battery was cut at count, whatever the audit's: a score that
     claims training on never-seen text at one length is not shown sound at another."""
-    from copyprobe.evaluation.validity import TABLE, claimed, made_claims, null_records
+    from copyprobe.evaluation.validity import TABLE, claimed_by_length, made_claims, null_records
     from copyprobe.evaluation.exposure import load_table
 
     records = null_records(raw)
     if not records:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    for length, row in sorted(records.items(), key=lambda item: item[0] or 0):
-        made = made_claims(row)
-        if made:
-            where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
-            cut = f", passages of at most {length} words" if length else ""
-            return (f"on the null battery ({where}{cut}) {raw} claimed training on {claimed(row, made)} no model "
-                    f"has seen")
-    return None
+    flagged = [(row, made) for _, row in sorted(records.items(), key=lambda item: item[0] or 0)
+               if (made := made_claims(row))]
+    if not flagged:
+        return None
+    where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
+    return f"on the null battery ({where}) {raw} claimed training on {claimed_by_length(flagged)}"
 
 
 def _validity(method: str, params, test: str, alpha: float, guard_test: str, collection: bool = False,

@@ -462,7 +462,8 @@ def test_the_witness_s_factor_is_counted_before_the_model_loads(tmp_path, monkey
 def test_an_audit_records_the_length_it_cut_books_at_and_none_for_given_passages(tmp_path, monkeypatch, capsys):
     """What an evidence verdict's null-battery count is read at: books cut by copyprobe
     record their --passage-words; passages given as a table, or sides cut differently,
-    record none."""
+    record none. The note before the audit (topk_loss claimed more than alpha allows on the
+    battery, at 64 words only) says when the battery never ran at the audit's length."""
     import random
 
     rng = random.Random(9)
@@ -471,12 +472,18 @@ def test_an_audit_records_the_length_it_cut_books_at_and_none_for_given_passages
     for k in range(6):
         (tmp_path / "clean" / f"c{k}.txt").write_text("\n\n".join(pseudo_text(rng, 40) for _ in range(3)))
     write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"c{k}"} for k in range(6)])
-    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec=spec))
-    recorded = {}
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(
+        spec=spec, capabilities={"token_logprobs", "generate", "top_logprobs"}))
+    recorded, notes = {}, {}
     for name, clean, words in (("books", "clean", ["--passage-words", "30"]), ("mixed", "c.jsonl", [])):
         code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "book.txt"), "--clean",
-                     str(tmp_path / clean), "--method", "loss", "--out", str(tmp_path / name), "--no-cache",
+                     str(tmp_path / clean), "--method", "topk_loss", "--out", str(tmp_path / name), "--no-cache",
                      "--no-progress", "--bootstrap", "0", *words])
         assert code == 0, capsys.readouterr().err
-        recorded[name] = json.loads((tmp_path / name / "run.json").read_text())["audit"]["passage_words"]
+        run = json.loads((tmp_path / name / "run.json").read_text())
+        recorded[name] = run["audit"]["passage_words"]
+        notes[name] = " ".join(n for n in run["notes"] if "null battery" in n)
     assert recorded == {"books": 30, "mixed": None}
+    assert "topk_loss claimed training on" in notes["books"] and "(passages of at most 64 words)" in notes["books"]
+    assert notes["books"].endswith("never run with passages of at most 30 words, this audit's length")
+    assert "topk_loss claimed training on" in notes["mixed"] and "this audit's length" not in notes["mixed"]

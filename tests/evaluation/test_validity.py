@@ -72,7 +72,7 @@ def test_an_evidence_verdict_quotes_the_shipped_battery_count():
     if other != shipped["passage_words"]:
         at_other = verdicts(scores, docs, labels, 0.01, texts, test="t", method="reference", guard_test="t",
                             passage_words=other)["evidence_null_battery"]
-        assert at_other.split(" audits with ")[0].endswith(f"passages of at most {other} words)")
+        assert at_other.split(" audits with ")[0].rstrip(",").endswith(f"passages of at most {other} words)")
     at_05 = verdicts(scores, docs, labels, 0.05, texts, test="t", method="reference", guard_test="t")
     assert at_05["evidence_null_battery"] is None
 
@@ -205,19 +205,31 @@ def test_each_passage_length_is_its_own_count_and_the_audit_quotes_its_own():
     assert false_claims("loss", table=LENGTHS, passage_words=128) == (
         "on 108 documents no model has seen (audit_validity.md, smollm2, passages of at most 128 words) audits with "
         "loss claimed training on 3, where alpha = 0.01 allows about 1.1; with passages of at most 64 words "
-        "(2 models), 0 of 216")
+        "(smollm2 and gemma), audits claimed training in 0 of 216")
     assert false_claims("loss", table=LENGTHS, passage_words=64) == (
         "on 108 documents no model has seen (audit_validity.md, each audited on smollm2 and gemma, passages of at "
         "most 64 words), audits with loss claimed training in 0 of 216; with passages of at most 128 words "
-        "(smollm2), 3 of 108")
+        "(smollm2), audits claimed training in 3 of 108, where alpha = 0.01 allows about 1.1")
     assert false_claims("loss", table=LENGTHS, passage_words=200).endswith(
-        "; it was never run with passages of at most 200 words, as this audit's")
+        "; the battery was never run with passages of at most 200 words, this audit's length")
     assert "never run" not in false_claims("loss", table=LENGTHS)  # not known: nothing to compare
-    # the caution reads the audit's own length: 3 of 108 at 128 words is above alpha, 0 of 216 at 64 is not
-    assert caution("loss", table=LENGTHS, passage_words=128).startswith(
-        "loss claimed training on 3 of 108 documents no model has seen on the null battery (audit_validity.md, "
-        "passages of at most 128 words)")
-    assert caution("loss", table=LENGTHS, passage_words=64) is None
+    # several models at another length, one of which claimed: each is named with its count
+    two = {**LENGTHS, "methods": {"loss": LENGTHS["methods"]["loss"][:1] + [
+        {**ROW, "model": "gemma", "params": {}, "false_claims": 1, "passage_words": 64},
+        {**ROW, "params": {}, "false_claims": 0, "passage_words": 128}]}}
+    assert false_claims("loss", table=two, passage_words=128).endswith(
+        "; with passages of at most 64 words, audits claimed training in 1 of 216 (smollm2 0, gemma 1), where "
+        "alpha = 0.01 allows about 2.2")
+    # the caution says a count above alpha at any length, the audit's own first: 3 of 108 at
+    # 128 words is above alpha, 0 of 216 at 64 is not
+    said = ("loss claimed training on 3 of 108 documents no model has seen (passages of at most 128 words) on the "
+            "null battery (audit_validity.md), at the alpha of this audit (0.01)")
+    assert caution("loss", table=LENGTHS, passage_words=128).startswith(said)
+    assert caution("loss", table=LENGTHS, passage_words=64).startswith(said)
+    assert caution("loss", table=LENGTHS, passage_words=200).endswith(
+        "; the battery was never run with passages of at most 200 words, this audit's length")
+    clean = {**LENGTHS, "methods": {"loss": LENGTHS["methods"]["loss"][:2]}}
+    assert caution("loss", table=clean, passage_words=128) is None  # 0 of 216 at 64 words, nothing at 128
     # a table written before lengths were recorded reads as it did
     assert false_claims("reference", table=TABLE, passage_words=128) == false_claims("reference", table=TABLE)
 
@@ -228,5 +240,11 @@ def test_a_claim_at_any_passage_length_closes_the_witness_s_own_path(monkeypatch
 
     monkeypatch.setattr(validity, "load_table", lambda path: LENGTHS)
     monkeypatch.setattr("copyprobe.evaluation.exposure.load_table", lambda path: LENGTHS)
-    assert raw_unfit("loss") == ("on the null battery (audit_validity.md, passages of at most 128 words) loss "
-                                 "claimed training on 3 of 108 documents no model has seen")
+    assert raw_unfit("loss") == ("on the null battery (audit_validity.md) loss claimed training on 3 of 108 "
+                                 "documents no model has seen (passages of at most 128 words)")
+    both = {**LENGTHS, "methods": {"loss": [{**LENGTHS["methods"]["loss"][0], "false_claims": 1},
+                                            LENGTHS["methods"]["loss"][2]]}}
+    monkeypatch.setattr(validity, "load_table", lambda path: both)
+    assert raw_unfit("loss").endswith("claimed training on 1 of 108 documents no model has seen (passages of at "
+                                      "most 64 words) and 3 of 108 documents no model has seen (passages of at "
+                                      "most 128 words)")
