@@ -112,7 +112,7 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
     from copyprobe.data.readers import Dataset, load_dataset
 
     if isinstance(data, (str, Path, Dataset)):
-        # a Dataset is what load_dataset read (it has no len() to be taken as a list of texts)
+        # a Dataset is what load_dataset read (not iterable: it cannot be read as a list of texts)
         dataset = data if isinstance(data, Dataset) else load_dataset(data, **read_options)
         examples = dataset.examples
         if files is not None:
