@@ -434,7 +434,7 @@ def derive_verdicts(run: record.Run) -> Derived:
                             test=str(settings.get("test", "rank")), guard_test=str(settings.get("guard_test", "rank")),
                             method_params=non_default_params(method, params, target_spec=target_spec),
                             witness_context={"model": reference, "could_have_seen": seen, "basis": basis},
-                            passage_words=_recorded_words(settings.get("passage_words")),
+                            passage_words=settings.get("passage_words"),  # check_recorded read it
                             context={"published": published, "target": {"model": target_spec,
                                                                         "could_have_seen": target_seen,
                                                                         "basis": target_basis}})
@@ -442,17 +442,11 @@ def derive_verdicts(run: record.Run) -> Derived:
     return derived
 
 
-def _recorded_words(value: Any) -> int | None:
-    """A run's recorded passage length, or None where it has none (a run from before it was
-    recorded, or passages given as they are; check_recorded refuses any other value): the
-    battery's count is then named with its own length."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def check_recorded(run: record.Run) -> None:
     """A saved audit as strictly as the command line reads it (an alpha of 2 turned every
     verdict into evidence; a method that is no column gave 'cannot tell' everywhere)."""
     from copyprobe.backends.cutoffs import check_published
+    from copyprobe.data.passages import check_passage_words
     from copyprobe.detect import check_method_column
     from copyprobe.errors import SettingError
 
@@ -465,10 +459,13 @@ def check_recorded(run: record.Run) -> None:
         check_published(section.get("published"))
     except SettingError as exc:
         raise DataError(f"{where}: 'audit.published' {exc.problem}") from None
-    words = section.get("passage_words")
-    if words is not None and _recorded_words(words) is None:
-        raise DataError(f"{where}: 'audit.passage_words' must be a whole number of words, at least 1, or null "
-                        f"(got {words!r})")
+    words = section.get("passage_words")  # None: a run from before it was recorded, or passages as given
+    if words is not None:
+        try:
+            check_passage_words(words)
+        except ConfigError:
+            raise DataError(f"{where}: 'audit.passage_words' must be a whole number of words, at least 1, or "
+                            f"null (got {words!r})") from None
     check_audit_rows(run.scores or [], run.dir / "scores.jsonl")
     check_method_column(run, section.get("method"), "audit")
 

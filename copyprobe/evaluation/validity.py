@@ -8,7 +8,7 @@ anyone) with each method; its summary ships with the package (``validity.json``,
 written by ``bench_audit_validity.py summary``) so that every ``evidence`` verdict can say
 how many false claims audits with the same method and settings made there, or that they
 were never tested. Its rows are per passage length too (passages of at most 64 words, and
-128, the command's default, for the default scores on SmolLM2): a verdict quotes its own.
+for some scores 128, the command's default): a verdict quotes its own.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def null_records(method: str, params: Mapping[str, Any] | None = None,
                  table: Mapping[str, Any] | None = None) -> dict[int | None, Mapping[str, Any]]:
     """The null battery's records for ``method`` with exactly these non-default ``params``,
     one per passage length the battery was cut at (``passage_words``; None in a table that
-    did not record it): empty when never run with them. Run on several models, the counts
+    did not record it), shortest first: empty when never run with them. Run on several models, the counts
     are summed over them, so that a false claim on any model counts, and each model's row is
     kept (``by_model``): the same documents audited on another model are more audits, not
     more documents. Lengths are kept apart: the same documents cut into longer passages are
@@ -39,7 +39,7 @@ def null_records(method: str, params: Mapping[str, Any] | None = None,
     by_length: dict[int | None, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_length.setdefault(row.get("passage_words"), []).append(row)
-    return {length: _merged(group) for length, group in by_length.items()}
+    return {length: _merged(by_length[length]) for length in sorted(by_length, key=lambda n: n or 0)}
 
 
 def _merged(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -62,7 +62,12 @@ def null_record(method: str, params: Mapping[str, Any] | None = None,
     battery has none at that length (or the audit's is not known: passages given as a
     table), the nearest length it has, the one audited on most models when unknown (its
     ``passage_words`` says which; :func:`null_records` has them all)."""
-    records = null_records(method, params, table)
+    return _nearest(null_records(method, params, table), passage_words)
+
+
+def _nearest(records: Mapping[int | None, Mapping[str, Any]], passage_words: int | None
+             ) -> Mapping[str, Any] | None:
+    """Of :func:`null_records`, the record :func:`null_record` reads."""
     if not records:
         return None
     if passage_words in records:
@@ -111,10 +116,6 @@ def _tally(row: Mapping[str, Any], what: str, alpha: float, always_of: bool = Fa
     return f"in {n} of {of}{which}{promised}"
 
 
-def _by_length(records: Mapping[int | None, Mapping[str, Any]]) -> list[tuple[int | None, Mapping[str, Any]]]:
-    return sorted(records.items(), key=lambda item: item[0] or 0)
-
-
 def _never_run(row: Mapping[str, Any], passage_words: int | None) -> str:
     """'; the battery was never run with passages of at most 96 words, this audit's length', or ''."""
     if passage_words is None or row.get("passage_words") in (None, passage_words):
@@ -129,7 +130,7 @@ def _other_lengths(row: Mapping[str, Any], records: Mapping[int | None, Mapping[
     other than the quoted ``row``'s (a table's rows with no length are not listed), and
     :func:`_never_run`; '' when there is nothing to add."""
     out = ""
-    for length, other in _by_length(records):
+    for length, other in records.items():
         if length is None or length == row.get("passage_words"):
             continue
         # the models are named with the count when any claimed, else here
@@ -199,9 +200,10 @@ def _lookup(method: str, params: Mapping[str, Any] | None, test: str, alpha: flo
     if not table or not applies(table, test, alpha, guard_test):
         return None
     used = params_text(params)
+    records = null_records(method, params, table)
     return _Lookup(f"{method} ({used})" if used else method,
-                   table.get("source", "benchmarks/results/audit_validity.md"),
-                   null_record(method, params, table, passage_words), null_records(method, params, table))
+                   table.get("source", "benchmarks/results/audit_validity.md"), _nearest(records, passage_words),
+                   records)
 
 
 def false_claims(method: str, params: Mapping[str, Any] | None = None, *, collection: bool = False,
@@ -245,7 +247,7 @@ def caution(method: str, params: Mapping[str, Any] | None = None, *, test: str =
         return (f"{found.name} has no count on the null battery ({found.where}) with these settings: how often it "
                 f"claims training on documents no model has seen is not known; method auto picks a method that has one")
     # the audit's own length (or the nearest) first
-    rows = [row] + [r for length, r in _by_length(found.records) if length != row.get("passage_words")]
+    rows = [row] + [r for length, r in found.records.items() if length != row.get("passage_words")]
     flagged = [(r, counts) for r in rows if (counts := above_alpha(r, alpha))]
     if not flagged:
         return None

@@ -474,8 +474,7 @@ def raw_unfit(raw: str) -> str | None:
     records = null_records(raw)
     if not records:
         return f"how often {raw} claims training on documents no model has seen is not known"
-    flagged = [(row, made) for _, row in sorted(records.items(), key=lambda item: item[0] or 0)
-               if (made := made_claims(row))]
+    flagged = [(row, made) for row in records.values() if (made := made_claims(row))]
     if not flagged:
         return None
     where = load_table(str(TABLE)).get("source", "benchmarks/results/audit_validity.md")
