@@ -511,11 +511,22 @@ def column_params(battery: dict[str, Any], column: str) -> tuple[str, dict[str, 
     return method, non_default_params(method, params, target_spec=battery.get("model"))
 
 
+def weights_name(spec: str) -> str:
+    """The weights a model spec runs, whichever engine runs them: llamacpp:gemma-3-270m and
+    gemma-3-270m are one model (the GGUF of one package), and so are llamacpp:f.gguf and gguf:f.gguf."""
+    name = str(spec).strip()
+    for engine in ("llamacpp:", "gguf:"):
+        if name.startswith(engine):
+            name = name[len(engine):].strip()
+    return name
+
+
 def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """What copyprobe/evaluation/validity.py reads: per method and parameter set, the null
     battery's false claims at the audit's defaults (t test, alpha 0.01, t guard), document
     and collection verdicts, and how much of the battery was run, per model and passage
-    length (a battery cut at 128 words is another test of the same documents)."""
+    length (a battery cut at 128 words is another test of the same documents). One model read
+    through two engines (llama.cpp and transformers) is one model: its second row is left out."""
     from copyprobe.audit import SETTINGS
 
     test, alpha, guard = (SETTINGS.default(name) for name in ("test", "alpha", "guard_test"))
@@ -528,8 +539,14 @@ def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, 
             if t is None:
                 continue
             method, params = column_params(battery, column)
-            if any(r["params"] == params and r["model"] == battery["model"]
-                   and r["passage_words"] == battery["passage_words"] for r in methods.get(method, [])):
+            earlier = next((r for r in methods.get(method, []) if r["params"] == params
+                            and weights_name(r["model"]) == weights_name(battery["model"])
+                            and r["passage_words"] == battery["passage_words"]), None)
+            if earlier is not None:
+                if earlier["model"] != battery["model"]:
+                    # one model's audits read through two engines are not a second model's
+                    print(f"{column} of {battery['model']} left out: the same weights as {earlier['model']}, "
+                          "whose row is kept", file=sys.stderr)
                 continue  # the same score in an earlier battery file
             methods.setdefault(method, []).append({
                 "params": params, "model": battery["model"], "documents": t["documents"],

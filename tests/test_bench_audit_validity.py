@@ -50,3 +50,22 @@ def test_the_summary_keeps_each_passage_length_and_drops_a_repeat_of_one():
     rows = table["methods"]["loss"]
     assert [(r["passage_words"], r["false_claims"]) for r in rows] == [(64, 0), (128, 3)]
     assert table["audit"] == {"test": "t", "alpha": 0.01, "guard_test": "t"}
+
+
+def test_the_summary_counts_one_model_read_through_two_engines_once(capsys):
+    """llama.cpp and transformers running one GGUF are one model: a second battery of the
+    same weights is not another model's audits, so its counts are not added (the first
+    file's row is kept, and the one left out is named)."""
+    table = bench.validity_summary([_battery("smollm2-135m-instruct", 64, 0),
+                                    _battery("llamacpp:smollm2-135m-instruct", 64, 4),
+                                    _battery("llamacpp:gemma-3-270m", 64, 1),
+                                    _battery("gguf:/m/f.gguf", 64, 2), _battery("llamacpp:/m/f.gguf", 64, 3),
+                                    _battery("llamacpp:smollm2-135m-instruct", 128, 5)], "src.md")
+    rows = table["methods"]["loss"]
+    assert [(r["model"], r["passage_words"], r["false_claims"]) for r in rows] == [
+        ("smollm2-135m-instruct", 64, 0), ("llamacpp:gemma-3-270m", 64, 1), ("gguf:/m/f.gguf", 64, 2),
+        ("llamacpp:smollm2-135m-instruct", 128, 5)]
+    err = capsys.readouterr().err
+    assert "loss of llamacpp:smollm2-135m-instruct left out: the same weights as smollm2-135m-instruct" in err
+    assert "loss of llamacpp:/m/f.gguf left out: the same weights as gguf:/m/f.gguf" in err
+    assert err.count("left out") == 2
