@@ -279,7 +279,7 @@ def detect(
     seed: int = SETTINGS.default("seed"),
     n_bootstrap: int = SETTINGS.default("n_bootstrap"),
     blind_baseline: bool = SETTINGS.default("blind_baseline"),
-    progress: ProgressFactory | None = None,
+    progress: ProgressFactory | bool | None = None,
     command: list[str] | None = None,
     api_options: Mapping[str, Any] | None = None,
     limit: int | None = SETTINGS.default("limit"),
@@ -297,6 +297,8 @@ def detect(
     id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
     ``train_split``: ``"passage"`` or ``"document"``, how learning methods choose the
     labelled rows they train on (see :func:`copyprobe.scoring.train_split`).
+    ``progress``: True for progress bars on stderr; None or False for none (the default);
+    or a factory ``(label, total) -> tick(n)`` of your own.
     """
     started = time.perf_counter()
     SETTINGS.check({"seed": seed, "n_bootstrap": n_bootstrap, "blind_baseline": blind_baseline, "limit": limit,

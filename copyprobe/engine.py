@@ -29,6 +29,7 @@ from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from copyprobe import record, run_files
 from copyprobe.drive import DriveStats, ProgressFactory, drive
+from copyprobe.progress import check_progress, progress_bars
 from copyprobe.session import Session
 
 
@@ -171,7 +172,20 @@ def as_run(rec: record.RunRecord, files: Mapping[str, Any], where: Path | None =
 
 
 @record.discards_new_out_dir  # a run refused after making its directory leaves none behind
-def execute(
+def execute(kind: RunKind, model: Any, collection: Collection, *, progress: Any = None,
+            **options: Any) -> Executed:
+    """Collect through one session, derive, and (with ``out``) write the run directory
+    (:func:`_execute` has the options). ``progress``: None or False (no bars), True (bars
+    on stderr), or a factory ``(label, total) -> tick`` of the caller's own; anything else
+    is refused before the model loads."""
+    progress = check_progress(progress)
+    if progress is True:
+        with progress_bars() as bars:
+            return _execute(kind, model, collection, progress=bars, **options)
+    return _execute(kind, model, collection, progress=progress, **options)
+
+
+def _execute(
     kind: RunKind,
     model: Any,
     collection: Collection,
@@ -187,7 +201,7 @@ def execute(
     started: float | None = None,
     load_s: float = 0.0,
 ) -> Executed:
-    """Collect through one session, derive, and (with ``out``) write the run directory.
+    """:func:`execute` with its progress factory resolved.
 
     ``model``: a model spec, a Backend, or a Session (reused and left open). ``started``:
     when the caller began (perf_counter), for ``timings.total_s``; ``load_s``: loading

@@ -148,3 +148,20 @@ def test_limit_scores_the_first_n_passages_and_says_so(tmp_path, demo, capsys):
     assert main(["detect", "--model", "x", "--data", "d.jsonl", "--out", str(tmp_path / "o"), "--limit", "0"]) == 2
     err = capsys.readouterr().err
     assert "--limit" in err and "Traceback" not in err
+
+
+def test_progress_takes_true_false_or_a_factory_and_refuses_anything_else(tmp_path, demo, capsys):
+    """progress=False and True are what a user writes first: False draws nothing and gives
+    the same scores as None; True draws copyprobe's own bars on stderr; a string is refused
+    in one line before the model loads (before: a TypeError from inside the run, after the
+    model had loaded)."""
+    plain = copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False)
+    quiet = copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, progress=False)
+    assert quiet.scores["loss"].tolist() == plain.scores["loss"].tolist()
+    assert capsys.readouterr().err == ""
+    drawn = copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, progress=True)
+    assert drawn.scores["loss"].tolist() == plain.scores["loss"].tolist()
+    err = capsys.readouterr().err
+    assert "48/48" in err  # the bar of the 48 passages' log-probs, finished
+    with pytest.raises(ConfigError, match=r"^progress must be True, False, None or a function .* got 'yes'$"):
+        copyprobe.detect("gguf:" + str(tmp_path / "missing.gguf"), demo, ["loss"], progress="yes")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from copyprobe.errors import ConfigError
 from copyprobe.params import Device, comma_items, option_type, shown
+from copyprobe.progress import progress_bars
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, out_default: str | None = None, report: bool = True) -> None:
@@ -231,51 +231,6 @@ def split_names(text: str) -> list[str]:
     if not names:
         raise ConfigError("--methods is empty (run `copyprobe methods` to list them)")
     return names
-
-
-@contextmanager
-def progress_bars(enabled: bool = True) -> Iterator[Any]:
-    """A progress factory for copyprobe.drive.drive: one bar per (request kind, model)."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        transient=False,
-        console=_console(),
-    )
-    started = False
-
-    def factory(label: str, total: int):
-        # started at the first bar, so an error before any model work is one line on its own
-        nonlocal started
-        if not started:
-            progress.start()
-            started = True
-        task = progress.add_task(label, total=total)
-
-        def tick(n: int, note: str | None = None) -> None:  # note: e.g. the document being scored
-            progress.update(task, advance=n, **({"description": f"{label}: {note}"} if note else {}))
-
-        return tick
-
-    try:
-        yield factory
-    finally:
-        if started:
-            progress.stop()
-
-
-def _console():
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def print_metrics(metrics: dict[str, Any] | None, scores, method_names: list[str], notes: list[str]) -> None:

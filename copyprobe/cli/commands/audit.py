@@ -20,9 +20,9 @@ from copyprobe.cli._common import (
     cache_setting,
     check_batch_size,
     parse_params,
-    progress_bars,
     setting_values,
 )
+from copyprobe.progress import progress_bars
 
 
 HELP = "was the model trained on these documents? evidence / no evidence / cannot tell, per document"

@@ -14,9 +14,9 @@ from copyprobe.cli._common import (
     cache_setting,
     check_batch_size,
     parse_params,
-    progress_bars,
     setting_values,
 )
+from copyprobe.progress import progress_bars
 from copyprobe.params import Integer, option_type
 
 HELP = "canary audits: mark a document before publishing it, later test a model with an exact p-value"

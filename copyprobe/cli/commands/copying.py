@@ -14,9 +14,9 @@ from copyprobe.cli._common import (
     add_settings,
     cache_setting,
     check_batch_size,
-    progress_bars,
     setting_values,
 )
+from copyprobe.progress import progress_bars
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.params import COUNT, Real, option_type
 

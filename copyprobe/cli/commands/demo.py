@@ -54,7 +54,8 @@ def demo_copysets(reference_share: float = 1 / 3):
 def run_copying(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from copyprobe.cli._common import cache_setting, progress_bars
+    from copyprobe.cli._common import cache_setting
+    from copyprobe.progress import progress_bars
     from copyprobe.copying.summary import summary_lines
     from copyprobe.copying.runner import CopyConfig, copying
 
