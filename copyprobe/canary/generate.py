@@ -37,6 +37,7 @@ import os
 import re
 from typing import Callable, Sequence, TypeVar
 
+from copyprobe.errors import ConfigError
 from copyprobe.text import article
 
 T = TypeVar("T")
@@ -99,8 +100,27 @@ def new_seed() -> bytes:
     return os.urandom(32)
 
 
+def check_seed(seed: str | int | None) -> None:
+    """Refuse an empty seed (it would let anyone draw the kit's candidates again) and a
+    ``hex:`` seed that is not whole bytes in hexadecimal; None (32 bytes from the OS) is fine."""
+    if seed is None:
+        return
+    text = str(seed)
+    if text.startswith("hex:"):
+        try:
+            whole = bool(bytes.fromhex(text[4:]))
+        except ValueError:
+            whole = False
+        if not whole:
+            raise ConfigError(f"seed {text!r} is not hex: followed by whole bytes in hexadecimal "
+                              "(e.g. hex:9f3a0c...; leave the seed out for 32 random bytes)")
+    elif not text.strip():
+        raise ConfigError("the seed is empty; leave it out for 32 random bytes from the OS, or give a secret one")
+
+
 def seed_bytes(seed: str | int | None) -> tuple[bytes, str]:
     """(seed bytes, its record in the manifest). None draws 32 bytes from the OS."""
+    check_seed(seed)
     if seed is None:
         raw = new_seed()
         return raw, "hex:" + raw.hex()

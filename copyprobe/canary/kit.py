@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from copyprobe.canary.generate import STYLES, TRAP_LENGTH, WORDS_LENGTH, Drbg, candidates, seed_bytes
+from copyprobe.canary.generate import (
+    STYLES,
+    TRAP_LENGTH,
+    WORDS_LENGTH,
+    Drbg,
+    candidates,
+    check_seed,
+    seed_bytes,
+)
 from copyprobe.canary.normalise import contains, normalise
 from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
@@ -200,13 +208,19 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
         raise ConfigError(f"{n_canaries} canar{'y' if n_canaries == 1 else 'ies'} of {n_candidates:,} candidates of "
                           f"{per_candidate} words draw {n_candidates * n_canaries * per_candidate:,} words; at most "
                           f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
+    check_seed(seed)  # before the document is read
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(f"{source} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {source} as UTF-8 text: {exc}") from None
+    except IsADirectoryError:
+        raise DataError(f"{source} is a directory; give the one document to mark") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start}); "
+                        "give the document as plain UTF-8 text") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
     if not text.strip():
         raise DataError(f"{source} is empty: there is nothing to mark")
     if not str(out).strip():  # Path("") is the working directory: never meant

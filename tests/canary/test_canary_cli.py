@@ -124,6 +124,32 @@ def test_make_refuses_bad_input_with_exit_2(tmp_path, capsys):
     assert "must be an integer in [2, 100000], got 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("seed, says", [
+    ("hex:zz", "seed 'hex:zz' is not hex: followed by whole bytes in hexadecimal"),
+    ("hex:abc", "seed 'hex:abc' is not hex:"),  # half a byte
+    ("hex:", "seed 'hex:' is not hex:"),
+    ("", "the seed is empty; leave it out for 32 random bytes"),
+    ("   ", "the seed is empty"),
+])
+def test_make_refuses_a_bad_seed_in_one_line_before_reading_the_document(tmp_path, capsys, seed, says):
+    """Before: hex:zz and hex:abc were a ValueError traceback, and an empty seed made a kit
+    whose held-out candidates anyone could draw again."""
+    code = main(["canary", "make", "--doc", str(tmp_path / "not-read.txt"), "--out", str(tmp_path / "k"),
+                 "--seed", seed])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and says in err and "Traceback" not in err
+    assert not (tmp_path / "k").exists()
+
+
+def test_make_names_a_document_it_cannot_read(tmp_path, capsys):
+    binary = tmp_path / "scan.txt"
+    binary.write_bytes(b"\xb9\x00\xff text")
+    assert main(["canary", "make", "--doc", str(binary), "--out", str(tmp_path / "k")]) == 2
+    assert f"{binary} is not UTF-8 text (byte 0xb9 at position 0)" in capsys.readouterr().err
+    assert main(["canary", "make", "--doc", str(tmp_path), "--out", str(tmp_path / "k")]) == 2
+    assert f"{tmp_path} is a directory; give the one document to mark" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, says", [
     (["--n-candidates", "100000001"], "argument --n-candidates: must be an integer in [2, 100000], got 100000001"),
     (["--n-canaries", "1001"], "argument --n-canaries: must be an integer in [1, 1000], got 1001"),
