@@ -79,6 +79,7 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _interrupts.hint = resume_hint(args)
     try:
         code = args.func(args)
     except SettingError as exc:
@@ -97,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as exc:
         # a command that kept its work elsewhere says where (errors.Interrupted)
         told = str(exc) if isinstance(exc, Interrupted) else ""
-        told = told or "interrupted; finished work is in the cache — run the same command again to resume"
+        told = told or f"interrupted; {_interrupts.hint}"
         if _interrupts.by == signal.SIGTERM:  # a scheduler's or `kill`'s stop: said as such
             told = "terminated (SIGTERM)" + (told[len("interrupted"):] if told.startswith("interrupted")
                                              else "; " + told)
@@ -112,7 +113,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"copyprobe: error: out of memory{hint}", file=sys.stderr)
         return 2
     except OSError as exc:  # the environment: full disk, read-only, a directory, permissions
-        print(f"copyprobe: error: {describe_os_error(exc)}", file=sys.stderr)
+        print(f"copyprobe: error: {describe_os_error(exc, resumable=_keeps_work(args))}", file=sys.stderr)
         return 2
     except RecursionError:
         print("copyprobe: error: an input is nested too deeply to read (e.g. JSON with thousands of "
@@ -124,10 +125,25 @@ def _main(argv: list[str] | None) -> int:
     return int(code or 0)
 
 
+def _keeps_work(args: argparse.Namespace) -> bool:
+    """Whether the command keeps the model's answers in the response cache as it goes (a
+    command without the cache option does no model work, or keeps it its own way)."""
+    return hasattr(args, "no_cache") and not args.no_cache
+
+
+def resume_hint(args: argparse.Namespace) -> str:
+    """What a stopped command has kept, said after 'interrupted; '."""
+    if _keeps_work(args):
+        return "finished work is in the cache — run the same command again to resume"
+    if hasattr(args, "no_cache"):
+        return "nothing the model computed was kept (the cache was off); run it again without --no-cache to make it resumable"
+    return "run the same command again"
+
+
 _RESUME = "finished model work is in the cache: run the same command again to resume"
 _OS_HINTS = {
-    errno.ENOSPC: ("no space left on device", f"free some space; {_RESUME}"),
-    errno.EDQUOT: ("disk quota exceeded", f"free some space; {_RESUME}"),
+    errno.ENOSPC: ("no space left on device", "free some space"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space"),
     errno.EROFS: ("read-only file system", "choose a writable location"),
     errno.EISDIR: ("is a directory", "give a file path"),
     errno.ENOTDIR: ("a part of the path is a file, not a directory", "check the path"),
@@ -138,9 +154,12 @@ _OS_HINTS = {
 }
 
 
-def describe_os_error(exc: OSError) -> str:
-    """One line for an OSError that reached the command boundary: what, which file, what to do."""
+def describe_os_error(exc: OSError, resumable: bool = True) -> str:
+    """One line for an OSError that reached the command boundary: what, which file, what to
+    do (``resumable``: the command keeps the model's answers in the cache as it goes)."""
     what, hint = _OS_HINTS.get(exc.errno, (exc.strerror or type(exc).__name__, ""))
+    if resumable and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint += f"; {_RESUME}"
     where = exc.filename if exc.filename is not None else None
     text = f"{where}: {what}" if where else what
     if exc.filename2 is not None:
@@ -168,6 +187,7 @@ class _Interrupts:
         self.count = 0
         self.by: int | None = None  # the first signal
         self.told = False  # the resume hint is printed: the second signal adds no line
+        self.hint = "finished work is in the cache — run the same command again to resume"  # set per command
 
     def __call__(self, signum, frame) -> None:
         self.count += 1
@@ -175,8 +195,7 @@ class _Interrupts:
             self.by = signum
             raise KeyboardInterrupt
         if not self.told:
-            os.write(2, "copyprobe: interrupted twice; stopped at once — finished work is in the cache, "
-                        "run the same command again to resume\n".encode())
+            os.write(2, f"copyprobe: interrupted twice; stopped at once — {self.hint}\n".encode())
         os._exit(143 if self.by == signal.SIGTERM else 130)  # skips the cleanup not waited for; files are atomic
 
 

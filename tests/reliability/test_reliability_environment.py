@@ -222,3 +222,33 @@ def test_main_turns_any_oserror_kind_into_one_line(capsys, monkeypatch):
         monkeypatch.setattr(methods_cmd, "run", lambda args, e=exc: (_ for _ in ()).throw(e))
         message = _one_line_error(main(["methods"]), *capsys.readouterr())
         assert words in message
+
+
+@pytest.mark.parametrize("extra, kept", [([], True), (["--no-cache"], False)])
+def test_a_stopped_run_says_resume_only_when_its_cache_kept_the_work(capsys, monkeypatch, extra, kept):
+    """Ctrl-C or a full disk in a detect run with --no-cache kept nothing of the model's
+    work: the message said 'finished work is in the cache — run the same command again to
+    resume' (a sweep found it after a SIGTERM); now it says so only where the cache was on."""
+    import copyprobe.cli.commands.detect as detect_cmd
+
+    argv = ["detect", "--model", "m", "--data", "d.jsonl", "--methods", "loss", "--out", "r", *extra]
+    monkeypatch.setattr(detect_cmd, "run", lambda args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert main(argv) == 130
+    said = capsys.readouterr().err.strip()
+    assert said.startswith("copyprobe: interrupted; ") and len(said.splitlines()) == 1
+    assert ("run the same command again to resume" in said) is kept
+    assert ("nothing the model computed was kept" in said) is not kept
+    monkeypatch.setattr(detect_cmd, "run", lambda args: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/some/file")))
+    message = _one_line_error(main(argv), *capsys.readouterr())
+    assert "no space left on device; free some space" in message
+    assert ("run the same command again to resume" in message) is kept
+
+
+def test_a_command_without_model_work_promises_no_cache():
+    import copyprobe.cli.commands.methods as methods_cmd  # noqa: F401  (the command's parser)
+    from copyprobe.cli.main import build_parser, describe_os_error, resume_hint
+
+    assert resume_hint(build_parser().parse_args(["methods"])) == "run the same command again"
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/f")
+    assert describe_os_error(full, resumable=False) == "/f: no space left on device; free some space"
