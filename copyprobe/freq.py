@@ -322,6 +322,17 @@ def _open_text(path: str) -> io.TextIOBase:
         raise DataError(f"cannot read corpus file {path!r}: {exc.strerror or exc}") from None
 
 
+def _refuse_binary(chunk: str, path: str, replaced: int) -> None:
+    """A file whose first chunk is mostly not text (control characters, or bytes that are
+    not UTF-8 at all) is refused: counted, it would be tokens of noise in the table. A few
+    stray bytes in a web corpus are not this (they are counted as U+FFFD, with a warning)."""
+    controls = sum(1 for ch in chunk if ch < " " and ch not in "\t\n\r\f")
+    if controls > max(3, len(chunk) // 50) or replaced > max(3, len(chunk) // 10):
+        name = "standard input" if path == "-" else repr(path)
+        raise DataError(f"corpus {name} looks like a binary file, not text ({controls:,} control characters and "
+                        f"{replaced:,} bytes not UTF-8 in its first {len(chunk):,} characters)")
+
+
 def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
     """Chunks of text from a path (``-`` = stdin, ``.gz`` read compressed) or from an
     iterable of strings."""
@@ -331,6 +342,7 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
             raise DataError(f"corpus {path!r} is a folder; give the text files inside it")
         handle = _open_text(path)
         replaced_before = getattr(_not_utf8, "bytes", 0)
+        first = True
         try:
             while True:
                 try:
@@ -342,6 +354,9 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
                     raise DataError(f"cannot read corpus file {path!r}: {exc}") from None
                 if not chunk:
                     break
+                if first:
+                    first = False
+                    _refuse_binary(chunk, path, getattr(_not_utf8, "bytes", 0) - replaced_before)
                 yield chunk
         finally:
             if path != "-":

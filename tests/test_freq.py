@@ -229,3 +229,31 @@ def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
                  "--chunk-chars", "0"])
     assert code == 2 and "argument --chunk-chars: must be an integer >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "t.npz").exists()
+
+
+def test_a_binary_corpus_file_is_refused_not_counted(tmp_path, monkeypatch, capsys):
+    """Random bytes are mostly not UTF-8: before, the build counted them (1,717 replaced
+    bytes in a 4 kB file, exit 0) into a table of noise; now it is one line and exit 2, as
+    the readers of passages refuse binary files. A text with a few stray bytes still counts."""
+    import random
+
+    import copyprobe.cli.commands.freq as freq_cmd
+
+    tok = WordTokenizer(["the", "cat", "\ufffd"])
+    noise = tmp_path / "noise.txt"
+    noise.write_bytes(random.Random(0).randbytes(4096))
+    with pytest.raises(DataError, match=r"looks like a binary file, not text \(.* control characters and .* bytes not "):
+        build_frequency_table(tok, [str(noise)])
+    controls = tmp_path / "controls.txt"
+    controls.write_bytes(b"the\x01cat\x02 " * 200)  # valid UTF-8, but no text
+    with pytest.raises(DataError, match="controls.txt' looks like a binary file"):
+        build_frequency_table(tok, [str(controls)])
+    monkeypatch.setattr(freq_cmd, "load_tokenizer", lambda spec: tok)
+    assert main(["freq", "build", "--tokenizer", "toy", "--corpus", str(noise), "--out", str(tmp_path / "t.npz"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "looks like a binary file" in err and not (tmp_path / "t.npz").exists()
+    stray = tmp_path / "stray.txt"
+    stray.write_bytes(b"the cat the cat \xff " * 100)  # one byte in 18: a damaged text, counted
+    with pytest.warns(DataWarning, match="100 bytes not UTF-8"):
+        assert build_frequency_table(tok, [str(stray)]).counts.tolist()[1:] == [200, 200, 100]
