@@ -159,6 +159,9 @@ FRACTION = Real(0, 1, low_open=True)  # k-like shares: (0, 1]
 PROBABILITY = Real(0, 1)
 POSITIVE = Real(0, low_open=True)
 COUNT = Integer(1)  # a positive integer
+# model requests made for each text (samples, augmented or neighbour copies): beyond a
+# thousand a run of any size would not end, and a typo (100000) would only show as a hang
+PER_TEXT = Integer(1, 1000)
 # seconds an OpenAI-compatible request may wait for its answer (urllib's socket timeout)
 REQUEST_TIMEOUT = Real(0, 86400, low_open=True)
 NON_NEGATIVE_INT = Integer(0)

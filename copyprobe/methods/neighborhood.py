@@ -59,7 +59,7 @@ from copyprobe.backends.base import GenerateRequest, Generation, TokenLogprobs, 
 from copyprobe.data.example import Example
 from copyprobe.errors import CapabilityError, RowError
 from copyprobe.methods.base import GREY_BOX, Method, MethodRun, Score
-from copyprobe.params import COUNT, FRACTION, ModelSpec, OneOf, POSITIVE, SEED, param
+from copyprobe.params import COUNT, FRACTION, ModelSpec, OneOf, PER_TEXT, POSITIVE, SEED, param
 from copyprobe.registry import register
 
 TARGET = "target"
@@ -167,7 +167,7 @@ class Neighbourhood(Method):
     access = GREY_BOX
     summary = "Log-likelihood relative to LM-proposed word-substitution neighbours (Mattern et al. 2023)"
 
-    n_neighbours: int = param(10, COUNT, "neighbours per text (VeilProbe's comparison of the baselines: 10)")
+    n_neighbours: int = param(10, PER_TEXT, "neighbours per text (VeilProbe's comparison of the baselines: 10)")
     fraction: float = param(
         0.1, FRACTION,
         "fraction of the words each neighbour replaces (at least one word), in (0, 1]",

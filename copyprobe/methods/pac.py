@@ -38,7 +38,7 @@ from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.methods.base import GREY_BOX, Method, Score
 from copyprobe.methods.likelihood import token_logprobs
-from copyprobe.params import COUNT, FRACTION, SEED, param
+from copyprobe.params import FRACTION, PER_TEXT, SEED, param
 from copyprobe.registry import register
 
 
@@ -78,7 +78,7 @@ class PAC(Method):
     k_min: float = param(0.3, FRACTION, "fraction of lowest token log-probs (the local region), in (0, 1]")
     k_max: float = param(0.05, FRACTION, "fraction of highest token log-probs (the far region), in (0, 1]")
     alpha: float = param(0.3, FRACTION, "swaps per augmented copy as a fraction of the text's words")
-    n_augment: int = param(5, COUNT, "augmented copies per text")
+    n_augment: int = param(5, PER_TEXT, "augmented copies per text")
     seed: int = param(0, SEED, "seed of the word swaps")
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:

@@ -30,7 +30,7 @@ from copyprobe.backends.base import GenerateRequest, Generation
 from copyprobe.data.example import Example
 from copyprobe.errors import RowError
 from copyprobe.methods.base import BLACK_BOX, Method, Score
-from copyprobe.params import COUNT, NON_NEGATIVE_INT, POSITIVE, SEED, Boolean, Real, param
+from copyprobe.params import COUNT, NON_NEGATIVE_INT, PER_TEXT, POSITIVE, SEED, Boolean, Real, param
 from copyprobe.registry import register
 
 
@@ -61,7 +61,7 @@ class SaMIA(Method):
     access = BLACK_BOX
     summary = "ROUGE-N of sampled continuations of the first half against the true second half (Kaneko et al. 2024)"
 
-    n_samples: int = param(10, COUNT, "sampled continuations per text")
+    n_samples: int = param(10, PER_TEXT, "sampled continuations per text")
     prefix_ratio: float = param(0.5, Real(0, 1, low_open=True, high_open=True),
                                 "share of the text's words given as the prompt, in (0, 1)")
     n: int = param(1, COUNT, "n of ROUGE-N")

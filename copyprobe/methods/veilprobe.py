@@ -62,7 +62,7 @@ from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
 from copyprobe.text import Word, normalize, response_spans, split_specs, split_words
-from copyprobe.params import COUNT, FRACTION, Integer, ModelSpec, NON_NEGATIVE_INT, OneOf, POSITIVE, Real, SEED, param
+from copyprobe.params import COUNT, FRACTION, Integer, ModelSpec, NON_NEGATIVE_INT, OneOf, PER_TEXT, POSITIVE, Real, SEED, param
 from copyprobe.registry import register
 
 SUBSTITUTE_PROMPT = "Synonyms:\nhappy -> glad\nbig -> large\nquickly -> rapidly\nhouse -> home\n{word} ->"
@@ -213,7 +213,7 @@ class VeilProbe(Method):
         0.1, FRACTION,
         "fraction of words (most important first) replaced in the perturbed text (paper: 0.1)",
     )
-    n_samples: int = param(3, COUNT, "suffixes sampled from the target per text and per perturbed text (paper: 3)")
+    n_samples: int = param(3, PER_TEXT, "suffixes sampled from the target per text and per perturbed text (paper: 3)")
     suffix_tokens: int = param(64, COUNT, "maximum tokens per sampled suffix (paper: 512)")
     temperature: float = param(1.0, POSITIVE, "sampling temperature for the suffixes")
     seed: int = param(0, SEED, "seed of sampling (sample j uses seed + j), training and model initialisation")

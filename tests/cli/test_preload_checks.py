@@ -238,3 +238,16 @@ def test_audit_refuses_a_fixed_methods_bad_parameters_before_the_model_loads(doc
     prefix.write_text("a non-member prefix")
     assert main(audit_argv(documents, "--method", "recall", "--param", f"recall.prefix={prefix}")) == 0
     assert detect_loads == ["fake"]
+
+
+@pytest.mark.parametrize("param", ["samia.n_samples", "veilprobe.n_samples", "pac.n_augment",
+                                   "neighborhood.n_neighbours"])
+def test_a_request_count_per_text_past_a_thousand_is_refused_before_the_model_loads(documents, detect_loads,
+                                                                                     capsys, param):
+    """samia.n_samples=99999999999999999999999 was accepted and ran until killed (100,000:
+    over ten minutes and 1.1 GB, still sampling): each is that many model requests a text."""
+    method = param.split(".")[0]
+    for value in ("1001", "9" * 23):
+        line = _error_line(audit_argv(documents, "--method", method, "--param", f"{param}={value}"), capsys)
+        assert "must be an integer in [1, 1000]" in line and param.split(".")[1] in line, line
+    assert detect_loads == []
