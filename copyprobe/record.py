@@ -208,6 +208,13 @@ def _check_scores_match(run: Run) -> None:
             raise DataError(f"{where}: passage {row['id']!r} has two rows (lines {line_of[row['id']]} and {line}): "
                             f"{DAMAGED}")
         line_of[row["id"]] = line
+    if run.examples is None:
+        # without the passages' file, run.json's count is what the rows are checked against
+        expected = run.record.n_passages
+        if expected is not None and run.record.kind in ("detect", "audit") and len(line_of) != expected:
+            raise DataError(f"{where} has {len(line_of)} row{'s' if len(line_of) != 1 else ''} where run.json "
+                            f"counts {expected} passages: {DAMAGED}")
+        return
     if run.examples is not None:
         known = {e["id"] for e in run.examples}
         unknown = [i for i in line_of if i not in known]

@@ -261,6 +261,27 @@ def test_scores_that_do_not_match_the_passages_are_refused_and_nothing_is_rewrit
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before  # metrics.json kept, nothing written
 
 
+@pytest.mark.parametrize("kind", ["detect", "audit"])
+def test_without_examples_the_scores_are_counted_against_run_json(runs, tmp_path, capsys, kind):
+    """With examples.jsonl gone, a report drew a page of the rows left (5 of 10 passages, or
+    0 of an emptied file) with exit 0; the rows are now counted against run.json's
+    n_passages, and a run that only lost examples.jsonl still reports."""
+    run_dir = tmp_path / kind
+    shutil.copytree(runs / kind, run_dir)
+    (run_dir / "examples.jsonl").unlink()
+    assert main(["report", str(run_dir)]) == 0
+    scores = run_dir / "scores.jsonl"
+    lines = scores.read_text().splitlines()
+    expected = json.loads((run_dir / "run.json").read_text())["n_passages"]
+    assert expected == len(lines)
+    for kept in (lines[:-1], []):
+        scores.write_text("".join(line + "\n" for line in kept))
+        assert main(["report", str(run_dir), "--out", str(tmp_path / f"{kind}-{len(kept)}.html")]) == 2
+        _one_line_error(capsys, "scores.jsonl", f"has {len(kept)} row{'s' if len(kept) != 1 else ''} where run.json "
+                                                f"counts {expected} passages")
+        assert not (tmp_path / f"{kind}-{len(kept)}.html").exists()
+
+
 @pytest.mark.parametrize("kind", ["detect", "audit", "copying"])
 def test_untouched_runs_rescore_to_the_same_bytes(runs, tmp_path, kind):
     run_dir = tmp_path / kind
