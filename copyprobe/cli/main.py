@@ -49,8 +49,21 @@ def build_parser() -> argparse.ArgumentParser:
                                  description=getattr(module, "DESCRIPTION", module.HELP))
         module.add_arguments(parser_)
         # _prog: a setting's error names the option that set it (add_settings may set it too)
-        parser_.set_defaults(func=module.run, **({} if parser_.get_default("_prog") else {"_prog": parser_.prog}))
+        parser_.set_defaults(func=module.run)
+    _name_commands(parser)
     return parser
+
+
+def _name_commands(parser: argparse.ArgumentParser) -> None:
+    """Each command's parser, sub-actions' too (canary make, freq build), records its own
+    name as ``_prog``, unless it set one: its errors name the command and its --help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                if not command.get_default("_prog"):
+                    # a setting's error names the option that set it (add_settings may set it too)
+                    command.set_defaults(_prog=command.prog)
+                _name_commands(command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +86,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)  # a usage error: argparse prints it and exits 2
+        args, extra = parser.parse_known_args(argv)  # a usage error: argparse prints it and exits 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
+    if extra:  # said by the command they were given to, whose --help lists what it takes
+        prog = getattr(args, "_prog", None) or parser.prog
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

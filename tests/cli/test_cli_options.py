@@ -63,3 +63,18 @@ def test_batch_size_is_auto_by_default_or_a_positive_integer(tmp_path, captured,
         err = capsys.readouterr().err
         assert f"argument --batch-size: expected auto or an integer >= 1, got {shown}" in err
         assert len([line for line in err.splitlines() if "error" in line]) == 1
+
+
+@pytest.mark.parametrize("argv, prog, extra", [
+    (["methods", "loss"], "copyprobe methods", "loss"),
+    (["datasets", "extra"], "copyprobe datasets", "extra"),
+    (["canary", "make", "--doc", "d", "--out", "o", "--bogus", "1"], "copyprobe canary make", "--bogus 1"),
+    (["freq", "build", "--tokenizer", "t", "--corpus", "c", "--out", "o", "--bogus"], "copyprobe freq build", "--bogus"),
+    (["--bogus"], "copyprobe", "--bogus"),
+])
+def test_an_unrecognized_argument_is_named_by_the_command_it_was_given_to(capsys, argv, prog, extra):
+    """Before, every unrecognized argument pointed to `copyprobe --help`, which does not list
+    a command's options."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"{prog}: error: unrecognized arguments: {extra} (see {prog} --help)"

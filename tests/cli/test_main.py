@@ -148,13 +148,13 @@ def test_out_of_memory_names_only_what_the_command_can_lower(monkeypatch, capsys
     def parser_whose_command_runs_out_of_memory():
         parser = real()
         parser.set_defaults(func=None)
-        parsed = parser.parse_args
+        parsed = parser.parse_known_args
 
         def parse(args=None, namespace=None):
-            out = parsed(args, namespace)
+            out, extra = parsed(args, namespace)
             out.func = lambda _: (_ for _ in ()).throw(MemoryError())
-            return out
-        parser.parse_args = parse
+            return out, extra
+        parser.parse_known_args = parse
         return parser
 
     monkeypatch.setattr(cli_main, "build_parser", parser_whose_command_runs_out_of_memory)
