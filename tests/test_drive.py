@@ -90,6 +90,23 @@ def test_missing_capability_fails_before_any_work():
     assert not text_only.calls
 
 
+def test_the_target_is_checked_before_another_model_loads():
+    """A reference model's requests placed first made it load (gemma-3-270m: 86 s) before an
+    unreachable openai: target said it cannot be reached; the target is checked first."""
+    loaded = []
+    unable = FakeBackend(spec="t", capabilities=[TOKEN_LOGPROBS])
+
+    def backend_for(spec):
+        loaded.append(spec)
+        return unable if spec is None else FakeBackend(spec=spec)
+
+    def run():
+        yield [TokenLogprobsRequest("a b", model="reference"), GenerateRequest(prompt="hi")]
+    with pytest.raises(CapabilityError, match="generate"):
+        drive({0: run()}, backend_for)
+    assert loaded == [None]
+
+
 def test_cyclic_garbage_is_collected_less_often_while_driving_and_as_before_after():
     import gc
 
