@@ -194,7 +194,9 @@ class ScoringCollection:
         rows, train_ids = self.plan_.rows(results)
         notes = list(self.notes)
         if self.data_info.get("n_skipped"):
-            notes.append(f"{self.data_info['n_skipped']} empty rows were skipped")
+            n, first = self.data_info["n_skipped"], self.data_info.get("first_skipped")
+            notes.append(f"{n} row{'s' if n != 1 else ''} with empty or no text {'were' if n != 1 else 'was'} "
+                         f"skipped" + (f" (the first: {first})" if first else ""))
         if self.train_split == "document" and any(m.trains for m in self.resolved):
             notes.append("learning methods trained on whole documents (train split by document): "
                          "no document is both trained on and evaluated")

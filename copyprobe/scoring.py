@@ -70,6 +70,8 @@ def load_examples(data: Any, **read_options: Any) -> tuple[list[Example], dict[s
         }
         if data.passage_words is not None:
             info["passage_words"] = data.passage_words
+        if data.first_skipped is not None:
+            info["first_skipped"] = data.first_skipped
         return list(data.examples), info
     examples = [
         item if isinstance(item, Example) else Example(id=str(i), text=str(item))

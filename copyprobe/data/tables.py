@@ -64,6 +64,7 @@ class Dataset:
     # the files read, each {"path", "bytes", "sha256"}, in reading order ([] for data from the hub)
     files: list[dict[str, Any]] = field(default_factory=list)
     passage_words: int | None = None  # how book files were cut into passages; None for tables
+    first_skipped: str | None = None  # where the first skipped row is ("line 3"), for the note
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -539,12 +540,13 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
     examples: list[Example] = []
     seen_ids: dict[str, str] = {}
     labels, documents = _FirstOfEach(), _FirstOfEach()  # to name one row of each kind when they mix
-    n_skipped = 0
+    n_skipped, first_skipped = 0, None
     for index, (where, record) in enumerate(rows):
         text = _row_text(record.get(text_col), name, where, text_col)
         if not text.strip():
             # nothing to score: the row's other columns (even a bad label) do not matter
             n_skipped += 1
+            first_skipped = first_skipped or where
             continue
         _check_encodable(text, f"{name}: {where}: column {text_col!r}")
         ex_id = _row_id(record, index, id_col, name, where)
@@ -577,6 +579,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
         sha256=digest,
         n_rows=len(rows),
         n_skipped=n_skipped,
+        first_skipped=first_skipped,
         columns={"text": text_col, "label": label_col if has_labels else None,
                  "doc_id": doc_col if has_documents else None, "id": id_col},
         has_labels=has_labels,

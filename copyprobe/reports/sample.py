@@ -49,7 +49,7 @@ def write_sample_run(
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     examples, scores = _sample_rows(np.random.default_rng(seed), n_docs, passages_per_doc, labels, failures)
-    notes = ["2 empty rows were skipped"]
+    notes = ["2 rows with empty or no text were skipped (the first: line 4)"]
     metrics = _sample_metrics(scores, blind_auc, seed) if labels else None
     if metrics is not None:
         notes.extend(metrics["notes"])

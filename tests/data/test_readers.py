@@ -192,6 +192,17 @@ def test_empty_whitespace_and_null_texts_are_skipped_and_counted(tmp_path):
     assert ds.n_rows == 6 and ds.n_skipped == 4
     # default ids are row numbers, stable whatever is skipped
     assert [e.id for e in ds.examples] == ["0", "5"]
+    assert ds.first_skipped == "line 2"  # the run's note names it, so the row can be found
+
+
+def test_a_run_notes_how_many_rows_it_skipped_and_where_the_first_is(tmp_path):
+    import copyprobe
+    from copyprobe.backends.fake import FakeBackend
+
+    path = _lines(tmp_path / "d.jsonl", {"text": "keep this"}, {"text": "and this"}, {"label_note": "no text"})
+    run = copyprobe.detect(FakeBackend(), path, ["loss"], cache=False, n_bootstrap=0)
+    assert "1 row with empty or no text was skipped (the first: line 3)" in run.record.notes
+    assert run.record.data["first_skipped"] == "line 3"
 
 
 def test_all_rows_empty(tmp_path):

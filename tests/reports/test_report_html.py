@@ -191,7 +191,7 @@ def test_cost_notes_failures_settings(full_run):
     assert cost["tokens scored by the target"] == str(24 * 48)
     assert cost["requests: total"] == "144" and cost["requests: unique"] == "96"
     assert cost["cache hits / misses"].startswith("30 / 66") and "31.2%" in cost["cache hits / misses"]
-    assert "2 empty rows were skipped" in page.text
+    assert "2 rows with empty or no text were skipped (the first: line 4)" in page.text
     assert page.tables["failure-summary"]["rows"] == [["prefix_probe", "3"]]
     reasons = page.tables["failure-reasons"]["rows"]
     assert reasons == [["prefix_probe", "request failed: context length exceeded <b>4096</b>", "3"]]
