@@ -513,12 +513,17 @@ def column_params(battery: dict[str, Any], column: str) -> tuple[str, dict[str, 
 
 def weights_name(spec: str) -> str:
     """The weights a model spec runs, whichever engine runs them: llamacpp:gemma-3-270m and
-    gemma-3-270m are one model (the GGUF of one package), and so are llamacpp:f.gguf and gguf:f.gguf."""
+    gemma-3-270m are one model (the GGUF of one package), and so are llamacpp:f.gguf,
+    gguf:./f.gguf and gguf:/abs/f.gguf. An alias is not resolved to its file (that would
+    join a chunked package's GGUF on disk), so gguf: of an alias's own file is another name."""
+    from copyprobe.backends.specs import ALIASES
+
     name = str(spec).strip()
     for engine in ("llamacpp:", "gguf:"):
         if name.startswith(engine):
             name = name[len(engine):].strip()
-    return name
+            return name if name in ALIASES else str(Path(name).expanduser().resolve())
+    return name  # an alias, hf: and remote models: as written
 
 
 def validity_summary(batteries: list[dict[str, Any]], source: str) -> dict[str, Any]:

@@ -159,6 +159,10 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
     for key, gen in runs.items():
         advance(key, gen, None)
 
+    # placing a request loads the model it names: before another model than the target first
+    # loads, the target is checked, so an unreachable or unable target is said first (a
+    # reference model, gemma-3-270m, took 86 s before an openai: target's 'cannot reach')
+    target_checked = False
     while pending:
         stats.rounds += 1
         # Each unique request of the round gets a slot number (its identity is hashed once
@@ -178,10 +182,6 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
         # for a text in two forms (with and without stats), so a passage's requests are
         # made canonical twice, not five times (6,600 copies for WikiMIA's 1,650 passages)
         placed: dict[Request, int] = {}
-        # placing a request loads the model it names: before another model than the target
-        # loads, the target is checked, so an unreachable or unable target is said first
-        # (a reference model, gemma-3-270m, took 86 s before an openai: target's 'cannot reach')
-        target_checked = False
 
         def place(request: Request) -> int:
             nonlocal target_checked

@@ -322,15 +322,18 @@ def _open_text(path: str) -> io.TextIOBase:
         raise DataError(f"cannot read corpus file {path!r}: {exc.strerror or exc}") from None
 
 
-def _refuse_binary(chunk: str, path: str, replaced: int) -> None:
-    """A file whose first chunk is mostly not text (control characters, or bytes that are
-    not UTF-8 at all) is refused: counted, it would be tokens of noise in the table. A few
-    stray bytes in a web corpus are not this (they are counted as U+FFFD, with a warning)."""
-    controls = sum(1 for ch in chunk if ch < " " and ch not in "\t\n\r\f")
+def _refuse_binary(chunk: str, path: str) -> None:
+    """A file whose first chunk is mostly not UTF-8 text (control characters, or bytes that
+    are not UTF-8, read as U+FFFD) is refused: counted, it would be tokens of noise in the
+    table. A few stray bytes in a web corpus are not this (they are counted, with a warning);
+    tabs, line and page breaks and terminal colour codes are text."""
+    controls = sum(1 for ch in chunk if ch < " " and ch not in "\t\n\r\f\v\x1b")
+    replaced = chunk.count("\ufffd")
     if controls > max(3, len(chunk) // 50) or replaced > max(3, len(chunk) // 10):
         name = "standard input" if path == "-" else repr(path)
-        raise DataError(f"corpus {name} looks like a binary file, not text ({controls:,} control characters and "
-                        f"{replaced:,} bytes not UTF-8 in its first {len(chunk):,} characters)")
+        raise DataError(f"corpus {name} is not UTF-8 text ({controls:,} control characters and {replaced:,} bytes "
+                        f"that are not UTF-8 in its first {len(chunk):,} characters): a binary file, or text in "
+                        "another encoding (UTF-16, Latin-1, GBK ...) to convert to UTF-8 first")
 
 
 def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
@@ -356,7 +359,7 @@ def _raw_chunks(source: Any, chunk_chars: int) -> Iterator[str]:
                     break
                 if first:
                     first = False
-                    _refuse_binary(chunk, path, getattr(_not_utf8, "bytes", 0) - replaced_before)
+                    _refuse_binary(chunk, path)
                 yield chunk
         finally:
             if path != "-":

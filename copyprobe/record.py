@@ -215,16 +215,15 @@ def _check_scores_match(run: Run) -> None:
             raise DataError(f"{where} has {len(line_of)} row{'s' if len(line_of) != 1 else ''} where run.json "
                             f"counts {expected} passages: {DAMAGED}")
         return
-    if run.examples is not None:
-        known = {e["id"] for e in run.examples}
-        unknown = [i for i in line_of if i not in known]
-        if unknown:
-            raise DataError(f"{where} line {line_of[unknown[0]]}: passage {unknown[0]!r} is not in examples.jsonl: "
-                            f"{DAMAGED}")
-        missing = [e["id"] for e in run.examples if e["id"] not in line_of]
-        if missing:
-            raise DataError(f"{where} has no row for {len(missing)} of the {len(known)} passages in examples.jsonl "
-                            f"(the first: {missing[0]!r}): {DAMAGED}")
+    known = {e["id"] for e in run.examples}
+    unknown = [i for i in line_of if i not in known]
+    if unknown:
+        raise DataError(f"{where} line {line_of[unknown[0]]}: passage {unknown[0]!r} is not in examples.jsonl: "
+                        f"{DAMAGED}")
+    missing = [e["id"] for e in run.examples if e["id"] not in line_of]
+    if missing:
+        raise DataError(f"{where} has no row for {len(missing)} of the {len(known)} passages in examples.jsonl "
+                        f"(the first: {missing[0]!r}): {DAMAGED}")
 
 
 def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:

@@ -60,6 +60,7 @@ def test_the_summary_counts_one_model_read_through_two_engines_once(capsys):
                                     _battery("llamacpp:smollm2-135m-instruct", 64, 4),
                                     _battery("llamacpp:gemma-3-270m", 64, 1),
                                     _battery("gguf:/m/f.gguf", 64, 2), _battery("llamacpp:/m/f.gguf", 64, 3),
+                                    _battery("gguf:/m/../m/f.gguf", 64, 6),
                                     _battery("llamacpp:smollm2-135m-instruct", 128, 5)], "src.md")
     rows = table["methods"]["loss"]
     assert [(r["model"], r["passage_words"], r["false_claims"]) for r in rows] == [
@@ -68,4 +69,5 @@ def test_the_summary_counts_one_model_read_through_two_engines_once(capsys):
     err = capsys.readouterr().err
     assert "loss of llamacpp:smollm2-135m-instruct left out: the same weights as smollm2-135m-instruct" in err
     assert "loss of llamacpp:/m/f.gguf left out: the same weights as gguf:/m/f.gguf" in err
-    assert err.count("left out") == 2
+    assert "loss of gguf:/m/../m/f.gguf left out: the same weights as gguf:/m/f.gguf" in err
+    assert err.count("left out") == 3

@@ -242,18 +242,27 @@ def test_a_binary_corpus_file_is_refused_not_counted(tmp_path, monkeypatch, caps
     tok = WordTokenizer(["the", "cat", "\ufffd"])
     noise = tmp_path / "noise.txt"
     noise.write_bytes(random.Random(0).randbytes(4096))
-    with pytest.raises(DataError, match=r"looks like a binary file, not text \(.* control characters and .* bytes not "):
+    with pytest.raises(DataError, match=r"is not UTF-8 text \(.* control characters and .* bytes that are not UTF-8 in "):
         build_frequency_table(tok, [str(noise)])
     controls = tmp_path / "controls.txt"
     controls.write_bytes(b"the\x01cat\x02 " * 200)  # valid UTF-8, but no text
-    with pytest.raises(DataError, match="controls.txt' looks like a binary file"):
+    with pytest.raises(DataError, match="controls.txt' is not UTF-8 text .*: a binary file, or text in another"):
         build_frequency_table(tok, [str(controls)])
     monkeypatch.setattr(freq_cmd, "load_tokenizer", lambda spec: tok)
     assert main(["freq", "build", "--tokenizer", "toy", "--corpus", str(noise), "--out", str(tmp_path / "t.npz"),
                  "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "looks like a binary file" in err and not (tmp_path / "t.npz").exists()
+    assert len(err.splitlines()) == 1 and "is not UTF-8 text" in err and not (tmp_path / "t.npz").exists()
     stray = tmp_path / "stray.txt"
     stray.write_bytes(b"the cat the cat \xff " * 100)  # one byte in 18: a damaged text, counted
     with pytest.warns(DataWarning, match="100 bytes not UTF-8"):
         assert build_frequency_table(tok, [str(stray)]).counts.tolist()[1:] == [200, 200, 100]
+    # text, however it looks: CJK, vertical tabs (Word's line breaks), colour codes; and a
+    # stray byte far from the start is not counted against a small first chunk
+    for i, sample in enumerate(["猫が好きです。" * 200, "the cat\vthe cat\f" * 200, "\x1b[31mthe cat\x1b[0m " * 200]):
+        (tmp_path / f"text{i}.txt").write_text(sample, encoding="utf-8")
+        build_frequency_table(tok, [str(tmp_path / f"text{i}.txt")])
+    late = tmp_path / "late.txt"
+    late.write_bytes(b"the cat " * 700 + b"\xff\xfe\xfd\xfc\xfb the")
+    with pytest.warns(DataWarning, match="5 bytes not UTF-8"):
+        build_frequency_table(tok, [str(late)], chunk_chars=20)

@@ -54,6 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _given_to(prog: str, argv: list[str], first_extra: str) -> str:
+    """The command an unrecognized argument was given to: ``prog`` ('copyprobe canary make')
+    cut to the command words that come before it in ``argv`` (copyprobe --bogus methods:
+    copyprobe)."""
+    words, names, at = prog.split(), [], 0
+    extra_at = argv.index(first_extra) if first_extra in argv else len(argv)
+    for word in words[1:]:
+        at = argv.index(word, at) if word in argv[at:] else len(argv)
+        if at > extra_at:
+            break
+        names.append(word)
+    return " ".join(words[:1] + names)
+
+
 def _name_commands(parser: argparse.ArgumentParser) -> None:
     """Each command's parser, sub-actions' too (canary make, freq build), records its own
     name as ``_prog``, unless it set one: its errors name the command and its --help."""
@@ -90,7 +104,8 @@ def _main(argv: list[str] | None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     if extra:  # said by the command they were given to, whose --help lists what it takes
-        prog = getattr(args, "_prog", None) or parser.prog
+        prog = _given_to(getattr(args, "_prog", None) or parser.prog, list(sys.argv[1:] if argv is None else argv),
+                         extra[0])
         print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
         return 2
     if not getattr(args, "func", None):

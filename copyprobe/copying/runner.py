@@ -44,6 +44,7 @@ from copyprobe.params import (
 )
 from copyprobe.record import DAMAGED, Run, RunRecord, discards_new_out_dir
 from copyprobe.drive import DriveStats, Failure, drive
+from copyprobe.progress import check_progress
 
 TASKS = ("literal", "nonliteral", "qa", "fluency")
 
@@ -472,6 +473,7 @@ def copying(
 
     started = time.perf_counter()
     MEMFREE_SETTINGS.check({"memfree_n": memfree_n, "memfree_index": memfree_index})
+    check_progress(progress)  # execute checks it too, but MemFree loads the model before it
     out_dir = record.prepare_out_dir(out, "copying", model) if out is not None else None
     copyset = data if isinstance(data, CopySet) else load_copyset(data, **(book_options or {}))
     notes: list[str] = []

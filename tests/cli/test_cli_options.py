@@ -71,6 +71,9 @@ def test_batch_size_is_auto_by_default_or_a_positive_integer(tmp_path, captured,
     (["canary", "make", "--doc", "d", "--out", "o", "--bogus", "1"], "copyprobe canary make", "--bogus 1"),
     (["freq", "build", "--tokenizer", "t", "--corpus", "c", "--out", "o", "--bogus"], "copyprobe freq build", "--bogus"),
     (["--bogus"], "copyprobe", "--bogus"),
+    (["--bogus", "methods"], "copyprobe", "--bogus"),  # given before the command: the program's
+    (["canary", "--bogus", "make", "--doc", "d", "--out", "o"], "copyprobe canary", "--bogus"),
+    (["methods", "methods"], "copyprobe methods", "methods"),
 ])
 def test_an_unrecognized_argument_is_named_by_the_command_it_was_given_to(capsys, argv, prog, extra):
     """Before, every unrecognized argument pointed to `copyprobe --help`, which does not list

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import tempfile
 
 import pytest
@@ -252,3 +253,26 @@ def test_a_command_without_model_work_promises_no_cache():
     assert resume_hint(build_parser().parse_args(["methods"])) == "run the same command again"
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/f")
     assert describe_os_error(full, resumable=False) == "/f: no space left on device; free some space"
+
+
+def test_a_second_interrupt_says_what_the_command_kept(monkeypatch, capfd):
+    """The second Ctrl-C stops at once with the same hint as the first (the cache's resume,
+    or that --no-cache kept nothing), not always the cache's."""
+    from copyprobe.cli import main as cli_main
+
+    def stopped(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli_main.os, "_exit", stopped)
+    for argv, kept in ((["detect", "--model", "m", "--data", "d", "--methods", "loss", "--out", "o"], True),
+                       (["detect", "--model", "m", "--data", "d", "--methods", "loss", "--out", "o", "--no-cache"],
+                        False)):
+        interrupts = cli_main._Interrupts()
+        interrupts.hint = cli_main.resume_hint(cli_main.build_parser().parse_args(argv))
+        with pytest.raises(KeyboardInterrupt):
+            interrupts(signal.SIGINT, None)
+        with pytest.raises(SystemExit) as stop:
+            interrupts(signal.SIGINT, None)
+        said = capfd.readouterr().err.strip()
+        assert stop.value.code == 130 and said.startswith("copyprobe: interrupted twice; stopped at once — ")
+        assert ("run the same command again to resume" in said) is kept
