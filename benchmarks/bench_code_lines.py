@@ -30,12 +30,13 @@ PASSAGES_PER_DOCUMENT = 3
 
 
 def cut_lines(text: str, passage_words: int) -> list[str]:
-    """Whole lines, as written, while a passage holds at most ``passage_words`` words (a
-    passage ends early only once it holds half of them); blank lines at a passage's ends dropped."""
+    """Whole lines, as written, while a passage holds at most ``passage_words`` words, as
+    the audit's cutter packs paragraphs (a line longer than that is a passage of its own,
+    kept whole); blank lines at a passage's ends dropped."""
     passages, current, size = [], [], 0
     for line in text.replace("\r\n", "\n").split("\n"):
         words = len(line.split())
-        if current and size + words > passage_words and size >= passage_words / 2:
+        if size and size + words > passage_words:
             passages.append("\n".join(current).strip("\n"))
             current, size = [], 0
         current.append(line)
@@ -93,14 +94,15 @@ def main(argv=None) -> int:
                      "of": d.get("of"), "p": d.get("p")} for d in verdicts["documents"]]
             run = {"cut": how, "method": method, "summary": verdicts["summary"], "documents": docs,
                    "found": sum(d["verdict"] == "evidence" for d in docs),
-                   "median_rank": statistics.median(d["rank"] for d in docs if d["rank"] is not None),
+                   "median_rank": statistics.median([d["rank"] for d in docs if d["rank"] is not None] or [None]),
                    "seconds": round(time.perf_counter() - started, 1)}
             result["runs"].append(run)
             print(f"{how:6} {method:10} found {run['found']}/{len(docs)}, median rank {run['median_rank']} of "
                   f"{docs[0]['of']}: {verdicts['summary']}")
             for d in docs:
-                print(f"    {d['doc']:10} {d['verdict']:12} rank {d['rank']} of {d['of']}, p = {d['p']:.3g}")
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+                p = "-" if d["p"] is None else f"{d['p']:.3g}"
+                print(f"    {d['doc']:10} {d['verdict']:12} rank {d['rank']} of {d['of']}, p = {p}")
+            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")  # after each audit: a crash keeps the rest
     return 0
 
 
