@@ -48,7 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
         parser_ = sub.add_parser(info.name.replace("_", "-"), help=module.HELP,
                                  description=getattr(module, "DESCRIPTION", module.HELP))
         module.add_arguments(parser_)
-        # _prog: a setting's error names the option that set it (add_settings may set it too)
         parser_.set_defaults(func=module.run)
     _name_commands(parser)
     return parser
@@ -157,6 +156,9 @@ def _main(argv: list[str] | None) -> int:
     return int(code or 0)
 
 
+_CACHE_KEPT = "finished work is in the cache — run the same command again to resume"
+
+
 def _keeps_work(args: argparse.Namespace) -> bool:
     """Whether the command keeps the model's answers in the response cache as it goes (a
     command without the cache option does no model work, or keeps it its own way)."""
@@ -166,7 +168,7 @@ def _keeps_work(args: argparse.Namespace) -> bool:
 def resume_hint(args: argparse.Namespace) -> str:
     """What a stopped command has kept, said after 'interrupted; '."""
     if _keeps_work(args):
-        return "finished work is in the cache — run the same command again to resume"
+        return _CACHE_KEPT
     if hasattr(args, "no_cache"):
         return "nothing the model computed was kept (the cache was off); run it again without --no-cache to make it resumable"
     return "run the same command again"
@@ -219,7 +221,7 @@ class _Interrupts:
         self.count = 0
         self.by: int | None = None  # the first signal
         self.told = False  # the resume hint is printed: the second signal adds no line
-        self.hint = "finished work is in the cache — run the same command again to resume"  # set per command
+        self.hint = _CACHE_KEPT  # set per command (resume_hint)
 
     def __call__(self, signum, frame) -> None:
         self.count += 1
