@@ -25,7 +25,8 @@ from typing import Any, Mapping
 
 from copyprobe import record
 from copyprobe.data.example import Example
-from copyprobe.detect import AUDIT_CHUNK_PASSAGES, DetectResult, ScoringCollection, derive_metrics, first_passages, resample, scored_result
+from copyprobe.detect import (AUDIT_CHUNK_PASSAGES, DetectResult, ScoringCollection, derive_metrics, first_passages,
+                              resample, scored_result, skipped_rows_note)
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
 from copyprobe.methods.base import Method
@@ -105,10 +106,12 @@ class AuditResult:
 
 
 def audit_examples(data: Any, role: str, label: int, files: list | None = None,
-                   cut_at: dict[str, int | None] | None = None, **read_options: Any) -> list[Example]:
+                   cut_at: dict[str, int | None] | None = None, skipped: dict[str, dict] | None = None,
+                   **read_options: Any) -> list[Example]:
     """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the
-    role; the input files read (path, bytes, sha256) are appended to ``files``, and the most
-    words of a passage where copyprobe cut books into passages (else None) is ``cut_at[role]``."""
+    role; the input files read (path, bytes, sha256) are appended to ``files``, the most
+    words of a passage where copyprobe cut books into passages (else None) is ``cut_at[role]``,
+    and rows the reader skipped for having no text are ``skipped[role]`` (n, first, file)."""
     from copyprobe.data.readers import Dataset, load_dataset
 
     if isinstance(data, (str, Path, Dataset)):
@@ -119,6 +122,9 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
             files.extend(dataset.files)
         if cut_at is not None:
             cut_at[role] = dataset.passage_words
+        if skipped is not None and dataset.n_skipped:
+            skipped[role] = {"n_skipped": dataset.n_skipped, "first_skipped": dataset.first_skipped,
+                             "path": str(dataset.path)}
         stem = Path(dataset.path).stem if dataset.path else role
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]
@@ -315,17 +321,26 @@ class AuditCollection(ScoringCollection):
 
     def __init__(self, examples: list[Example], method: str, params: Mapping[str, Any] | None,
                  settings: dict[str, Any], n_bootstrap: int, seed: int = 0, blind_baseline: bool = True,
-                 built: list[Method] | None = None):
+                 built: list[Method] | None = None, skipped: dict[str, dict] | None = None):
         # built: the fixed method, made before the model loads, so that begin() checks its
-        # parameters against the data (a prefix file, documents to learn from) before it loads
-        super().__init__(examples, list(built or []), {"path": None, "sha256": None, "n_rows": len(examples),
-                                                        "n_skipped": 0},
+        # parameters against the data (a prefix file, documents to learn from) before it loads;
+        # skipped: rows with no text each side's reader left out ({role: {n_skipped, first_skipped, path}})
+        skipped = dict(skipped or {})
+        n_skipped = sum(side["n_skipped"] for side in skipped.values())
+        data_info = {"path": None, "sha256": None, "n_rows": len(examples), "n_skipped": n_skipped}
+        if skipped:
+            data_info["skipped"] = skipped
+        super().__init__(examples, list(built or []), data_info,
                          seed=seed, n_bootstrap=n_bootstrap, blind_baseline=blind_baseline,
                          chunk_passages=AUDIT_CHUNK_PASSAGES,
                          # a learning method fitted on passages of a suspect document learns
                          # that document, and its other passages then score as "suspect"
                          train_split="document")
         self.method, self.params, self.settings = method, params, settings
+
+    def skipped_notes(self) -> list[str]:
+        return [skipped_rows_note(side["n_skipped"], side.get("first_skipped"), f"{role} {side['path']}: ")
+                for role, side in self.data_info.get("skipped", {}).items()]
 
     def begin(self) -> None:
         if any(m.trains for m in self.methods):
@@ -533,8 +548,9 @@ def audit(
     options = {k: v for k, v in dict(read_options or {}).items() if v is not None}
     read_files: dict[str, list] = {"suspect": [], "clean": []}
     cut_at: dict[str, int | None] = {}
-    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], cut_at, **options)
-    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], cut_at, **options)
+    skipped: dict[str, dict] = {}
+    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], cut_at, skipped, **options)
+    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], cut_at, skipped, **options)
     if limit is not None:
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
@@ -557,6 +573,7 @@ def audit(
         # None: passages given as they are, or the two sides cut differently
         "passage_words": cut_at["suspect"] if cut_at["suspect"] == cut_at["clean"] else None,
     }
-    collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built)
+    collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built,
+                                 skipped)
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -135,6 +135,12 @@ SETTINGS = Settings(
 )
 
 
+def skipped_rows_note(n: int, first: str | None, where: str = "") -> str:
+    """"2 rows with empty or no text were skipped (the first: line 4)", ``where`` before it."""
+    return (f"{where}{n} row{'s' if n != 1 else ''} with empty or no text {'were' if n != 1 else 'was'} skipped"
+            + (f" (the first: {first})" if first else ""))
+
+
 class ScoringCollection:
     """collect for the kinds that score passages with methods (detect, audit, canary):
     one generator per (passage, method), then one scores row per passage."""
@@ -189,14 +195,16 @@ class ScoringCollection:
             return self.plan_.runs()
         return chunked(self.plan_, self.chunk_passages)
 
+    def skipped_notes(self) -> list[str]:
+        """What the reader left out (rows with no text), for the run's notes."""
+        n = self.data_info.get("n_skipped")
+        return [skipped_rows_note(n, self.data_info.get("first_skipped"))] if n else []
+
     def finish(self, results: dict, stats: DriveStats) -> Collected:
         assert self.plan_ is not None
         rows, train_ids = self.plan_.rows(results)
         notes = list(self.notes)
-        if self.data_info.get("n_skipped"):
-            n, first = self.data_info["n_skipped"], self.data_info.get("first_skipped")
-            notes.append(f"{n} row{'s' if n != 1 else ''} with empty or no text {'were' if n != 1 else 'was'} "
-                         f"skipped" + (f" (the first: {first})" if first else ""))
+        notes.extend(self.skipped_notes())
         if self.train_split == "document" and any(m.trains for m in self.resolved):
             notes.append("learning methods trained on whole documents (train split by document): "
                          "no document is both trained on and evaluated")

@@ -59,6 +59,36 @@ def test_audit_command_end_to_end(tmp_path, monkeypatch, capsys):
     assert printed.startswith("Of 3 suspect documents, 2 with evidence, 1 without, 0 cannot tell")
 
 
+def test_audit_notes_the_rows_each_side_skipped(tmp_path, monkeypatch, capsys):
+    """Rows with no text are left out of an audit as of detect, and the note says on which
+    side and where the first one is, so the row can be found."""
+    import random
+
+    rng = random.Random(5)
+    suspect = [{"id": f"s{p}", "text": pseudo_text(rng), "doc_id": "book"} for p in range(2)]
+    suspect.insert(1, {"id": "gap", "text": "  ", "doc_id": "book"})
+    clean = [{"id": f"c{k}", "text": pseudo_text(rng), "doc_id": f"clean{k}"} for k in range(20)]
+    clean[3:3] = [{"id": "n1", "text": None, "doc_id": "x"}, {"id": "n2", "text": "", "doc_id": "x"}]
+    write_jsonl(tmp_path / "suspect.jsonl", suspect)
+    write_jsonl(tmp_path / "clean.jsonl", clean)
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec="f"))
+    out = tmp_path / "run"
+    code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / "suspect.jsonl"),
+                 "--clean", str(tmp_path / "clean.jsonl"), "--method", "loss", "--test", "rank",
+                 "--alpha", "0.1", "--out", str(out), "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert f"suspect {tmp_path / 'suspect.jsonl'}: 1 row with empty or no text was skipped (the first: line 2)" \
+        in printed
+    assert f"clean {tmp_path / 'clean.jsonl'}: 2 rows with empty or no text were skipped (the first: line 4)" \
+        in printed
+    data = json.loads((out / "run.json").read_text())["data"]
+    assert data["n_skipped"] == 3
+    assert data["skipped"]["suspect"]["first_skipped"] == "line 2"
+    assert data["skipped"]["clean"] == {"n_skipped": 2, "first_skipped": "line 4",
+                                        "path": str(tmp_path / "clean.jsonl")}
+
+
 def test_audit_default_method_is_chosen_by_access(tmp_path, monkeypatch, capsys):
     import random
 
