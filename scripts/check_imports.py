@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "copyprobe"
 # unit (module or package directly under copyprobe) -> layer; a unit may import its own
 # modules and any unit of a lower layer, never one of its own layer or above
 LAYERS: dict[str, float] = {
-    "errors": 0, "_version": 0, "params": 0.1, "files": 0.1, "run_files": 0.15, "registry": 0.2, "progress": 0.2,
+    "errors": 0, "_version": 0, "params": 0.1, "files": 0.1, "hub": 0.1, "run_files": 0.15, "registry": 0.2, "progress": 0.2,
     "text": 1, "data": 1, "backends": 1, "freq": 1,
     "methods": 2, "evaluation": 2,
     "drive": 3, "session": 3.1, "scoring": 3.2, "record": 3.3, "engine": 3.5,

@@ -45,6 +45,7 @@ from copyprobe.data.tables import (
     read_table,
 )
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.hub import hub_unreachable, offline_by_env
 
 DATA_DIR_ENV = "COPYPROBE_DATA_DIR"
 WIKIMIA_DIR = Path(__file__).parent / "wikimia"
@@ -97,16 +98,7 @@ def _load_wikimia(split: str | None, _extra: str | None):
 
 
 def _hub_allowed() -> bool:
-    if any(os.environ.get(v, "").strip() not in ("", "0", "false", "False")
-           for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "COPYPROBE_OFFLINE")):
-        return False
-    import socket
-
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=3):
-            return True
-    except OSError:
-        return False
+    return not offline_by_env("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "COPYPROBE_OFFLINE") and hub_unreachable() is None
 
 
 def _hub_rows(hub_id: str, name: str | None = None, split: str = "train") -> list[dict[str, Any]]:

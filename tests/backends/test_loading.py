@@ -186,3 +186,66 @@ def test_the_gguf_conversion_draws_no_bar_of_its_own(monkeypatch, capsys):
     assert list(gguf_utils.tqdm(range(3), desc="Converting")) == [0, 1, 2]
     assert "Converting" not in capsys.readouterr().err
     assert not isinstance(gguf_utils.tqdm.func, functools.partial)
+
+
+# -- a hub id without a network ------------------------------------------------------
+
+
+@pytest.fixture
+def no_hub(tmp_path, monkeypatch):
+    """No hub (every connection refused) and an empty hub cache of our own."""
+    import socket
+
+    import huggingface_hub.constants
+
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                 "HF_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    probed: list = []
+
+    def refuse(address, *args, **kwargs):
+        probed.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return probed
+
+
+def test_a_hub_id_not_in_the_cache_is_refused_at_once_when_the_hub_cannot_be_reached(no_hub):
+    from copyprobe.errors import BackendError
+
+    with pytest.raises(BackendError) as caught:
+        HFBackend.from_pretrained("copyprobe-test/absent", device="cpu")
+    message = str(caught.value)
+    assert "'copyprobe-test/absent'" in message and "hub cannot be reached (huggingface.co:" in message
+    assert "not in the local cache" in message and "\n" not in message
+    assert no_hub[0] == ("huggingface.co", 443)  # the probe, before transformers starts
+    with pytest.raises(BackendError, match=r"cannot load the tokenizer of 'copyprobe-test/absent': the Hugging Face hub"):
+        loading.load_pretrained_tokenizer("copyprobe-test/absent")
+
+
+def test_a_cached_hub_model_loads_without_the_hub(no_hub, tmp_path):
+    """What users with a hub cache expect offline: the cached copy, the same model."""
+    model = make_tiny_model()
+    snapshot = tmp_path / "hub" / "models--copyprobe-test--tiny" / "snapshots" / ("0" * 40)
+    model.save_pretrained(snapshot)
+    make_byte_tokenizer().save_pretrained(snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    backend = HFBackend.from_pretrained("copyprobe-test/tiny", device="cpu", dtype="float32")
+    assert no_hub  # probed, found unreachable, read from the cache
+    request = TokenLogprobsRequest("a cached model")
+    expected = HFBackend(model, make_byte_tokenizer(), device="cpu", dtype="float32").answer([request])[0]
+    assert backend.answer([request])[0].logprobs == pytest.approx(expected.logprobs, abs=1e-6)
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"TRANSFORMERS_OFFLINE": "true"}])
+def test_offline_mode_is_left_to_transformers_without_a_probe(no_hub, monkeypatch, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert loading.hub_options("copyprobe-test/tiny", None) == ({}, None) and no_hub == []
+
+
+def test_a_model_directory_is_never_probed_for(no_hub, tmp_path):
+    assert loading.hub_options(str(tmp_path), tmp_path) == ({}, None) and no_hub == []

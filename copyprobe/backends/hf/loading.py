@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.errors import BackendError, ConfigError, one_line
+from copyprobe.hub import hub_unreachable, offline_by_env
 
 GGUF_MAGIC = b"GGUF"
 
@@ -242,6 +243,24 @@ def local_directory(name_or_path: str) -> Path | None:
     return local if looks_local else None
 
 
+def hub_options(name_or_path: str, local: Path | None) -> tuple[dict[str, Any], str | None]:
+    """``from_pretrained`` options for a hub id, and why the hub cannot be reached: then
+    only the local cache is read (``local_files_only``), so a cached model still loads."""
+    # offline mode asks nobody already
+    if local is not None or offline_by_env("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        return {}, None
+    why = hub_unreachable()
+    return ({"local_files_only": True}, why) if why else ({}, None)
+
+
+def _unreachable_error(what: str, name: str, why: str, exc: BaseException) -> BackendError:
+    # transformers says "not found" with an OSError; anything else (a damaged cached copy)
+    # is its own problem and keeps its words
+    found = "it is not in the local cache" if isinstance(exc, OSError) else f"its cached copy fails: {one_line(exc)}"
+    return BackendError(f"cannot load {what} {name!r}: the Hugging Face hub cannot be reached ({why}) and {found}; "
+                        "give a model directory or a .gguf file")
+
+
 def placement(device: str | None) -> dict[str, Any]:
     """``from_pretrained`` options that put the weights on ``device`` as they are read: on a
     GPU the file goes to its memory directly instead of to host memory first and then
@@ -257,10 +276,13 @@ def load_pretrained(name_or_path: str, torch_dtype, device: str | None = None) -
     quiet_transformers()
     local = local_directory(name_or_path)
     where = str(local) if local is not None else name_or_path
+    hub, unreachable = hub_options(name_or_path, local)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **placement(device))
+        tokenizer = AutoTokenizer.from_pretrained(where, **hub)
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **placement(device), **hub)
     except Exception as exc:
+        if unreachable:
+            raise _unreachable_error("model", name_or_path, unreachable, exc) from exc
         raise BackendError(f"cannot load model {name_or_path!r}: {one_line(exc)}") from exc
     return model, tokenizer, local
 
@@ -269,9 +291,12 @@ def load_pretrained_tokenizer(name_or_path: str):
     from transformers import AutoTokenizer
 
     local = local_directory(name_or_path)
+    hub, unreachable = hub_options(name_or_path, local)
     try:
-        return AutoTokenizer.from_pretrained(str(local) if local is not None else name_or_path)
+        return AutoTokenizer.from_pretrained(str(local) if local is not None else name_or_path, **hub)
     except Exception as exc:
+        if unreachable:
+            raise _unreachable_error("the tokenizer of", name_or_path, unreachable, exc) from exc
         raise BackendError(f"cannot load the tokenizer of {name_or_path!r}: {one_line(exc)}") from exc
 
 

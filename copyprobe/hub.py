@@ -1,0 +1,37 @@
+"""Whether the Hugging Face hub can be asked at all. Without a network, transformers and
+datasets ask it several times with backoff (about 50 s) before saying so; one connection
+attempt says it in a moment, and the caller can then read only what is cached or say
+plainly what to give instead. Used by model loading (backends) and hub datasets (data)."""
+
+from __future__ import annotations
+
+import os
+
+from copyprobe.errors import one_line
+
+PROBE_SECONDS = 3.0
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def offline_by_env(*names: str) -> bool:
+    """Whether any of the environment variables ``names`` is set true (1, true, yes, on:
+    as huggingface_hub reads its own)."""
+    return any(os.environ.get(name, "").strip().upper() in ("1", "TRUE", "YES", "ON") for name in names)
+
+
+def hub_unreachable(timeout: float = PROBE_SECONDS) -> str | None:
+    """Why the hub (``HF_ENDPOINT``, else huggingface.co) cannot be reached: a host that
+    does not resolve, a refused or timed-out connection; None when it may be. Behind a
+    proxy nothing is probed: the proxy may reach what a direct connection cannot."""
+    if any(os.environ.get(name) for name in _PROXIES):
+        return None
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, url.port or (80 if url.scheme == "http" else 443)), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host}: {one_line(exc)}"
+    return None
