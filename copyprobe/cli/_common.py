@@ -96,11 +96,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_passage_option(parser: argparse.ArgumentParser) -> None:
-    """--passage-words: how book files (.txt/.md/.epub/.pdf/.docx/.html) are cut into passages."""
+    """--passage-words: how book files (.txt/.md/.epub/.pdf/.docx/.html) and source files are cut into passages."""
     from copyprobe.params import COUNT
 
     parser.add_argument("--passage-words", type=option_type(COUNT, "--passage-words"), default=None,
-                        help="book files: most words of a passage (default 128; docs/input-files.md)")
+                        help="book and source files: most words of a passage (default 128; docs/input-files.md)")
 
 
 def cache_setting(args: argparse.Namespace) -> Any:

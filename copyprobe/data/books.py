@@ -59,6 +59,12 @@ PDF_SUFFIXES = (".pdf",)
 DOCX_SUFFIXES = (".docx",)
 BOOK_SUFFIXES = PLAIN_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES + EPUB_SUFFIXES + PDF_SUFFIXES + DOCX_SUFFIXES
 BOOK_TYPES = ".txt, .md, .epub, .pdf, .docx, .html/.htm"  # for messages
+# source files: read as written (line breaks and indentation are what a model trained on),
+# cut at line ends by copyprobe.data.passages.cut_code, not into paragraphs
+CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".js", ".mjs", ".jsx", ".ts", ".tsx", ".java", ".kt",
+                 ".scala", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cs", ".go", ".rs", ".rb", ".php", ".swift",
+                 ".m", ".r", ".jl", ".lua", ".pl", ".sh", ".bash", ".sql", ".hs", ".ml", ".ex", ".erl", ".dart")
+CODE_TYPES = "source code (.py, .js, .ts, .java, .c, .cpp, .go, .rs and more)"  # for messages
 
 _BLOCK_TAGS = {
     "p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "blockquote",
@@ -619,6 +625,14 @@ def book_paragraphs(raw: bytes, name: str) -> list[str]:
     if not paragraphs:
         raise DataError(f"{name} has no text")
     return paragraphs
+
+
+def code_text(raw: bytes, name: str) -> str:
+    """A source file's text as written (UTF-8, line ends made ``\n``; binary content and
+    empty files refused), for :func:`copyprobe.data.passages.cut_code`."""
+    if not raw.strip():
+        raise DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
+    return _decode_text(raw, name)
 
 
 def read_book(path: str | Path) -> str:

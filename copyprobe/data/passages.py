@@ -21,6 +21,11 @@ The passage rule (``passage_words`` = N, default 128; words are whitespace-separ
 
 Passages never cross documents. Paragraphs inside one passage are separated by a line
 break.
+
+Source files (``CODE_SUFFIXES``: .py, .js, .c ...) are read as written, by another rule
+(:func:`cut_code`): whole lines, indentation and line breaks kept, packed while a passage
+holds at most N words; a line of more than N words is a passage of its own. Joined as
+prose, code is not the text a model trained on.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, book_paragraphs
+from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, CODE_SUFFIXES, CODE_TYPES, book_paragraphs, code_text
 from copyprobe.data.example import Example
 from copyprobe.data.tables import Dataset, file_record
 from copyprobe.errors import ConfigError, DataError, DataWarning
 from copyprobe.files import FolderWalk, walk_folder
 
 DEFAULT_PASSAGE_WORDS = 128
+DOCUMENT_SUFFIXES = BOOK_SUFFIXES + CODE_SUFFIXES  # what read_books reads
+DOCUMENT_TYPES = f"books ({BOOK_TYPES}) or {CODE_TYPES}"  # for messages
 
 # a sentence ends at . ! ? (and closing quotes/brackets) before a space and a capital,
 # digit or opening quote
@@ -109,14 +116,44 @@ def cut_passages(paragraphs: list[str], passage_words: int = DEFAULT_PASSAGE_WOR
     return ["\n".join(" ".join(p) for p in passage) for passage in passages]
 
 
+def cut_code(text: str, passage_words: int = DEFAULT_PASSAGE_WORDS) -> list[str]:
+    """A source file as passages of whole lines, as written (the rule in the module doc);
+    blank lines at a passage's ends are dropped, and a passage of blank lines only."""
+    n = check_passage_words(passage_words)
+    passages: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for line in text.split("\n"):
+        words = len(line.split())
+        if size and size + words > n:
+            passages.append(current)
+            current, size = [], 0
+        current.append(line)
+        size += words
+    passages.append(current)
+    out = []
+    for lines in passages:
+        filled = [i for i, line in enumerate(lines) if line.strip()]
+        if filled:  # blank lines (spaces or tabs only, too) at either end dropped
+            out.append("\n".join(lines[filled[0]:filled[-1] + 1]))
+    return out
+
+
+def document_passages(raw: bytes, name: str, passage_words: int) -> list[str]:
+    """One file's passages: source code by :func:`cut_code`, books by :func:`cut_passages`."""
+    if Path(name).suffix.lower() in CODE_SUFFIXES:
+        return cut_code(code_text(raw, name), passage_words)
+    return cut_passages(book_paragraphs(raw, name), passage_words)
+
+
 def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
-    """(book files, other files, the walk) under a directory, recursively and in name
-    order (:func:`copyprobe.files.walk_folder`); hidden files and folders and Office lock
-    files (``~$...``) are left out of both; what could not be read is in the walk's ``skipped``."""
+    """(book and source files, other files, the walk) under a directory, recursively and
+    in name order (:func:`copyprobe.files.walk_folder`); hidden files and folders and Office
+    lock files (``~$...``) are left out of both; what could not be read is in the walk's ``skipped``."""
     walk = walk_folder(root, hidden=(".", "~$"))
     books, others = [], []
     for p in walk.files:
-        (books if p.suffix.lower() in BOOK_SUFFIXES else others).append(p)
+        (books if p.suffix.lower() in DOCUMENT_SUFFIXES else others).append(p)
     return books, others, walk
 
 
@@ -129,7 +166,7 @@ def document_ids(files: list[Path], root: Path | None) -> list[str]:
 
 
 def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> Dataset:
-    """A book file or a directory of book files as passages (see the module doc)."""
+    """A book or source file, or a directory of them, as passages (see the module doc)."""
     n = DEFAULT_PASSAGE_WORDS if passage_words is None else check_passage_words(passage_words)
     name = str(path)
     p = Path(path).expanduser()
@@ -137,13 +174,13 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         files, others, walk = book_files(p)
         walk.warn(name, stacklevel=4)  # a missing chapter is said, and listed in run.json
         if not files:
-            raise DataError(f"{name} is a directory with no book files ({BOOK_TYPES}) and not a Hugging Face "
-                            f"dataset saved with save_to_disk")
+            raise DataError(f"{name} is a directory with no book or source files ({BOOK_TYPES}; {CODE_TYPES}) "
+                            f"and not a Hugging Face dataset saved with save_to_disk")
         if others:
             kinds = sorted({f.suffix.lower() or "(no extension)" for f in others})
             warnings.warn(DataWarning(
-                f"{name}: {len(others)} file(s) that are not books were left out ({', '.join(kinds)}; e.g. "
-                f"{others[0].relative_to(p).as_posix()}); books: {BOOK_TYPES}"), stacklevel=3)
+                f"{name}: {len(others)} file(s) of other types were left out ({', '.join(kinds)}; e.g. "
+                f"{others[0].relative_to(p).as_posix()}); read: {DOCUMENT_TYPES}"), stacklevel=3)
         shown = [str(Path(name) / f.relative_to(p)) for f in files]
         docs = document_ids(files, p)
     else:
@@ -157,7 +194,7 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         except OSError as exc:
             raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
         records.append(file_record(where, raw))
-        for i, text in enumerate(cut_passages(book_paragraphs(raw, where), n), start=1):
+        for i, text in enumerate(document_passages(raw, where, n), start=1):
             examples.append(Example(id=f"{doc}:{i:04d}", text=text, doc_id=doc,
                                     meta={"source": where, "passage": i}))
     if len(records) == 1:

@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 
 from copyprobe.data import datasets
-from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES
-from copyprobe.data.passages import DEFAULT_PASSAGE_WORDS, check_passage_words, read_books
+from copyprobe.data.passages import (DEFAULT_PASSAGE_WORDS, DOCUMENT_SUFFIXES, DOCUMENT_TYPES,
+                                     check_passage_words, read_books)
 from copyprobe.data.tables import (
     SUPPORTED,
     TABLE_SUFFIXES,
@@ -65,7 +65,7 @@ def load_dataset(
             given = [*columns, *(["passage_words"] if passage_words is not None else [])]
             raise ConfigError(f"{', '.join(given)} do not apply to the named dataset {name}")
         return datasets.load_named(name, split=split)
-    is_books = (p.is_dir() and not is_hf_dir(p)) or (p.is_file() and p.suffix.lower() in BOOK_SUFFIXES)
+    is_books = (p.is_dir() and not is_hf_dir(p)) or (p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     if is_books:
         what = "the book directory" if p.is_dir() else "the book file"
         if columns:
@@ -75,9 +75,9 @@ def load_dataset(
                               f"not to {what} {name}")
         return read_books(path, passage_words=passage_words)
     if passage_words is not None:
-        raise ConfigError(f"passage_words applies only to books ({BOOK_TYPES}), not to the data file {name}")
+        raise ConfigError(f"passage_words applies only to {DOCUMENT_TYPES}, not to the data file {name}")
     if p.is_file() and p.suffix.lower() not in TABLE_SUFFIXES:
         raise DataError(f"unsupported data file type {p.suffix or '(no extension)'!r} for {name}; "
-                        f"supported: {', '.join(SUPPORTED)}; books: {BOOK_TYPES} (or a directory of them)")
+                        f"supported: {', '.join(SUPPORTED)}; {DOCUMENT_TYPES} (or a directory of them)")
     return read_table(path, text_column=text_column, label_column=label_column, doc_column=doc_column,
                       id_column=id_column, split=split)

@@ -27,7 +27,7 @@ from copyprobe.data.books import (
     read_book,
     strip_page_furniture,
 )
-from copyprobe.data.passages import cut_passages, sentences
+from copyprobe.data.passages import cut_code, cut_passages, sentences
 from copyprobe.data.readers import load_dataset
 from copyprobe.errors import ConfigError, DataError, DataWarning
 
@@ -331,6 +331,65 @@ def test_overlong_sentences_are_cut_every_n_words_and_sentences_split():
         cut_passages(["a b"], 0)
 
 
+# -- source code, read as written ----------------------------------------------------------
+
+CODE = """import os
+
+
+def walk(top):
+    \"\"\"Every file under top.\"\"\"
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            yield os.path.join(root, name)
+"""
+
+
+def test_code_is_cut_at_line_ends_with_every_line_as_written():
+    # words a line: 2, 0, 0, 2, 4, 6, 4, 3, 0; at most 8 words a passage
+    out = cut_code(CODE, 8)
+    assert out == ["import os\n\n\ndef walk(top):\n    \"\"\"Every file under top.\"\"\"",
+                   "    for root, dirs, files in os.walk(top):",
+                   "        for name in files:\n            yield os.path.join(root, name)"]
+    assert cut_code(CODE, 200) == [CODE.strip("\n")]  # one passage, blank lines and indentation kept
+    assert cut_code("x = [" + " 1," * 30 + "]\ny = 2\n", 8) == ["x = [" + " 1," * 30 + "]", "y = 2"]
+    with pytest.raises(ConfigError, match="passage_words"):
+        cut_code(CODE, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(0, 12)), max_size=40), st.integers(1, 20))
+def test_code_passages_keep_every_line_once_in_order_within_the_limit(shape, n):
+    lines = [" " * indent + " ".join(f"t{i}_{j}" for j in range(words)) for i, (indent, words) in enumerate(shape)]
+    out = cut_code("\n".join(lines), n)
+    kept = [line for passage in out for line in passage.split("\n")]
+    assert [line for line in kept if line.strip()] == [line for line in lines if line.strip()]
+    for passage in out:
+        assert passage.split("\n")[0].strip() and passage.split("\n")[-1].strip()  # no blank line at an end
+        assert len(passage.split()) <= n or "\n" not in passage  # over the limit: one long line alone
+
+
+def test_source_files_are_documents_beside_books(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "walk.py").write_text(CODE)
+    (repo / "README.txt").write_text(_words(12, "r") + ".")
+    (repo / "logo.png").write_bytes(b"\x89PNG")
+    with pytest.warns(DataWarning, match=r"\.png"):
+        data = load_dataset(repo, passage_words=8)
+    walk = [e for e in data.examples if e.doc_id == "walk"]
+    assert [e.text for e in walk] == cut_code(CODE, 8) and walk[0].id == "walk:0001"
+    assert {e.doc_id for e in data.examples} == {"walk", "README"}
+    windows = tmp_path / "crlf.js"
+    windows.write_bytes(b"\xef\xbb\xbfif (a) {\r\n\tb();\r\n}\r\n")
+    assert [e.text for e in load_dataset(windows).examples] == ["if (a) {\n\tb();\n}"]
+    (tmp_path / "empty.go").write_text("\n  \n")
+    with pytest.raises(DataError, match=r"empty\.go is empty \(only whitespace\)"):
+        load_dataset(tmp_path / "empty.go")
+    (tmp_path / "blob.c").write_bytes(b"int x;\x00\x01\x02")
+    with pytest.raises(DataError, match=r"blob\.c looks like a binary file"):
+        load_dataset(tmp_path / "blob.c")
+
+
 # -- directories, ids, fingerprints -----------------------------------------------------------
 
 def test_directory_of_books_as_a_dataset(tmp_path):
@@ -342,7 +401,7 @@ def test_directory_of_books_as_a_dataset(tmp_path):
     (shelf / "vol2" / "notes.md").write_text(_words(10, "m"))
     (shelf / "cover.jpg").write_bytes(b"\xff\xd8\xff")
     (shelf / ".hidden.txt").write_text("never read")
-    with pytest.warns(DataWarning, match=r"1 file\(s\) that are not books were left out \(\.jpg"):
+    with pytest.warns(DataWarning, match=r"1 file\(s\) of other types were left out \(\.jpg"):
         data = load_dataset(shelf, passage_words=40)
     docs = {e.doc_id for e in data.examples}
     assert docs == {"salt", "orchard", "notes.txt", "vol2/notes.md"}  # clashing stems get their path
@@ -430,7 +489,7 @@ def _bad_files(tmp_path: Path) -> list[tuple[Path, str]]:
         "empty.txt": r"is empty \(0 bytes\)", "blank.md": "is empty", "binary.txt": "binary file",
         "garbage.pdf": "not a PDF file", "truncated.pdf": "PDF", "broken.epub": "cannot read EPUB",
         "drm.epub": "DRM-protected", "broken.docx": "cannot read DOCX", "old.docx": "old-format",
-        "notes.xyz": r"unsupported data file type '\.xyz'.*books: \.txt",
+        "notes.xyz": r"unsupported data file type '\.xyz'.*books \(\.txt.*or source code \(\.py",
     }
     out = []
     for name, content in files.items():
@@ -457,7 +516,7 @@ def test_owner_only_encryption_is_still_readable(tmp_path):
 def test_empty_and_bookless_directories(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(DataError, match="no book files"):
+    with pytest.raises(DataError, match="no book or source files"):
         load_dataset(empty)
     shelf = tmp_path / "shelf"
     shelf.mkdir()
