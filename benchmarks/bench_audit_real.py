@@ -166,7 +166,7 @@ def stdlib_dir() -> Path:
 def code_suspects(stage: Path, modules: Iterable[str] = STDLIB_MODULES) -> dict[str, str]:
     out = {}
     for name in modules:
-        path = stage / f"{name}.txt"  # .py is not a book format: read as text, as a user would rename it
+        path = stage / f"{name}.txt"  # as .txt (lines joined as prose), as the table was measured; bench_code_lines.py reads the .py as written
         shutil.copyfile(stdlib_dir() / f"{name}.py", path)
         out[name] = str(path)
     return out
