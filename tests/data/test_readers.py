@@ -205,6 +205,28 @@ def test_a_run_notes_how_many_rows_it_skipped_and_where_the_first_is(tmp_path):
     assert run.record.data["first_skipped"] == "line 3"
 
 
+def test_a_row_as_long_as_a_book_is_named_with_its_length(tmp_path):
+    """A whole book pasted into one row is one passage, scored whole and slowly: said before
+    any model loads, with the longest row's place and length; rows up to the limit are quiet."""
+    import warnings
+
+    from copyprobe.data.tables import LONG_ROW_WORDS
+    from copyprobe.errors import DataWarning
+
+    limit = " ".join(["word"] * LONG_ROW_WORDS)
+    path = _lines(tmp_path / "d.jsonl", {"text": "short"}, {"text": limit + " one"}, {"text": limit},
+                  {"text": limit + " one two three"})
+    with pytest.warns(DataWarning) as caught:
+        data = load_dataset(path)
+    assert len(caught) == 1 and len(data.examples) == 4  # read all the same
+    message = str(caught[0].message)
+    assert f"2 row(s) hold more than {LONG_ROW_WORDS:,} words (the longest: line 4, {LONG_ROW_WORDS + 3:,} words)" \
+        in message and "\n" not in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_dataset(_lines(tmp_path / "ok.jsonl", {"text": limit}, {"text": "x" * (3 * LONG_ROW_WORDS)}))  # long, 1 word
+
+
 def test_all_rows_empty(tmp_path):
     path = _lines(tmp_path / "d.jsonl", {"text": " "}, {"text": None})
     with pytest.raises(DataError, match=r"all 2 rows have empty text in column 'text'"):
