@@ -235,6 +235,7 @@ def test_a_cached_hub_model_loads_without_the_hub(no_hub, tmp_path):
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
     backend = HFBackend.from_pretrained("copyprobe-test/tiny", device="cpu", dtype="float32")
     assert no_hub  # probed, found unreachable, read from the cache
+    assert loading.context_length(loading.load_config("hf", "copyprobe-test/tiny")) == 128  # plant's look
     request = TokenLogprobsRequest("a cached model")
     expected = HFBackend(model, make_byte_tokenizer(), device="cpu", dtype="float32").answer([request])[0]
     assert backend.answer([request])[0].logprobs == pytest.approx(expected.logprobs, abs=1e-6)

@@ -314,7 +314,8 @@ def load_config(kind: str, path: str | os.PathLike):
         if kind == "gguf":
             file = Path(path)
             return AutoConfig.from_pretrained(file.parent, gguf_file=file.name)
-        return AutoConfig.from_pretrained(path)
+        hub, _ = hub_options(str(path), local_directory(str(path)))  # a cached hub id: no retries offline
+        return AutoConfig.from_pretrained(path, **hub)
     except Exception:  # noqa: BLE001 - see the docstring
         return None
 
