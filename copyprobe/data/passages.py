@@ -188,15 +188,26 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         files, shown, docs = [p], [name], document_ids([p], None)
     examples: list[Example] = []
     records = []
+    empty_code: list[str] = []  # in a folder: empty source files (a package's __init__.py)
     for f, where, doc in zip(files, shown, docs):
         try:
             raw = f.read_bytes()
         except OSError as exc:
             raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
         records.append(file_record(where, raw))
+        if walk is not None and f.suffix.lower() in CODE_SUFFIXES and not raw.strip():
+            # a source tree is full of them; an empty book in a folder stays an error
+            empty_code.append(f.relative_to(p).as_posix())
+            continue
         for i, text in enumerate(document_passages(raw, where, n), start=1):
             examples.append(Example(id=f"{doc}:{i:04d}", text=text, doc_id=doc,
                                     meta={"source": where, "passage": i}))
+    if empty_code:
+        warnings.warn(DataWarning(f"{name}: {len(empty_code)} empty source file(s) left out (e.g. {empty_code[0]})"),
+                      stacklevel=3)
+    if not examples:
+        n = len(empty_code)
+        raise DataError(f"{name}: every source file in it is empty ({n} file{'s' if n != 1 else ''})")
     if len(records) == 1:
         digest = records[0]["sha256"]
     else:  # over each file's name and content hash, so renaming a file changes it too

@@ -374,11 +374,20 @@ def test_source_files_are_documents_beside_books(tmp_path):
     (repo / "pkg" / "walk.py").write_text(CODE)
     (repo / "README.txt").write_text(_words(12, "r") + ".")
     (repo / "logo.png").write_bytes(b"\x89PNG")
-    with pytest.warns(DataWarning, match=r"\.png"):
+    (repo / "pkg" / "__init__.py").write_text("")  # every package has one: left out, said
+    with pytest.warns(DataWarning) as caught:
         data = load_dataset(repo, passage_words=8)
+    said = [str(w.message) for w in caught]
+    assert any(".png" in m for m in said)
+    assert f"{repo}: 1 empty source file(s) left out (e.g. pkg/__init__.py)" in said
     walk = [e for e in data.examples if e.doc_id == "walk"]
     assert [e.text for e in walk] == cut_code(CODE, 8) and walk[0].id == "walk:0001"
     assert {e.doc_id for e in data.examples} == {"walk", "README"}
+    (tmp_path / "hollow").mkdir()
+    (tmp_path / "hollow" / "__init__.py").write_text("\n")
+    with pytest.raises(DataError, match=r"hollow: every source file in it is empty \(1 file\)"), \
+            pytest.warns(DataWarning):
+        load_dataset(tmp_path / "hollow")
     windows = tmp_path / "crlf.js"
     windows.write_bytes(b"\xef\xbb\xbfif (a) {\r\n\tb();\r\n}\r\n")
     assert [e.text for e in load_dataset(windows).examples] == ["if (a) {\n\tb();\n}"]
