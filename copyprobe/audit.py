@@ -110,7 +110,7 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
                    **read_options: Any) -> list[Example]:
     """The passages of one side ("suspect" or "clean"), ids and documents prefixed by the
     role; the input files read (path, bytes, sha256) are appended to ``files``, the most
-    words of a passage where copyprobe cut books into passages (else None) is ``cut_at[role]``,
+    words of a passage where copyprobe cut books or source files into passages (else None) is ``cut_at[role]``,
     and rows the reader skipped for having no text are ``skipped[role]`` (n, first, file)."""
     from copyprobe.data.readers import Dataset, load_dataset
 

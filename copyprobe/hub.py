@@ -28,10 +28,16 @@ def hub_unreachable(timeout: float = PROBE_SECONDS) -> str | None:
     import socket
     from urllib.parse import urlsplit
 
-    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host = url.hostname or "huggingface.co"
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     try:
-        socket.create_connection((host, url.port or (80 if url.scheme == "http" else 443)), timeout=timeout).close()
+        url = urlsplit(endpoint)
+        host, port = url.hostname, url.port or (80 if url.scheme == "http" else 443)
+    except ValueError as exc:  # a port out of range, an unclosed [ipv6
+        return f"HF_ENDPOINT {endpoint!r} is not a URL: {one_line(exc)}"
+    if not host:  # "localhost:9" parses as a scheme
+        return f"HF_ENDPOINT {endpoint!r} is not a URL (scheme://host[:port])"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         return f"{host}: {one_line(exc)}"
     return None

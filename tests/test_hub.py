@@ -75,3 +75,14 @@ def test_hub_datasets_need_a_reachable_hub_and_no_offline_switch(plain_env, list
     assert not datasets._hub_allowed()
     plain_env.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # the proxy may reach it
     assert datasets._hub_allowed()
+
+
+@pytest.mark.parametrize("endpoint,said", [("https://x:99999", "is not a URL: ValueError"),
+                                           ("https://[::1", "is not a URL: ValueError"),
+                                           ("localhost:9", "is not a URL (scheme://host[:port])")])
+def test_a_malformed_endpoint_is_named_not_raised(plain_env, endpoint, said):
+    plain_env.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("probed a malformed endpoint"))
+    plain_env.setenv("HF_ENDPOINT", endpoint)
+    why = hub.hub_unreachable()
+    assert why == f"HF_ENDPOINT {endpoint!r} {said}" or why.startswith(f"HF_ENDPOINT {endpoint!r} {said}")
+    assert not datasets._hub_allowed()

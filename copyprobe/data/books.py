@@ -628,11 +628,13 @@ def book_paragraphs(raw: bytes, name: str) -> list[str]:
 
 
 def code_text(raw: bytes, name: str) -> str:
-    """A source file's text as written (UTF-8, line ends made ``\n``; binary content and
-    empty files refused), for :func:`copyprobe.data.passages.cut_code`."""
-    if not raw.strip():
-        raise DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
-    return _decode_text(raw, name)
+    """A source file's text as written (UTF-8, a byte-order mark dropped, line ends made
+    ``\n``; binary content refused), for :func:`copyprobe.data.passages.cut_code`; "" when
+    it holds nothing but whitespace (the caller says what that means)."""
+    if not raw:
+        return ""
+    text = _decode_text(raw, name)
+    return text if text.strip() else ""
 
 
 def read_book(path: str | Path) -> str:

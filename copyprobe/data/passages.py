@@ -39,7 +39,7 @@ from pathlib import Path
 
 from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, CODE_SUFFIXES, CODE_TYPES, book_paragraphs, code_text
 from copyprobe.data.example import Example
-from copyprobe.data.tables import Dataset, file_record
+from copyprobe.data.tables import LONG_ROW_WORDS, Dataset, file_record
 from copyprobe.errors import ConfigError, DataError, DataWarning
 from copyprobe.files import FolderWalk, walk_folder
 
@@ -142,8 +142,22 @@ def cut_code(text: str, passage_words: int = DEFAULT_PASSAGE_WORDS) -> list[str]
 def document_passages(raw: bytes, name: str, passage_words: int) -> list[str]:
     """One file's passages: source code by :func:`cut_code`, books by :func:`cut_passages`."""
     if Path(name).suffix.lower() in CODE_SUFFIXES:
-        return cut_code(code_text(raw, name), passage_words)
+        text = code_text(raw, name)
+        if not text:
+            raise DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
+        return cut_code(text, passage_words)
     return cut_passages(book_paragraphs(raw, name), passage_words)
+
+
+def _folder_code_passages(raw: bytes, where: str, passage_words: int) -> tuple[list[str], str | None]:
+    """A source file's passages in a folder, or ([], why it is left out): a source tree is
+    full of empty files (a package's __init__.py), and some suffixes are also binary
+    formats (.ts video); an empty or unreadable book in a folder stays an error."""
+    try:
+        text = code_text(raw, where)
+    except DataError:
+        return [], "not UTF-8 text, though its suffix is a source file's"
+    return (cut_code(text, passage_words), None) if text else ([], "empty")
 
 
 def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
@@ -158,11 +172,18 @@ def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
 
 
 def document_ids(files: list[Path], root: Path | None) -> list[str]:
-    """File stems, or for stems that occur twice the path relative to ``root``."""
-    stems = Counter(f.stem for f in files)
+    """File stems, or the path relative to ``root`` for a stem that occurs twice or that is
+    another file's path (``x.py.md``'s stem is ``x.py``): every id is unique."""
     if root is None:
         return [f.stem for f in files]
-    return [f.stem if stems[f.stem] == 1 else f.relative_to(root).as_posix() for f in files]
+    paths = [f.relative_to(root).as_posix() for f in files]
+    ids = [f.stem for f in files]
+    while True:  # relative paths are unique; each pass turns at least one clashing id into one
+        counts = Counter(ids)
+        clashing = {i for i, doc in enumerate(ids) if counts[doc] > 1 and doc != paths[i]}
+        if not clashing:
+            return ids
+        ids = [paths[i] if i in clashing else doc for i, doc in enumerate(ids)]
 
 
 def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> Dataset:
@@ -188,26 +209,43 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         files, shown, docs = [p], [name], document_ids([p], None)
     examples: list[Example] = []
     records = []
-    empty_code: list[str] = []  # in a folder: empty source files (a package's __init__.py)
+    left_out: list[tuple[str, str]] = []  # in a folder: (source file, why) left out
+    longest = (0, "")  # the passage with the most words (a minified line): (words, id)
     for f, where, doc in zip(files, shown, docs):
         try:
             raw = f.read_bytes()
         except OSError as exc:
             raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
         records.append(file_record(where, raw))
-        if walk is not None and f.suffix.lower() in CODE_SUFFIXES and not raw.strip():
-            # a source tree is full of them; an empty book in a folder stays an error
-            empty_code.append(f.relative_to(p).as_posix())
-            continue
-        for i, text in enumerate(document_passages(raw, where, n), start=1):
+        code = f.suffix.lower() in CODE_SUFFIXES
+        if walk is not None and code:
+            passages, why = _folder_code_passages(raw, where, n)
+            if why:
+                left_out.append((f.relative_to(p).as_posix(), why))
+                records[-1]["skipped"] = why  # read, and left out: in run.json
+                continue
+        else:
+            passages = document_passages(raw, where, n)
+        for i, text in enumerate(passages, start=1):
             examples.append(Example(id=f"{doc}:{i:04d}", text=text, doc_id=doc,
                                     meta={"source": where, "passage": i}))
-    if empty_code:
-        warnings.warn(DataWarning(f"{name}: {len(empty_code)} empty source file(s) left out (e.g. {empty_code[0]})"),
+            # over the limit, a code passage is one line (a book's are cut every N words)
+            if code and len(text) > 2 * LONG_ROW_WORDS and (words := len(text.split())) > longest[0]:
+                longest = (words, examples[-1].id)
+    if left_out:
+        shown_out = "; ".join(f"{f} ({why})" for f, why in left_out[:3])
+        more = f"; and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+        warnings.warn(DataWarning(f"{name}: {len(left_out)} source file(s) left out: {shown_out}{more}"),
                       stacklevel=3)
     if not examples:
-        n = len(empty_code)
-        raise DataError(f"{name}: every source file in it is empty ({n} file{'s' if n != 1 else ''})")
+        k = len(left_out)
+        raise DataError(f"{name}: every file in it was left out ({k} source file{'s' if k != 1 else ''}, "
+                        f"e.g. {left_out[0][0]}: {left_out[0][1]})")
+    if longest[0] > LONG_ROW_WORDS:
+        warnings.warn(DataWarning(
+            f"{name}: passage {longest[1]} holds {longest[0]:,} words, one line longer than {LONG_ROW_WORDS:,} "
+            "words (minified or generated code?): it is scored whole in windows of the model's context, slowly"),
+            stacklevel=3)
     if len(records) == 1:
         digest = records[0]["sha256"]
     else:  # over each file's name and content hash, so renaming a file changes it too

@@ -2,9 +2,10 @@
 
 * a data file (JSON lines, JSON, CSV/TSV, Parquet) or a saved Hugging Face dataset
   directory: rows as they are (:mod:`copyprobe.data.tables`, which documents the columns);
-* a book file (``.txt``, ``.md``, ``.epub``, ``.pdf``, ``.docx``, ``.html``/``.htm``) or a
-  directory of them: one document per file, cut into passages (:mod:`copyprobe.data.passages`,
-  cleaning in :mod:`copyprobe.data.books`, both described in docs/input-files.md);
+* a book file (``.txt``, ``.md``, ``.epub``, ``.pdf``, ``.docx``, ``.html``/``.htm``), a
+  source file (``.py``, ``.js``, ``.c`` ...: ``CODE_SUFFIXES``) or a directory of them: one
+  document per file, cut into passages (:mod:`copyprobe.data.passages`, cleaning in
+  :mod:`copyprobe.data.books`, both described in docs/input-files.md);
 * a dataset name such as ``wikimia:64`` (:mod:`copyprobe.data.datasets`).
 
 Every problem the user can fix raises :class:`~copyprobe.errors.DataError` (or
@@ -19,6 +20,7 @@ import os
 from pathlib import Path
 
 from copyprobe.data import datasets
+from copyprobe.data.books import CODE_SUFFIXES
 from copyprobe.data.passages import (DEFAULT_PASSAGE_WORDS, DOCUMENT_SUFFIXES, DOCUMENT_TYPES,
                                      check_passage_words, read_books)
 from copyprobe.data.tables import (
@@ -44,12 +46,12 @@ def load_dataset(
     split: str | None = None,
     passage_words: int | None = None,
 ) -> Dataset:
-    """Read a data file, a saved HF dataset directory, a book file, a directory of books
-    or a named dataset into a :class:`Dataset`.
+    """Read a data file, a saved HF dataset directory, a book or source file, a directory
+    of them or a named dataset into a :class:`Dataset`.
 
     ``split`` picks the split of a saved ``DatasetDict`` (or a named dataset's split);
-    ``passage_words`` is the most words of a passage cut from a book (default
-    128); the column options apply to data files only.
+    ``passage_words`` is the most words of a passage cut from a book or source file
+    (default 128); the column options apply to data files only.
     """
     p = Path(path).expanduser()
     name = str(path)
@@ -67,9 +69,12 @@ def load_dataset(
         return datasets.load_named(name, split=split)
     is_books = (p.is_dir() and not is_hf_dir(p)) or (p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     if is_books:
-        what = "the book directory" if p.is_dir() else "the book file"
+        what = ("the directory" if p.is_dir() else "the source file" if p.suffix.lower() in CODE_SUFFIXES
+                else "the book file")
         if columns:
-            raise ConfigError(f"{', '.join(columns)} do not apply to {what} {name} (books have no columns)")
+            verb = "does" if len(columns) == 1 else "do"
+            raise ConfigError(f"{', '.join(columns)} {verb} not apply to {what} {name} (books and source files "
+                              "have no columns)")
         if split is not None:
             raise ConfigError(f"split={split!r} applies only to a saved Hugging Face dataset directory, "
                               f"not to {what} {name}")

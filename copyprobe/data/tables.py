@@ -541,7 +541,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
     seen_ids: dict[str, str] = {}
     labels, documents = _FirstOfEach(), _FirstOfEach()  # to name one row of each kind when they mix
     n_skipped, first_skipped = 0, None
-    long_rows: list[tuple[int, str]] = []  # (words, where) of rows over LONG_ROW_WORDS
+    long_rows: list[tuple[int, int, str]] = []  # (words, -row, where) of rows over LONG_ROW_WORDS
     for index, (where, record) in enumerate(rows):
         text = _row_text(record.get(text_col), name, where, text_col)
         if not text.strip():
@@ -550,7 +550,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
             first_skipped = first_skipped or where
             continue
         if len(text) > 2 * LONG_ROW_WORDS and len(words := text.split()) > LONG_ROW_WORDS:  # a word and a space
-            long_rows.append((len(words), where))
+            long_rows.append((len(words), -index, where))  # of equal ones, max() takes the first
         _check_encodable(text, f"{name}: {where}: column {text_col!r}")
         ex_id = _row_id(record, index, id_col, name, where)
         here = f"{name}: {where} (id {ex_id!r})"
@@ -575,7 +575,7 @@ def _build(rows: Rows, columns: list[str], name: str, digest: str, text_column: 
     if not examples:
         raise DataError(f"{name}: all {len(rows)} rows have empty text in column {text_col!r}")
     if long_rows:
-        words, where = max(long_rows)
+        words, _, where = max(long_rows)
         warnings.warn(DataWarning(
             f"{name}: {len(long_rows)} row(s) hold more than {LONG_ROW_WORDS:,} words (the longest: {where}, "
             f"{words:,} words); a row is one passage, scored whole in windows of the model's context (slow, "

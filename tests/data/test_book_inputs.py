@@ -27,7 +27,7 @@ from copyprobe.data.books import (
     read_book,
     strip_page_furniture,
 )
-from copyprobe.data.passages import cut_code, cut_passages, sentences
+from copyprobe.data.passages import cut_code, cut_passages, document_ids, sentences
 from copyprobe.data.readers import load_dataset
 from copyprobe.errors import ConfigError, DataError, DataWarning
 
@@ -379,15 +379,55 @@ def test_source_files_are_documents_beside_books(tmp_path):
         data = load_dataset(repo, passage_words=8)
     said = [str(w.message) for w in caught]
     assert any(".png" in m for m in said)
-    assert f"{repo}: 1 empty source file(s) left out (e.g. pkg/__init__.py)" in said
+    assert f"{repo}: 1 source file(s) left out: pkg/__init__.py (empty)" in said
+    assert {"path": str(repo / "pkg" / "__init__.py"), "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest(),
+            "skipped": "empty"} in data.files
     walk = [e for e in data.examples if e.doc_id == "walk"]
     assert [e.text for e in walk] == cut_code(CODE, 8) and walk[0].id == "walk:0001"
     assert {e.doc_id for e in data.examples} == {"walk", "README"}
     (tmp_path / "hollow").mkdir()
     (tmp_path / "hollow" / "__init__.py").write_text("\n")
-    with pytest.raises(DataError, match=r"hollow: every source file in it is empty \(1 file\)"), \
-            pytest.warns(DataWarning):
+    with pytest.raises(DataError, match=r"hollow: every file in it was left out \(1 source file, e\.g\. "
+                                        r"__init__\.py: empty\)"), pytest.warns(DataWarning):
         load_dataset(tmp_path / "hollow")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf\n\xc2\xa0\n")  # an editor's "empty" file
+    with pytest.raises(DataError, match=r"bom\.py is empty \(only whitespace\)"):
+        load_dataset(tmp_path / "bom.py")
+
+
+def test_in_a_folder_a_binary_file_with_a_source_suffix_is_left_out(tmp_path):
+    """.ts is TypeScript and MPEG video: in a folder of books, the video is left out, said."""
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    (shelf / "book.txt").write_text(_words(30, "b") + ".")
+    (shelf / "clip.ts").write_bytes(b"\x47\x40\x00\x10" + bytes(184))
+    with pytest.warns(DataWarning, match=r"1 source file\(s\) left out: clip\.ts \(not UTF-8 text"):
+        data = load_dataset(shelf)
+    assert {e.doc_id for e in data.examples} == {"book"}
+    with pytest.raises(DataError, match="binary"):  # named on its own, it is the user's file: refused
+        load_dataset(shelf / "clip.ts")
+
+
+def test_document_ids_stay_unique_when_a_stem_is_another_files_path(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for name in ("x.py", "x.txt", "x.py.md", "y.py"):
+        (folder / name).write_text(_words(5, name[0]) + ".")
+    data = load_dataset(folder)
+    by_source = {Path(e.meta["source"]).name: e.doc_id for e in data.examples}
+    assert by_source == {"x.py": "x.py", "x.txt": "x.txt", "x.py.md": "x.py.md", "y.py": "y"}
+    files = [folder / n for n in ("a/b.txt", "b.txt", "a/b.txt.md", "c.md")]
+    ids = document_ids(files, folder)
+    assert len(set(ids)) == 4 and ids[3] == "c"
+
+
+def test_a_minified_line_is_named_as_a_slow_passage(tmp_path):
+    from copyprobe.data.tables import LONG_ROW_WORDS
+
+    (tmp_path / "app.min.js").write_text("var a;\n" + "x=1; " * (LONG_ROW_WORDS + 1) + "\nvar b;\n")
+    with pytest.warns(DataWarning, match=rf"passage app\.min:0002 holds {LONG_ROW_WORDS + 1:,} words, one line"):
+        data = load_dataset(tmp_path / "app.min.js")
+    assert [len(e.text.split()) for e in data.examples] == [2, LONG_ROW_WORDS + 1, 2]
     windows = tmp_path / "crlf.js"
     windows.write_bytes(b"\xef\xbb\xbfif (a) {\r\n\tb();\r\n}\r\n")
     assert [e.text for e in load_dataset(windows).examples] == ["if (a) {\n\tb();\n}"]
@@ -439,7 +479,7 @@ def test_data_files_know_their_fingerprint_too(tmp_path):
         load_dataset(path, passage_words=64)
     book = tmp_path / "b.txt"
     book.write_text("some words")
-    with pytest.raises(ConfigError, match="text_column do not apply to the book file"):
+    with pytest.raises(ConfigError, match="text_column does not apply to the book file"):
         load_dataset(book, text_column="text")
 
 

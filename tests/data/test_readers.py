@@ -215,12 +215,12 @@ def test_a_row_as_long_as_a_book_is_named_with_its_length(tmp_path):
 
     limit = " ".join(["word"] * LONG_ROW_WORDS)
     path = _lines(tmp_path / "d.jsonl", {"text": "short"}, {"text": limit + " one"}, {"text": limit},
-                  {"text": limit + " one two three"})
+                  {"text": limit + " one two three"}, {"text": limit + " one two six"})  # a tie: the first
     with pytest.warns(DataWarning) as caught:
         data = load_dataset(path)
-    assert len(caught) == 1 and len(data.examples) == 4  # read all the same
+    assert len(caught) == 1 and len(data.examples) == 5  # read all the same
     message = str(caught[0].message)
-    assert f"2 row(s) hold more than {LONG_ROW_WORDS:,} words (the longest: line 4, {LONG_ROW_WORDS + 3:,} words)" \
+    assert f"3 row(s) hold more than {LONG_ROW_WORDS:,} words (the longest: line 4, {LONG_ROW_WORDS + 3:,} words)" \
         in message and "\n" not in message
     with warnings.catch_warnings():
         warnings.simplefilter("error")

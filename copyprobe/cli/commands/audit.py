@@ -37,8 +37,8 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (e.g. openai:MODEL@URL, smollm2-135m-instruct)")
     parser.add_argument("--suspect", required=True,
-                        help="the documents to audit: a book (txt, md, epub, pdf, docx, html), a directory of "
-                             "them, or a JSONL/CSV of passages with a document column")
+                        help="the documents to audit: a book (txt, md, epub, pdf, docx, html) or source file "
+                             "(py, js, c, ...), a directory of them, or a JSONL/CSV of passages with a document column")
     parser.add_argument("--clean", required=True,
                         help="documents you are sure the model never saw, in the same genre and style (same forms)")
     add_settings(parser, SETTINGS, ("method", "alpha", "test", "guard_test", "passages_per_document", "published"))

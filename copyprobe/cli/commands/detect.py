@@ -32,7 +32,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec: smollm2-135m-instruct, gemma-3-270m, hf:DIR, gguf:FILE, openai:MODEL@URL")
-    parser.add_argument("--data", required=True, help="JSONL, CSV, Parquet, a saved Hugging Face dataset, a book file (.txt/.md/.epub/.pdf/.docx/.html) or a directory of them, or a dataset name NAME[:SPLIT] (copyprobe datasets)")
+    parser.add_argument("--data", required=True, help="JSONL, CSV, Parquet, a saved Hugging Face dataset, a book file (.txt/.md/.epub/.pdf/.docx/.html) or source file (.py/.js/.c/...) or a directory of them, or a dataset name NAME[:SPLIT] (copyprobe datasets)")
     parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated method names (default {DEFAULT_METHODS})")
     parser.add_argument("--text-column", help="column holding the passage (default: found by name)")
     parser.add_argument("--label-column", help="column holding 1 = member / 0 = non-member")
