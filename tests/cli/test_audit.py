@@ -356,7 +356,7 @@ def test_an_audit_notes_before_work_what_the_null_battery_says_of_its_method(tmp
     no count there: each audit's notes say so; zlib made none and gets no note."""
     import random
 
-    from copyprobe.evaluation.validity import null_record
+    from copyprobe.evaluation.validity import null_record, null_records
 
     rng = random.Random(3)
     write_jsonl(tmp_path / "s.jsonl", [{"id": f"s{p}", "text": pseudo_text(rng, 60), "doc_id": "book"} for p in range(2)])
@@ -372,10 +372,13 @@ def test_an_audit_notes_before_work_what_the_null_battery_says_of_its_method(tmp
         notes[method] = json.loads((tmp_path / method / "run.json").read_text())["notes"]
         printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
         assert printed == [f"note: {n}" for n in notes[method]]
-    shipped = null_record("topk_loss")
-    audits = "audits of " if shipped.get("by_model") else ""  # summed over the models it ran on
-    assert any(n.startswith(f"topk_loss claimed training on {shipped['false_claims']} of {shipped['documents']} "
-                            f"{audits}documents no model has seen") for n in notes["topk_loss"])
+    # the note names the counts above alpha, at whichever passage lengths they are
+    above = [r for r in null_records("topk_loss").values() if r["false_claims"] > 0.01 * r["documents"]]
+    assert above, "the shipped table no longer has topk_loss above alpha: this test needs another method"
+    quoted = [f"{r['false_claims']} of {r['documents']} {'audits of ' if r.get('by_model') else ''}documents no "
+              "model has seen" for r in above]
+    assert any(n.startswith("topk_loss claimed training on ") and all(q in n for q in quoted)
+               for n in notes["topk_loss"]), notes["topk_loss"]
     assert any(n.startswith("min_k has no count on the null battery") for n in notes["min_k"])
     assert null_record("zlib")["false_claims"] == 0 and not any("null battery" in n for n in notes["zlib"])
 
