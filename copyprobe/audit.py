@@ -549,8 +549,11 @@ def audit(
     read_files: dict[str, list] = {"suspect": [], "clean": []}
     cut_at: dict[str, int | None] = {}
     skipped: dict[str, dict] = {}
-    suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], cut_at, skipped, **options)
-    clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], cut_at, skipped, **options)
+    from copyprobe.data.readers import said_while_reading
+
+    with said_while_reading() as said:
+        suspect_examples = audit_examples(suspect, "suspect", 1, read_files["suspect"], cut_at, skipped, **options)
+        clean_examples = audit_examples(clean, "clean", 0, read_files["clean"], cut_at, skipped, **options)
     if limit is not None:
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
@@ -575,5 +578,6 @@ def audit(
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built,
                                  skipped)
+    collection.data_notes = said
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -156,6 +156,7 @@ class ScoringCollection:
         self.train_split = train_split
         self.section = section  # (kind, settings): the kind's settings section of run.json
         self.notes: list[str] = []
+        self.data_notes: list[str] = []  # what reading the data warned of (files left out, long rows)
         self.resolved: list[Method] = []
         self.plan_: ScoringPlan | None = None
 
@@ -203,7 +204,7 @@ class ScoringCollection:
     def finish(self, results: dict, stats: DriveStats) -> Collected:
         assert self.plan_ is not None
         rows, train_ids = self.plan_.rows(results)
-        notes = list(self.notes)
+        notes = [*self.data_notes, *self.notes]
         notes.extend(self.skipped_notes())
         if self.train_split == "document" and any(m.trains for m in self.resolved):
             notes.append("learning methods trained on whole documents (train split by document): "
@@ -317,11 +318,16 @@ def detect(
     built = build_methods(methods, params)
     if out is not None:
         record.prepare_out_dir(out, "detect", model)
-    examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items() if v is not None})
+    from copyprobe.data.readers import said_while_reading  # (the readers' imports wait for a read)
+
+    with said_while_reading() as said:
+        examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items()
+                                                     if v is not None})
     examples, data_info = first_passages(examples, data_info, limit)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
                                    blind_baseline=blind_baseline, train_split=train_split,
                                    chunk_passages=DETECT_CHUNK_PASSAGES)
+    collection.data_notes = said
     done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,
                    dtype=dtype, api_options=api_options, progress=progress, command=command, started=started)
     return scored_result(done, collection)

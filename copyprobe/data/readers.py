@@ -16,8 +16,11 @@ message naming the file. Imports run one way: this module imports ``datasets``,
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 from pathlib import Path
+from typing import Iterator
 
 from copyprobe.data import datasets
 from copyprobe.data.books import CODE_SUFFIXES
@@ -31,9 +34,9 @@ from copyprobe.data.tables import (
     read_table,
     write_jsonl,
 )
-from copyprobe.errors import ConfigError, DataError
+from copyprobe.errors import ConfigError, DataError, DataWarning
 
-__all__ = ["DEFAULT_PASSAGE_WORDS", "Dataset", "load_dataset", "write_jsonl"]
+__all__ = ["DEFAULT_PASSAGE_WORDS", "Dataset", "load_dataset", "said_while_reading", "write_jsonl"]
 
 
 def load_dataset(
@@ -86,3 +89,24 @@ def load_dataset(
                         f"supported: {', '.join(SUPPORTED)}; {DOCUMENT_TYPES} (or a directory of them)")
     return read_table(path, text_column=text_column, label_column=label_column, doc_column=doc_column,
                       id_column=id_column, split=split)
+
+
+@contextlib.contextmanager
+def said_while_reading() -> Iterator[list[str]]:
+    """The DataWarnings raised inside (files left out, long rows, rows spanning lines, PDF
+    pages without text), as a list of their messages for the run's notes: what the
+    terminal showed is then in run.json too. Every warning is raised again on leaving (an
+    error inside too), as it was, so the terminal still shows it."""
+    said: list[str] = []
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            try:
+                yield said
+            finally:
+                caught = list(recorded)
+    finally:
+        said.extend(str(w.message) for w in caught if issubclass(w.category, DataWarning))
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

@@ -227,6 +227,35 @@ def test_a_row_as_long_as_a_book_is_named_with_its_length(tmp_path):
         load_dataset(_lines(tmp_path / "ok.jsonl", {"text": limit}, {"text": "x" * (3 * LONG_ROW_WORDS)}))  # long, 1 word
 
 
+def test_what_reading_warned_of_is_in_the_run_notes_and_said_once(tmp_path, monkeypatch, capsys):
+    """A file left out is said on the terminal (once) and kept in run.json's notes, so the
+    record says what the data was; an audit keeps its sides' warnings too."""
+    import copyprobe
+    from copyprobe.backends.fake import FakeBackend
+    from copyprobe.cli.main import main
+    from copyprobe.errors import DataWarning
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / "pkg" / "walk.py").write_text("def walk(top):\n    return top\n")
+    said = "1 source file(s) left out: pkg/__init__.py (empty)"
+    with pytest.warns(DataWarning, match=r"pkg/__init__\.py \(empty\)"):
+        run = copyprobe.detect(FakeBackend(), repo, ["loss"], cache=False, n_bootstrap=0)
+    assert f"{repo}: {said}" in run.record.notes
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: FakeBackend(spec="f"))
+    code = main(["detect", "--model", "fake", "--data", str(repo), "--methods", "loss", "--out", str(tmp_path / "o"),
+                 "--no-cache", "--no-progress", "--bootstrap", "0"])
+    assert code == 0 and capsys.readouterr().err.count(said) == 1
+    assert f"{repo}: {said}" in json.loads((tmp_path / "o" / "run.json").read_text())["notes"]
+    clean = _lines(tmp_path / "c.jsonl", *({"text": f"clean text {k}", "doc_id": f"c{k}"} for k in range(4)),
+                   {"text": "w " * 10_001, "doc_id": "c9"})
+    with pytest.warns(DataWarning):
+        audit = copyprobe.audit(FakeBackend(), repo, clean, method="loss", test="rank", alpha=0.25, cache=False)
+    assert any(n.startswith(f"{repo}: {said}") for n in audit.detect.notes)
+    assert any(n.startswith(f"{clean}: 1 row(s) hold more than 10,000 words") for n in audit.detect.notes)
+
+
 def test_all_rows_empty(tmp_path):
     path = _lines(tmp_path / "d.jsonl", {"text": " "}, {"text": None})
     with pytest.raises(DataError, match=r"all 2 rows have empty text in column 'text'"):
