@@ -124,7 +124,7 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
             cut_at[role] = dataset.passage_words
         if skipped is not None and dataset.n_skipped:
             skipped[role] = {"n_skipped": dataset.n_skipped, "first_skipped": dataset.first_skipped,
-                             "path": str(dataset.path)}
+                             "path": str(dataset.path or role)}
         stem = Path(dataset.path).stem if dataset.path else role
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]

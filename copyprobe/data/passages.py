@@ -155,8 +155,8 @@ def _folder_code_passages(raw: bytes, where: str, passage_words: int) -> tuple[l
     formats (.ts video); an empty or unreadable book in a folder stays an error."""
     try:
         text = code_text(raw, where)
-    except DataError:
-        return [], "not UTF-8 text, though its suffix is a source file's"
+    except DataError as exc:  # its reason, without the file's name: the list names it
+        return [], f"not text, though its suffix is a source file's: {str(exc).removeprefix(where).strip()}"
     return (cut_code(text, passage_words), None) if text else ([], "empty")
 
 
@@ -210,6 +210,7 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
     examples: list[Example] = []
     records = []
     left_out: list[tuple[str, str]] = []  # in a folder: (source file, why) left out
+    code_read: list[Path] = []
     longest = (0, "")  # the passage with the most words (a minified line): (words, id)
     for f, where, doc in zip(files, shown, docs):
         try:
@@ -226,17 +227,24 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
                 continue
         else:
             passages = document_passages(raw, where, n)
+        if code:
+            code_read.append(f)
         for i, text in enumerate(passages, start=1):
             examples.append(Example(id=f"{doc}:{i:04d}", text=text, doc_id=doc,
                                     meta={"source": where, "passage": i}))
-            # over the limit, a code passage is one line (a book's are cut every N words)
-            if code and len(text) > 2 * LONG_ROW_WORDS and (words := len(text.split())) > longest[0]:
+            # one line over the limit (a book's sentences are cut every N words)
+            if code and "\n" not in text and len(text) > 2 * LONG_ROW_WORDS and (words := len(text.split())) > longest[0]:
                 longest = (words, examples[-1].id)
     if left_out:
         shown_out = "; ".join(f"{f} ({why})" for f, why in left_out[:3])
         more = f"; and {len(left_out) - 3} more" if len(left_out) > 3 else ""
         warnings.warn(DataWarning(f"{name}: {len(left_out)} source file(s) left out: {shown_out}{more}"),
                       stacklevel=3)
+    books_read = len(files) - len(code_read) - len(left_out)
+    if walk is not None and code_read and books_read:  # a build script among the chapters is a document too
+        warnings.warn(DataWarning(
+            f"{name}: {len(code_read)} source file(s) read as documents beside {books_read} book(s) (e.g. "
+            f"{code_read[0].relative_to(p).as_posix()}); move them out if they are not what is audited"), stacklevel=3)
     if not examples:
         k = len(left_out)
         raise DataError(f"{name}: every file in it was left out ({k} source file{'s' if k != 1 else ''}, "

@@ -93,20 +93,19 @@ def load_dataset(
 
 @contextlib.contextmanager
 def said_while_reading() -> Iterator[list[str]]:
-    """The DataWarnings raised inside (files left out, long rows, rows spanning lines, PDF
+    """The DataWarnings shown inside (files left out, long rows, rows spanning lines, PDF
     pages without text), as a list of their messages for the run's notes: what the
-    terminal showed is then in run.json too. Every warning is raised again on leaving (an
-    error inside too), as it was, so the terminal still shows it."""
+    terminal showed is then in run.json too. Only what is shown is kept, and it is shown
+    as it would be: the warning filters act first (an error filter still raises, an
+    ignored warning is no note), then the display in use prints it."""
     said: list[str] = []
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as recorded:
-            warnings.simplefilter("always")
-            try:
-                yield said
-            finally:
-                caught = list(recorded)
-    finally:
-        said.extend(str(w.message) for w in caught if issubclass(w.category, DataWarning))
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    with warnings.catch_warnings():  # restores the display on leaving, an error too
+        show = warnings.showwarning
+
+        def keep(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, DataWarning):
+                said.append(str(message))
+            show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = keep
+        yield said

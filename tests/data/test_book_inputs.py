@@ -12,6 +12,7 @@ import io
 import json
 import re
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -380,6 +381,8 @@ def test_source_files_are_documents_beside_books(tmp_path):
     said = [str(w.message) for w in caught]
     assert any(".png" in m for m in said)
     assert f"{repo}: 1 source file(s) left out: pkg/__init__.py (empty)" in said
+    assert any(m.startswith(f"{repo}: 1 source file(s) read as documents beside 1 book(s) (e.g. pkg/walk.py)")
+               for m in said)  # a build script among chapters would be audited: said
     assert {"path": str(repo / "pkg" / "__init__.py"), "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest(),
             "skipped": "empty"} in data.files
     walk = [e for e in data.examples if e.doc_id == "walk"]
@@ -401,7 +404,8 @@ def test_in_a_folder_a_binary_file_with_a_source_suffix_is_left_out(tmp_path):
     shelf.mkdir()
     (shelf / "book.txt").write_text(_words(30, "b") + ".")
     (shelf / "clip.ts").write_bytes(b"\x47\x40\x00\x10" + bytes(184))
-    with pytest.warns(DataWarning, match=r"1 source file\(s\) left out: clip\.ts \(not UTF-8 text"):
+    with pytest.warns(DataWarning, match=r"1 source file\(s\) left out: clip\.ts \(not text, though its suffix is a "
+                                         r"source file's: looks like a binary file"):
         data = load_dataset(shelf)
     assert {e.doc_id for e in data.examples} == {"book"}
     with pytest.raises(DataError, match="binary"):  # named on its own, it is the user's file: refused
@@ -428,6 +432,11 @@ def test_a_minified_line_is_named_as_a_slow_passage(tmp_path):
     with pytest.warns(DataWarning, match=rf"passage app\.min:0002 holds {LONG_ROW_WORDS + 1:,} words, one line"):
         data = load_dataset(tmp_path / "app.min.js")
     assert [len(e.text.split()) for e in data.examples] == [2, LONG_ROW_WORDS + 1, 2]
+    many = tmp_path / "many.py"
+    many.write_text("a = b + c\n" * 4000)  # 20,000 words in short lines: no long line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_dataset(many, passage_words=3 * LONG_ROW_WORDS).examples) == 1
     windows = tmp_path / "crlf.js"
     windows.write_bytes(b"\xef\xbb\xbfif (a) {\r\n\tb();\r\n}\r\n")
     assert [e.text for e in load_dataset(windows).examples] == ["if (a) {\n\tb();\n}"]

@@ -256,6 +256,35 @@ def test_what_reading_warned_of_is_in_the_run_notes_and_said_once(tmp_path, monk
     assert any(n.startswith(f"{clean}: 1 row(s) hold more than 10,000 words") for n in audit.detect.notes)
 
 
+def test_said_while_reading_keeps_what_is_shown_and_leaves_the_display_as_it_was():
+    import warnings
+
+    from copyprobe.data.readers import said_while_reading
+    from copyprobe.errors import DataWarning
+
+    shown = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *rest, **kw: shown.append(str(message))
+        display = warnings.showwarning
+        with said_while_reading() as said:
+            warnings.warn(DataWarning("a file left out"))
+            warnings.warn(UserWarning("not the data's"))
+        assert said == ["a file left out"] and shown == ["a file left out", "not the data's"]
+        assert warnings.showwarning is display
+        with pytest.raises(DataError, match="bad row"), said_while_reading() as said:
+            warnings.warn(DataWarning("before the error"))
+            raise DataError("bad row")
+        assert said == ["before the error"] and warnings.showwarning is display
+        warnings.simplefilter("ignore", DataWarning)
+        with said_while_reading() as said:
+            warnings.warn(DataWarning("ignored"))
+        assert said == [] and "ignored" not in shown  # filtered out: neither shown nor a note
+        warnings.simplefilter("error", DataWarning)
+        with pytest.raises(DataWarning, match="as an error"), said_while_reading():
+            warnings.warn(DataWarning("as an error"))  # the filters act as they would without it
+
+
 def test_all_rows_empty(tmp_path):
     path = _lines(tmp_path / "d.jsonl", {"text": " "}, {"text": None})
     with pytest.raises(DataError, match=r"all 2 rows have empty text in column 'text'"):
