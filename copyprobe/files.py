@@ -204,10 +204,15 @@ class FolderWalk:
 
         from copyprobe.errors import DataWarning
 
-        shown = "; ".join(f"{p.relative_to(self.root).as_posix()} ({why})" for p, why in self.skipped[:3])
-        more = f"; and {len(self.skipped) - 3} more" if len(self.skipped) > 3 else ""
+        shown = first_few([(p.relative_to(self.root).as_posix(), why) for p, why in self.skipped])
         warnings.warn(DataWarning(f"{name}: {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
-                                  f"skipped: {shown}{more}"), stacklevel=stacklevel)
+                                  f"skipped: {shown}"), stacklevel=stacklevel)
+
+
+def first_few(items: list[tuple[str, str]], shown: int = 3) -> str:
+    """'a (why); b (why); c (why); and 2 more': what a warning line names of a list."""
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return "; ".join(f"{what} ({why})" for what, why in items[:shown]) + more
 
 
 def walk_folder(root: str | os.PathLike, *, hidden: tuple[str, ...] = (".",)) -> FolderWalk:

@@ -600,6 +600,11 @@ def _plain_text(text: str) -> list[str]:
     return [_join_lines(block, vocab) for block in blocks]
 
 
+def empty_file_error(raw: bytes, name: str) -> DataError:
+    """"notes.txt is empty (0 bytes)" / "(only whitespace)", for a book or a source file."""
+    return DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
+
+
 def book_paragraphs(raw: bytes, name: str) -> list[str]:
     """The cleaned paragraphs of a book file's content (``name`` gives its type and is
     used in messages)."""
@@ -608,7 +613,7 @@ def book_paragraphs(raw: bytes, name: str) -> list[str]:
         raise DataError(f"{name}: unsupported book file type {suffix or '(no extension)'!r}; "
                         f"books: {BOOK_TYPES}")
     if not raw.strip():
-        raise DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
+        raise empty_file_error(raw, name)
     if suffix in PDF_SUFFIXES:
         paragraphs = _pdf_text(raw, name)
     elif suffix in DOCX_SUFFIXES:

@@ -37,11 +37,11 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, CODE_SUFFIXES, CODE_TYPES, book_paragraphs, code_text
+from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, CODE_SUFFIXES, CODE_TYPES, book_paragraphs, code_text, empty_file_error
 from copyprobe.data.example import Example
 from copyprobe.data.tables import LONG_ROW_WORDS, Dataset, file_record
 from copyprobe.errors import ConfigError, DataError, DataWarning
-from copyprobe.files import FolderWalk, walk_folder
+from copyprobe.files import FolderWalk, first_few, walk_folder
 
 DEFAULT_PASSAGE_WORDS = 128
 DOCUMENT_SUFFIXES = BOOK_SUFFIXES + CODE_SUFFIXES  # what read_books reads
@@ -144,7 +144,7 @@ def document_passages(raw: bytes, name: str, passage_words: int) -> list[str]:
     if Path(name).suffix.lower() in CODE_SUFFIXES:
         text = code_text(raw, name)
         if not text:
-            raise DataError(f"{name} is empty" + (" (0 bytes)" if not raw else " (only whitespace)"))
+            raise empty_file_error(raw, name)
         return cut_code(text, passage_words)
     return cut_passages(book_paragraphs(raw, name), passage_words)
 
@@ -236,9 +236,7 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
             if code and "\n" not in text and len(text) > 2 * LONG_ROW_WORDS and (words := len(text.split())) > longest[0]:
                 longest = (words, examples[-1].id)
     if left_out:
-        shown_out = "; ".join(f"{f} ({why})" for f, why in left_out[:3])
-        more = f"; and {len(left_out) - 3} more" if len(left_out) > 3 else ""
-        warnings.warn(DataWarning(f"{name}: {len(left_out)} source file(s) left out: {shown_out}{more}"),
+        warnings.warn(DataWarning(f"{name}: {len(left_out)} source file(s) left out: {first_few(left_out)}"),
                       stacklevel=3)
     books_read = len(files) - len(code_read) - len(left_out)
     if walk is not None and code_read and books_read:  # a build script among the chapters is a document too
