@@ -79,6 +79,8 @@ class FakeOpenAIServer(LocalServer):
         self.answer_fn = answer or self.answer
         self.log: list[dict[str, Any]] = []
         self.script: list[tuple] = []
+        self.gets: list[str] = []  # paths of the GET requests (the look for a server before work)
+        self.has_models_route = True  # False: a server without GET /models (404)
         self.lock = threading.Lock()
         self.delay = 0.0  # seconds to wait before each answer (a slow model)
         self.in_flight = 0
@@ -103,7 +105,11 @@ class FakeOpenAIServer(LocalServer):
                 return False
 
             def do_GET(self):
-                if self._authorised():
+                with server.lock:
+                    server.gets.append(self.path)
+                if not server.has_models_route:
+                    self._reply(404, {"error": {"message": f"no route {self.path}"}})
+                elif self._authorised():
                     self._reply(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
 
             def do_POST(self):

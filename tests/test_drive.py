@@ -107,6 +107,30 @@ def test_the_target_is_checked_before_another_model_loads():
     assert loaded == [None]
 
 
+def test_a_cached_target_is_asked_before_another_model_loads(tmp_path):
+    """Behind the cache (the default), the target's own check did not run: an openai: target
+    with no server let the reference model load first (15 s here), then said 'cannot reach'."""
+    from copyprobe.backends.cache import CachedBackend, ResponseCache
+    from copyprobe.errors import BackendError
+
+    class NoServer(FakeBackend):
+        def check(self, requests):
+            raise BackendError("cannot reach http://127.0.0.1:9/v1")
+
+    loaded = []
+    target = CachedBackend(NoServer(spec="t"), ResponseCache(tmp_path / "c.sqlite"))
+
+    def backend_for(spec):
+        loaded.append(spec)
+        return target if spec is None else FakeBackend(spec=spec)
+
+    def run():
+        yield [TokenLogprobsRequest("a b", model="reference"), GenerateRequest(prompt="hi")]
+    with pytest.raises(BackendError, match="cannot reach"):
+        drive({0: run()}, backend_for)
+    assert loaded == [None]
+
+
 def test_cyclic_garbage_is_collected_less_often_while_driving_and_as_before_after():
     import gc
 

@@ -516,6 +516,11 @@ class Backend:
                 f"(it supports: {', '.join(sorted(self.capabilities)) or 'nothing'})"
             )
 
+    def check_to_answer(self, requests: Sequence[Request]) -> None:
+        """The check ``answer`` makes before its work: ``check``, less what the work itself
+        finds out as soon (an API model's look for a server before its first request)."""
+        self.check(requests)
+
     def probe_capabilities(self, wanted: Iterable[str] = ()) -> frozenset[str]:
         """The capabilities, with those of ``wanted`` that this backend can only tell by
         asking its server (an OpenAI-compatible server's prompt log-probs) settled first:
@@ -548,7 +553,7 @@ class Backend:
         if len(kinds) != 1:
             raise ValueError("answer() takes requests of one kind at a time")
         requests = [self.canonical(r) for r in requests]
-        self.check(requests)
+        self.check_to_answer(requests)
         handler = getattr(self, f"_answer_{requests[0].kind}")
         if on_result is not None and "on_result" in inspect.signature(handler).parameters:
             return handler(list(requests), progress, on_result)

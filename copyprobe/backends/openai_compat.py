@@ -82,6 +82,8 @@ from copyprobe.errors import BackendError, CapabilityError, ConfigError, Setting
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# the most seconds the look for a server before work waits (reach); a slower one is left to the requests
+REACH_TIMEOUT_S = 10.0
 
 
 class _Retryable(Exception):
@@ -327,6 +329,11 @@ class OpenAIBackend(Backend):
         return self.capabilities
 
     def check(self, requests: Sequence[Any]) -> None:
+        self.check_to_answer(requests)
+        if requests and not self._answered:  # no probe was needed (generation only): is anyone there?
+            self.reach()
+
+    def check_to_answer(self, requests: Sequence[Any]) -> None:
         needs_logprobs = any(TOKEN_LOGPROBS in r.capabilities() for r in requests)
         if needs_logprobs and self._prompt_logprobs is None:
             self._prompt_logprobs = self.probe_prompt_logprobs()
@@ -344,6 +351,20 @@ class OpenAIBackend(Backend):
             super().check(requests)
         except CapabilityError as exc:
             raise CapabilityError(f"{exc}{self._probe_answer(TOKEN_LOGPROBS)}") from None
+
+    def reach(self) -> None:
+        """One GET of ``/models``, so that a server that is not there (nothing listens, or
+        no such host) or refuses the key is said before any work, or before another model
+        loads. Any other answer, an error or a timeout included, is left to the requests
+        themselves, which retry: some servers have no ``/models``, and a busy one may be slow."""
+        try:
+            self._send("GET", "/models", None, timeout=min(self.timeout, REACH_TIMEOUT_S))
+        except _RunWide as exc:
+            if self._answered and "HTTP 404" in str(exc):  # no /models route: someone answered
+                return
+            raise BackendError(f"model {self.spec!r}: {exc}") from None
+        except (_Retryable, _Fatal):
+            return
 
     def _probe_answer(self, capability: str) -> str:
         """'; asked, the server answered: HTTP 500 ...' where a probe for it met an error."""
@@ -384,8 +405,9 @@ class OpenAIBackend(Backend):
     def _scrub(self, text: str) -> str:
         return " ".join(scrub_key(text, self.__key, self.__forms).split())[:300]
 
-    def _send(self, method: str, path: str, body: dict | None) -> dict:
+    def _send(self, method: str, path: str, body: dict | None, timeout: float | None = None) -> dict:
         """One HTTP exchange; raises _Retryable / _Fatal / _RunWide."""
+        timeout = self.timeout if timeout is None else timeout
         url = self.base_url + path
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -395,7 +417,7 @@ class OpenAIBackend(Backend):
         with self._lock:
             self.usage["requests"] += 1
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 raw = resp.read()
             self._answered = True
         except urllib.error.HTTPError as exc:
@@ -422,11 +444,11 @@ class OpenAIBackend(Backend):
                 raise _RunWide(what + f" (is the model name {self.model!r} and the base URL right?)") from None
             raise _Fatal(what) from None
         except TimeoutError:
-            raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
+            raise _Retryable(f"timed out after {timeout:g}s waiting for {self.base_url}{path}") from None
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise _Retryable(f"timed out after {self.timeout:g}s waiting for {self.base_url}{path}") from None
+                raise _Retryable(f"timed out after {timeout:g}s waiting for {self.base_url}{path}") from None
             if not self._answered and self._nobody_there(reason):
                 raise _RunWide(f"cannot reach {self.base_url}: {self._scrub(str(reason))} (nothing has answered "
                                "there yet: is the server running, and the URL right?)") from None

@@ -598,3 +598,55 @@ def test_nothing_is_written_to_a_damaged_cache(tmp_path):
         CachedBackend(FakeBackend(), cache).answer([TokenLogprobsRequest("a text not in the cache " * 20)])
     cache.close()
     assert path.read_bytes() == bytes(raw)
+
+
+class _ServerBackend(FakeBackend):
+    """A backend whose check asks its server (as an API model's does), recording what."""
+
+    def __init__(self, down: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.down = down
+        self.checked: list[list[str]] = []
+
+    def check(self, requests):
+        self.checked.append([r.text if hasattr(r, "text") else r.prompt for r in requests])
+        if self.down:
+            from copyprobe.errors import BackendError
+
+            raise BackendError("cannot reach the server")
+        super().check(requests)
+
+
+def test_the_wrapped_check_asks_the_server_only_for_what_the_cache_cannot_answer(tmp_path):
+    """The cache's check was its own capability check alone, so an API target's look for
+    its server never ran before work (drive checks the target before another model loads),
+    and a run the cache answers whole must not need the server."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    server = _ServerBackend()
+    cached = CachedBackend(server, cache)
+    stored = [TokenLogprobsRequest("stored one"), GenerateRequest(prompt="stored prompt")]
+    cached.answer(stored[:1])
+    cached.answer(stored[1:])
+    server.checked.clear()
+    cached.check(stored)  # all in the cache: the server is not asked
+    assert server.checked == []
+    cached.check(stored + [TokenLogprobsRequest("new text"), GenerateRequest(prompt="p", temperature=0.8)])
+    # the miss and the unseeded sample (never cached) are checked; what is stored is not
+    assert sorted(server.checked[0]) == ["new text", "p"]
+
+    down = CachedBackend(_ServerBackend(down=True), cache)  # same fingerprint: its answers are stored
+    down.check(stored)
+    assert down.answer(stored[:1])[0] is not None and down.hits == 1
+    with pytest.raises(Exception, match="cannot reach"):
+        down.check([TokenLogprobsRequest("new text")])
+    empty = CachedBackend(_ServerBackend(down=True, spec="other"), cache)  # nothing of this model stored
+    with pytest.raises(Exception, match="cannot reach"):
+        empty.check(stored)
+
+
+def test_stored_keys_reads_keys_in_batches_past_sqlites_parameter_limit(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    keys = [f"k{i}" for i in range(1200)]
+    cache.put_many("fp", "generate", [(k, {"text": k}) for k in keys[::2]])
+    assert cache.stored_keys("fp", "generate", keys) == set(keys[::2])
+    assert cache.stored_keys("fp", "token_logprobs", keys) == set()

@@ -378,6 +378,50 @@ def test_a_refused_connection_is_said_at_once_before_any_answer_and_retried_afte
     assert backend.usage["requests"] == 1 + 3 and len(backend.sleeps) == 2
 
 
+def test_check_of_generation_alone_looks_for_the_server_once(api, monkeypatch):
+    """Generation needs no probe, so check() sent nothing and an absent server was found
+    only by the first request, after another model had loaded (a reference model: 15 s).
+    check() now sends one GET /models; answer() needs none (its first request tells)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    absent = backend_for(api, monkeypatch, max_retries=5)
+    absent.base_url = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(BackendError, match="cannot reach .*is the server running") as info:
+        absent.check([GenerateRequest(prompt="x")])
+    assert absent.usage["requests"] == 1 and absent.sleeps == [] and SECRET not in str(info.value)
+
+    backend = backend_for(api, monkeypatch)
+    backend.check([])  # nothing to answer: nothing sent
+    assert api.gets == []
+    backend.check([GenerateRequest(prompt="x")])
+    backend.check([GenerateRequest(prompt="y")])  # someone answered: not asked again
+    assert api.gets == ["/v1/models"] and api.log == []
+    assert backend.answer([GenerateRequest(prompt="x")])[0].text == " completion of x"
+
+    direct = backend_for(api, monkeypatch)
+    direct.answer([GenerateRequest(prompt="x")])
+    assert api.gets == ["/v1/models"] and len(api.log) == 2  # answer() alone sent no GET
+
+    probed = backend_for(api, monkeypatch)
+    probed.check([TokenLogprobsRequest("a b c")])  # the probe found the server: no GET besides
+    assert api.gets == ["/v1/models"]
+
+
+def test_the_look_for_a_server_refuses_a_bad_key_and_leaves_other_answers_to_the_requests(fake_openai, monkeypatch):
+    server = fake_openai(answer=default_answer, api_key=SECRET)
+    wrong = backend_for(server, monkeypatch, key="sk-wrong-key-0123456789abcdef")
+    with pytest.raises(BackendError, match="HTTP 401") as info:
+        wrong.check([GenerateRequest(prompt="x")])
+    assert "sk-wrong-key-0123456789abcdef" not in str(info.value)
+    server.has_models_route = False  # a server without /models: someone answered, work goes on
+    right = backend_for(server, monkeypatch)
+    right.check([GenerateRequest(prompt="x")])
+    assert server.gets == ["/v1/models"] * 2 and right.answer([GenerateRequest(prompt="x")])[0].text
+
+
 @pytest.mark.parametrize("reason", ["refused but listening", "temporary name failure"])
 def test_a_first_failure_that_is_no_missing_server_is_retried(api, monkeypatch, reason):
     """A refusal while a fresh connection gets in (a full listen queue), and a resolver's

@@ -115,7 +115,9 @@ def test_api_run_with_all_faults_completes_and_records_every_failure(tmp_path, f
         if attempts[0]["forced"]:
             assert len(attempts) == 4  # 1 + max_retries, all failed
     assert result.run["cache"]["misses"] == 60
-    assert len(resent) == len(failed_ids)  # the rerun asks for nothing else: nothing was lost
+    # the rerun asks for nothing else (nothing was lost), after one look for the server
+    assert [e["path"] for e in resent if e["path"].endswith("/models")] == ["/v1/models"]
+    assert len(resent) == len(failed_ids) + 1
     assert not again.run["failures"]
     assert (tmp_path / "again" / "scores.jsonl").read_bytes() == (tmp_path / "clean" / "scores.jsonl").read_bytes()
     print(f"events={len(events)} injected={injected} retry_after_gaps={sorted(round(g, 2) for g in gaps)} elapsed={elapsed:.1f}s")
@@ -142,13 +144,17 @@ def test_cli_black_box_run_through_the_proxy_matches_the_fault_free_run(tmp_path
         check_retry_after(proxy, 1.0)
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
-    n_faults = sum(1 for e in events if e["fault"])
+    # one look for the server before work (GET /models: a fault there is not retried; the
+    # requests themselves find out), then the 50 generations
+    looks = [e for e in events if e["path"].endswith("/models")]
+    assert len(looks) == 1
+    n_faults = sum(1 for e in events if e["fault"] and e not in looks)
     assert n_faults >= 5
     run = json.loads((tmp_path / "faulty" / "run.json").read_text())
     assert run["failures"] == [] and run["requests"]["failed"] == []
     # one retry per injected fault, all recorded; the results equal the fault-free run's
     assert run["model"]["usage"]["retries"] == n_faults
-    assert run["model"]["usage"]["requests"] == len(events) == 50 + n_faults
+    assert run["model"]["usage"]["requests"] == len(events) == 1 + 50 + n_faults
     for name in ("scores.jsonl", "metrics.json"):
         assert (tmp_path / "faulty" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
     print(f"faults={n_faults} of {len(events)} elapsed={elapsed:.1f}s")
