@@ -417,7 +417,8 @@ def test_document_ids_stay_unique_when_a_stem_is_another_files_path(tmp_path):
     folder.mkdir()
     for name in ("x.py", "x.txt", "x.py.md", "y.py"):
         (folder / name).write_text(_words(5, name[0]) + ".")
-    data = load_dataset(folder)
+    with pytest.warns(DataWarning, match=r"2 source file\(s\) read as documents beside 2 book\(s\)"):
+        data = load_dataset(folder)
     by_source = {Path(e.meta["source"]).name: e.doc_id for e in data.examples}
     assert by_source == {"x.py": "x.py", "x.txt": "x.txt", "x.py.md": "x.py.md", "y.py": "y"}
     files = [folder / n for n in ("a/b.txt", "b.txt", "a/b.txt.md", "c.md")]
