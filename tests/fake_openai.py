@@ -81,6 +81,7 @@ class FakeOpenAIServer(LocalServer):
         self.script: list[tuple] = []
         self.gets: list[str] = []  # paths of the GET requests (the look for a server before work)
         self.has_models_route = True  # False: a server without GET /models (404)
+        self.get_delay = 0.0  # seconds before a GET is answered (a server too busy to say)
         self.lock = threading.Lock()
         self.delay = 0.0  # seconds to wait before each answer (a slow model)
         self.in_flight = 0
@@ -107,6 +108,8 @@ class FakeOpenAIServer(LocalServer):
             def do_GET(self):
                 with server.lock:
                     server.gets.append(self.path)
+                if server.get_delay:
+                    time.sleep(server.get_delay)
                 if not server.has_models_route:
                     self._reply(404, {"error": {"message": f"no route {self.path}"}})
                 elif self._authorised():

@@ -608,20 +608,21 @@ class CachedBackend(Backend):
     def check(self, requests: Sequence[Request]) -> None:
         """The capabilities as known, and, where the wrapped backend checks by asking its
         server (an API model) and the cache cannot answer some request, that backend's own
-        check: an unreachable or unable server is said before another model loads (drive
-        checks the target first; a reference model took 15 s to load before 'cannot
-        reach'), while a run the cache answers whole needs no server."""
+        check of those requests: an unreachable or unable server is said before another
+        model loads (drive checks the target first; before, 'detect --methods reference'
+        against a server not started loaded the reference model, 15 s, then said 'cannot
+        reach'), while a run the cache answers whole needs no server. The cache's own
+        capabilities stay as they were: what the probes settled refuses the misses (in the
+        wrapped check), not answers already stored."""
         if requests and type(self.backend).check is not Backend.check:
             unanswered = self._unanswered([self.canonical(r) for r in requests])
             if unanswered:
-                try:
-                    self.backend.check(unanswered)
-                finally:
-                    self.capabilities = self.backend.capabilities  # what its probes settled
+                self.backend.check(unanswered)
         super().check(requests)
 
     def _unanswered(self, requests: Sequence[Request]) -> list[Request]:
-        """The requests the cache holds no answer for."""
+        """The requests the cache holds no entry for (by key: an entry that turns out damaged
+        or of an older shape is recomputed by answer(), unchecked until then)."""
         by_kind: dict[str, list[Request]] = {}
         for request in requests:
             by_kind.setdefault(request.kind, []).append(request)

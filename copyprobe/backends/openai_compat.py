@@ -267,6 +267,7 @@ class OpenAIBackend(Backend):
         # until a server has answered once, a refused connection or an unknown host name is a
         # wrong URL or a server not started, not a hiccup: said at once, not after the retries
         self._answered = False
+        self._looked = False  # whether reach() has looked for the server (once is enough)
         # runs of 8 of its characters: what an answer must not hold (scrub_key's partial echoes)
         self.__windows = tuple(self.__key[i:i + 8] for i in range(len(self.__key) - 7)) if self.__key else ()
         self.concurrency = concurrency
@@ -330,7 +331,7 @@ class OpenAIBackend(Backend):
 
     def check(self, requests: Sequence[Any]) -> None:
         self.check_to_answer(requests)
-        if requests and not self._answered:  # no probe was needed (generation only): is anyone there?
+        if requests and not self._answered and not self._looked:  # no probe was needed: is anyone there?
             self.reach()
 
     def check_to_answer(self, requests: Sequence[Any]) -> None:
@@ -353,16 +354,17 @@ class OpenAIBackend(Backend):
             raise CapabilityError(f"{exc}{self._probe_answer(TOKEN_LOGPROBS)}") from None
 
     def reach(self) -> None:
-        """One GET of ``/models``, so that a server that is not there (nothing listens, or
-        no such host) or refuses the key is said before any work, or before another model
-        loads. Any other answer, an error or a timeout included, is left to the requests
-        themselves, which retry: some servers have no ``/models``, and a busy one may be slow."""
+        """One GET of ``/models`` (once per backend, whatever came of it), so that a server
+        that is not there (nothing listens, or no such host) is said before any work, or
+        before another model loads. Any answer is someone there: an error status too (no
+        ``/models`` route, 404; a key allowed to generate but not to list models, 401/403:
+        the requests say for themselves), and a timeout is left to the requests, which retry."""
+        self._looked = True
         try:
             self._send("GET", "/models", None, timeout=min(self.timeout, REACH_TIMEOUT_S))
         except _RunWide as exc:
-            if self._answered and "HTTP 404" in str(exc):  # no /models route: someone answered
-                return
-            raise BackendError(f"model {self.spec!r}: {exc}") from None
+            if not self._answered:  # nothing answered: no server there (or a URL urllib refuses)
+                raise BackendError(f"model {self.spec!r}: {exc}") from None
         except (_Retryable, _Fatal):
             return
 

@@ -644,8 +644,33 @@ def test_the_wrapped_check_asks_the_server_only_for_what_the_cache_cannot_answer
         empty.check(stored)
 
 
-def test_stored_keys_reads_keys_in_batches_past_sqlites_parameter_limit(tmp_path):
+def test_what_the_servers_check_settled_refuses_misses_not_stored_answers(tmp_path):
+    """A probe that finds no prompt log-probs narrowed the cache's own capabilities, so a
+    later call whose answers were all stored was refused too."""
+    from copyprobe.backends.base import TOKEN_LOGPROBS
+    from copyprobe.errors import CapabilityError
+
+    class Unable(_ServerBackend):
+        def check(self, requests):
+            self.capabilities = self.capabilities - {TOKEN_LOGPROBS}  # what the probe found
+            super().check(requests)
+
     cache = ResponseCache(tmp_path / "c.sqlite")
+    stored = [TokenLogprobsRequest("stored one")]
+    CachedBackend(FakeBackend(), cache).answer(stored)
+    cached = CachedBackend(Unable(), cache)  # same fingerprint: "fake"
+    with pytest.raises(CapabilityError, match="token_logprobs"):
+        cached.check(stored + [TokenLogprobsRequest("new text")])
+    assert cached.answer(stored)[0].logprobs and cached.hits == 1
+
+
+def test_stored_keys_reads_keys_in_batches_past_sqlites_parameter_limit(tmp_path):
+    import sqlite3
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    if not hasattr(cache._db, "setlimit"):  # Python < 3.11
+        pytest.skip("sqlite3.Connection.setlimit needs Python 3.11")
+    cache._db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 600)  # one batch of 500 keys + 2 fit
     keys = [f"k{i}" for i in range(1200)]
     cache.put_many("fp", "generate", [(k, {"text": k}) for k in keys[::2]])
     assert cache.stored_keys("fp", "generate", keys) == set(keys[::2])

@@ -410,16 +410,27 @@ def test_check_of_generation_alone_looks_for_the_server_once(api, monkeypatch):
     assert api.gets == ["/v1/models"]
 
 
-def test_the_look_for_a_server_refuses_a_bad_key_and_leaves_other_answers_to_the_requests(fake_openai, monkeypatch):
+def test_the_look_for_a_server_takes_any_answer_as_someone_there_and_looks_once(fake_openai, monkeypatch):
+    """A 401/403 from /models may be a key allowed to generate but not to list models, and a
+    404 a server without the route: someone is there, and the requests say for themselves.
+    A look that gets no answer in time is not repeated (drive checks every round)."""
     server = fake_openai(answer=default_answer, api_key=SECRET)
     wrong = backend_for(server, monkeypatch, key="sk-wrong-key-0123456789abcdef")
-    with pytest.raises(BackendError, match="HTTP 401") as info:
-        wrong.check([GenerateRequest(prompt="x")])
-    assert "sk-wrong-key-0123456789abcdef" not in str(info.value)
-    server.has_models_route = False  # a server without /models: someone answered, work goes on
+    wrong.check([GenerateRequest(prompt="x")])
+    assert server.gets == ["/v1/models"]
+    with pytest.raises(BackendError, match="HTTP 401") as info:  # the first request says it, at once
+        wrong.answer([GenerateRequest(prompt="x")])
+    assert "sk-wrong-key-0123456789abcdef" not in str(info.value) and wrong.usage["requests"] == 2
+    server.has_models_route = False
     right = backend_for(server, monkeypatch)
     right.check([GenerateRequest(prompt="x")])
     assert server.gets == ["/v1/models"] * 2 and right.answer([GenerateRequest(prompt="x")])[0].text
+
+    server.has_models_route, server.get_delay = True, 1.0
+    slow = backend_for(server, monkeypatch, timeout=0.3)
+    for _ in range(3):
+        slow.check([GenerateRequest(prompt="x")])  # the look timed out: the requests will retry
+    assert server.gets == ["/v1/models"] * 3 and slow.usage["requests"] == 1
 
 
 @pytest.mark.parametrize("reason", ["refused but listening", "temporary name failure"])
