@@ -90,21 +90,27 @@ def test_missing_capability_fails_before_any_work():
     assert not text_only.calls
 
 
-def test_the_target_is_checked_before_another_model_loads():
-    """A reference model's requests placed first made it load (gemma-3-270m: 86 s) before an
-    unreachable openai: target said it cannot be reached; the target is checked first."""
+def _models_loaded_before_the_target_failed(target, error, match) -> list:
+    """Drive a run whose reference-model request comes first, with ``target`` failing its
+    check; the specs whose backends were asked for before the failure."""
     loaded = []
-    unable = FakeBackend(spec="t", capabilities=[TOKEN_LOGPROBS])
 
     def backend_for(spec):
         loaded.append(spec)
-        return unable if spec is None else FakeBackend(spec=spec)
+        return target if spec is None else FakeBackend(spec=spec)
 
     def run():
         yield [TokenLogprobsRequest("a b", model="reference"), GenerateRequest(prompt="hi")]
-    with pytest.raises(CapabilityError, match="generate"):
+    with pytest.raises(error, match=match):
         drive({0: run()}, backend_for)
-    assert loaded == [None]
+    return loaded
+
+
+def test_the_target_is_checked_before_another_model_loads():
+    """A reference model's requests placed first made it load (gemma-3-270m: 86 s) before an
+    unreachable openai: target said it cannot be reached; the target is checked first."""
+    unable = FakeBackend(spec="t", capabilities=[TOKEN_LOGPROBS])
+    assert _models_loaded_before_the_target_failed(unable, CapabilityError, "generate") == [None]
 
 
 def test_a_cached_target_is_asked_before_another_model_loads(tmp_path):
@@ -117,18 +123,8 @@ def test_a_cached_target_is_asked_before_another_model_loads(tmp_path):
         def check(self, requests):
             raise BackendError("cannot reach http://127.0.0.1:9/v1")
 
-    loaded = []
     target = CachedBackend(NoServer(spec="t"), ResponseCache(tmp_path / "c.sqlite"))
-
-    def backend_for(spec):
-        loaded.append(spec)
-        return target if spec is None else FakeBackend(spec=spec)
-
-    def run():
-        yield [TokenLogprobsRequest("a b", model="reference"), GenerateRequest(prompt="hi")]
-    with pytest.raises(BackendError, match="cannot reach"):
-        drive({0: run()}, backend_for)
-    assert loaded == [None]
+    assert _models_loaded_before_the_target_failed(target, BackendError, "cannot reach") == [None]
 
 
 def test_cyclic_garbage_is_collected_less_often_while_driving_and_as_before_after():

@@ -27,7 +27,7 @@ import random
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from copyprobe.errors import BackendError, ConfigError
 SCHEMA_VERSION = 1
 _ENCODER = json.JSONEncoder(separators=(",", ":"))  # an entry's text; json.dumps with an option builds one a call
 BUSY_WAIT_S = 60.0  # how long opening a cache waits for other processes creating it
+KEYS_PER_QUERY = 500  # keys one look-up binds (SQLite limits bound parameters: 999 before 3.32)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -227,31 +228,28 @@ class ResponseCache:
         return ConfigError(f"cache file {self.path} is unreadable or corrupt ({problem}); "
                            "delete it or run without the cache")
 
+    def _rows_of(self, columns: str, fingerprint: str, kind: str, keys: Sequence[str]) -> Iterator[tuple]:
+        """``columns`` of the entries of ``keys``, asked KEYS_PER_QUERY keys at a time (SQLite
+        limits the number of bound parameters)."""
+        for start in range(0, len(keys), KEYS_PER_QUERY):
+            part = list(keys[start : start + KEYS_PER_QUERY])
+            marks = ",".join("?" * len(part))
+            yield from self._read(f"SELECT {columns} FROM responses WHERE fingerprint = ? AND kind = ? "
+                                  f"AND key IN ({marks})", [fingerprint, kind, *part])
+
     def get_many(self, fingerprint: str, kind: str, keys: Sequence[str]) -> dict[str, dict]:
         found: dict[str, dict] = {}
-        chunk = 500  # SQLite limits the number of bound parameters
-        for start in range(0, len(keys), chunk):
-            part = list(keys[start : start + chunk])
-            marks = ",".join("?" * len(part))
-            rows = self._read(f"SELECT key, response FROM responses WHERE fingerprint = ? AND kind = ? AND key IN ({marks})",
-                              [fingerprint, kind, *part])
-            for key, text in rows:
-                try:
-                    found[key] = json.loads(text)
-                except json.JSONDecodeError:
-                    # never trust a damaged entry: treat it as a miss and overwrite it
-                    continue
+        for key, text in self._rows_of("key, response", fingerprint, kind, keys):
+            try:
+                found[key] = json.loads(text)
+            except json.JSONDecodeError:
+                # never trust a damaged entry: treat it as a miss and overwrite it
+                continue
         return found
 
     def stored_keys(self, fingerprint: str, kind: str, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` with an entry (read from the key index: no answer is decoded)."""
-        found: set[str] = set()
-        for start in range(0, len(keys), 500):  # SQLite limits the number of bound parameters
-            part = list(keys[start : start + 500])
-            rows = self._read(f"SELECT key FROM responses WHERE fingerprint = ? AND kind = ? AND key IN "
-                              f"({','.join('?' * len(part))})", [fingerprint, kind, *part])
-            found.update(key for (key,) in rows)
-        return found
+        return {key for (key,) in self._rows_of("key", fingerprint, kind, keys)}
 
     def holds(self, fingerprint: str, kind: str) -> bool:
         """Whether any entry of this model and request kind is stored (one look-up in the
