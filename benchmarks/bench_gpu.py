@@ -547,7 +547,8 @@ def main() -> None:
     parser.add_argument("--budgets", default="", help="fixed token budgets compared with auto, e.g. 1024,2048,8192")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--cold", type=int, default=1, help="cold passes per variant (fresh processes); 0 = none")
-    parser.add_argument("--load-repeats", type=int, default=3)
+    parser.add_argument("--load-repeats", type=int, default=3, help="loads timed per way of loading; 0 = none "
+                        "(as --skip load)")
     parser.add_argument("--gguf", default=TOKENIZER_OF, help="GGUF spec for the loading checks ('' = skip)")
     parser.add_argument("--skip", default="", help="sections to skip: scoring,batches,load")
     parser.add_argument("--floor", action="store_true", help="also time the request in plain PyTorch (bare, "
@@ -562,6 +563,9 @@ def main() -> None:
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for option, least in (("repeats", 1), ("cold", 0), ("load_repeats", 0)):  # a best-of needs one pass
+        if getattr(args, option) < least:
+            parser.error(f"--{option.replace('_', '-')} must be at least {least}, got {getattr(args, option)}")
     if args.tokenizer:  # read by random_model_dir, and by this script's children from the environment
         os.environ["BENCH_TOKENIZER"] = args.tokenizer
     if args.child:
@@ -620,7 +624,7 @@ def main() -> None:
             report["batches"] = section_batches(args, examples, cache_dir, backend)
             save_partial(args, report)
         del backend
-        if "load" not in skip:
+        if "load" not in skip and args.load_repeats:
             report["load"] = section_load(args)
         report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     print_table(report)
