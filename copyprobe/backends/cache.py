@@ -33,6 +33,7 @@ import numpy as np
 
 from copyprobe.backends.base import (
     RESPONSE_TYPES,
+    TOKEN_LOGPROBS,
     Backend,
     Request,
     RequestFailed,
@@ -48,6 +49,9 @@ SCHEMA_VERSION = 1
 _ENCODER = json.JSONEncoder(separators=(",", ":"))  # an entry's text; json.dumps with an option builds one a call
 BUSY_WAIT_S = 60.0  # how long opening a cache waits for other processes creating it
 KEYS_PER_QUERY = 500  # keys one look-up binds (SQLite limits bound parameters: 999 before 3.32)
+# the entries whose presence shows a model gave a capability (prompt log-probs: an answer
+# with them; a context echoed with its text is not shown by one without)
+KIND_SHOWING = {TOKEN_LOGPROBS: "token_logprobs"}
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -597,7 +601,14 @@ class CachedBackend(Backend):
         return self.backend.fingerprint
 
     def probe_capabilities(self, wanted=()) -> frozenset[str]:
-        self.capabilities = self.backend.probe_capabilities(wanted)  # what the probe settled, here too
+        """What the wrapped backend's probes settle (here too), except a capability it only
+        claims while unknown that this model's stored answers already show: an answer of
+        that kind under its fingerprint came from it. So an audit whose answers are all
+        stored chooses its method with the server down, as it runs."""
+        claimed = self.backend.capabilities
+        shown = {c for c in wanted if c in claimed and c in KIND_SHOWING
+                 and self.cache.holds(self.fingerprint, KIND_SHOWING[c])}
+        self.capabilities = self.backend.probe_capabilities(set(wanted) - shown)
         return self.capabilities
 
     def canonical(self, request: Request) -> Request:

@@ -410,6 +410,37 @@ def test_check_of_generation_alone_looks_for_the_server_once(api, monkeypatch):
     assert api.gets == ["/v1/models"]
 
 
+def test_prompt_log_probs_the_cache_shows_are_not_asked_of_the_server(api, monkeypatch, tmp_path):
+    """audit's method auto probes the server for prompt log-probs, so an audit rerun whose
+    answers were all cached failed with the server down. Stored token log-prob answers of
+    this model show it gives them; anything else is still asked."""
+    from copyprobe.backends.base import TOKEN_LOGPROBS
+    from copyprobe.backends.cache import CachedBackend, ResponseCache
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    texts = [TokenLogprobsRequest("the cat sat down", stats=False)]
+    first = CachedBackend(backend_for(api, monkeypatch), cache)
+    assert TOKEN_LOGPROBS in first.probe_capabilities({TOKEN_LOGPROBS})  # nothing stored: asked
+    assert len([r for r in api.log if r["body"].get("echo")]) == 1
+    first.answer(texts)
+    sent = len(api.log)
+
+    again = CachedBackend(backend_for(api, monkeypatch), cache)  # same model and server
+    assert TOKEN_LOGPROBS in again.probe_capabilities({TOKEN_LOGPROBS})
+    again.check(texts)
+    assert again.answer(texts)[0].logprobs == [-1.0, -2.0, -3.0] and again.hits == 1
+    assert len(api.log) == sent and api.gets == []  # nothing sent
+    assert again.backend.info()["prompt_logprobs"] is None  # not asked this run: unknown
+    assert TOP_LOGPROBS in again.probe_capabilities({TOKEN_LOGPROBS, TOP_LOGPROBS})  # not shown: asked
+    assert len(api.log) == sent + 1 and not api.log[-1]["body"].get("echo")
+
+    told = CachedBackend(backend_for(api, monkeypatch, prompt_logprobs=False), cache)  # the user's word wins
+    assert TOKEN_LOGPROBS not in told.probe_capabilities({TOKEN_LOGPROBS})
+    empty = CachedBackend(backend_for(api, monkeypatch), ResponseCache(tmp_path / "empty.sqlite"))
+    assert TOKEN_LOGPROBS in empty.probe_capabilities({TOKEN_LOGPROBS})  # nothing of it stored: asked
+    assert len(api.log) == sent + 2 and api.log[-1]["body"]["prompt"] == "The quick brown fox"
+
+
 def test_the_look_for_a_server_takes_any_answer_as_someone_there_and_looks_once(fake_openai, monkeypatch):
     """A 401/403 from /models may be a key allowed to generate but not to list models, and a
     404 a server without the route: someone is there, and the requests say for themselves.

@@ -65,6 +65,44 @@ def test_audit_auto_on_a_generation_only_server_runs_prefix_probing(tmp_path, fa
     assert not (out / "scores.jsonl").read_text().count('"prefix_probe": null')
 
 
+def test_an_audit_auto_whose_answers_are_cached_reruns_with_the_server_down(tmp_path, fake_openai, monkeypatch,
+                                                                               capsys):
+    """auto asked the server whether it gives prompt log-probs even when the cache held
+    every answer, so a rerun of a finished audit failed once the server was gone; the
+    stored answers show it gives them."""
+    import hashlib
+
+    from copyprobe.backends import specs
+    from copyprobe.backends.fake import FakeBackend
+
+    def echoed(path: str, body: dict) -> dict:
+        if not body.get("echo"):
+            return server.answer(path, body)
+        words = body["prompt"].split(" ")
+        tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        logprobs = [None] + [-1 - hashlib.sha256(t.encode()).digest()[0] / 64 for t in tokens[1:]]
+        offsets = [sum(map(len, tokens[:i])) for i in range(len(tokens))]
+        return {"choices": [{"text": body["prompt"], "finish_reason": "length", "logprobs": {
+            "tokens": tokens, "token_logprobs": logprobs, "text_offset": offsets, "top_logprobs": None}}]}
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = fake_openai(answer=echoed)
+    real = specs.load_backend
+    monkeypatch.setattr(specs, "load_backend", lambda spec, **options: real(spec, **options)
+                        if spec.startswith("openai:") else FakeBackend(spec=spec))
+    suspect, clean = audit_files(tmp_path, n_clean=6)
+    args = ["audit", "--model", f"openai:tiny-model@{server.base_url}", "--suspect", str(suspect), "--clean",
+            str(clean), "--param", "reference.model=fake", "--cache", str(tmp_path / "c.sqlite"), "--no-progress",
+            "--bootstrap", "0", "--test", "rank", "--alpha", "0.25"]
+    assert main(args + ["--out", str(tmp_path / "first")]) == 0, capsys.readouterr().err
+    server.close()
+    code = main(args + ["--out", str(tmp_path / "again")])
+    assert code == 0, capsys.readouterr().err
+    runs = [json.loads((tmp_path / name / "run.json").read_text()) for name in ("first", "again")]
+    assert [run["audit"]["method"] for run in runs] == ["reference", "reference"]
+    assert (tmp_path / "again" / "scores.jsonl").read_text() == (tmp_path / "first" / "scores.jsonl").read_text()
+
+
 # -- 2. one interruption path that stops retries; --request-timeout ---------------------
 
 def _default_sigint() -> None:
