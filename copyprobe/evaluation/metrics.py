@@ -394,6 +394,14 @@ def _level(y: np.ndarray, s: np.ndarray, groups: np.ndarray | None, n_bootstrap:
     }
 
 
+def _labels_with_one_unit(labels: np.ndarray, units: np.ndarray | None) -> list[str]:
+    """The labels (as text, 1 first) held by a single unit: a document, or a row where
+    there are no documents."""
+    units = np.arange(len(labels)) if units is None else units
+    named = {1: "1 (member; suspect, in an audit)", 0: "0 (non-member; clean, in an audit)"}
+    return [named[c] for c in (1, 0) if len(np.unique(units[labels == c])) == 1]
+
+
 def _one_class_note(level: str, unit: str, y: np.ndarray) -> str:
     if len(y) == 0:
         return f"{level} level: no {unit}; no metrics"
@@ -445,6 +453,17 @@ def evaluate(
             notes.append(_one_class_note("document", "documents", doc_labels))
     if not passage_ok and not doc_ok:
         return result
+    if n_bootstrap > 0:
+        alone = _labels_with_one_unit(labels, frame["doc_id"].astype(str).to_numpy() if has_docs else None)
+        if alone:
+            # every resample holding both labels holds that one unit, and about 1/e hold
+            # none of it, far above MAX_DEGENERATE_FRACTION: an interval only by chance at a
+            # handful of resamples, so none is drawn (an audit of one book printed two notes
+            # a method on skipped resamples instead)
+            unit = "document" if has_docs else "passage"
+            notes.append(f"no confidence intervals: only 1 {unit} has label {' and only 1 has label '.join(alone)}; "
+                         f"the bootstrap resamples whole {unit}s and needs at least 2 with each label")
+            n_bootstrap = 0
 
     ids = frame["id"].astype(str).to_numpy() if "id" in frame.columns else None
 

@@ -468,6 +468,32 @@ def test_evaluate_degenerate_bootstrap_gives_null_bounds():
     json.dumps(out, allow_nan=False)
 
 
+def test_a_label_held_by_one_document_gives_one_note_and_no_resampling(monkeypatch):
+    """An audit of one book against clean books: every resample holding both labels holds
+    that book, about a third hold none of it, so the interval was always refused, with a
+    note on skipped resamples for each method and level."""
+    from copyprobe.evaluation import metrics
+
+    frame = _scores_frame()
+    one = frame[(frame["label"] == 0) | (frame["doc_id"] == frame.loc[frame["label"] == 1, "doc_id"].iloc[0])]
+    monkeypatch.setattr(metrics, "bootstrap_ci", lambda *a, **k: pytest.fail("resampled"))
+    out = evaluate(one, ["good", "noise"], n_bootstrap=200)
+    assert out["notes"] == ["no confidence intervals: only 1 document has label 1 (member; suspect, in an audit); "
+                            "the bootstrap resamples whole documents and needs at least 2 with each label"]
+    for level in ("passage", "document"):
+        for m in ("good", "noise"):
+            assert out[level][m]["auc_low"] is None and out[level][m]["auc_high"] is None
+    assert out["passage"]["good"]["auc"] == pytest.approx(roc_auc_score(one["label"], one["good"]))
+    assert out["document"]["good"]["n"] == one["doc_id"].nunique()
+
+    rows = one.drop(columns="doc_id")  # no documents: a single row with a label
+    lone = rows[rows["label"] == 0].assign(label=lambda f: [1] + [0] * (len(f) - 1))
+    out = evaluate(lone, ["good"], n_bootstrap=200)
+    assert out["notes"] == ["no confidence intervals: only 1 passage has label 1 (member; suspect, in an audit); "
+                            "the bootstrap resamples whole passages and needs at least 2 with each label"]
+    assert evaluate(one, ["good"], n_bootstrap=0)["notes"] == []  # nothing asked, nothing said
+
+
 def test_evaluate_without_labels():
     frame = _scores_frame().drop(columns="label")
     assert evaluate(frame, ["good"]) == {"passage": {}, "document": {},
