@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import tempfile
 from importlib import metadata
@@ -207,6 +208,23 @@ class FolderWalk:
         shown = first_few([(p.relative_to(self.root).as_posix(), why) for p, why in self.skipped])
         warnings.warn(DataWarning(f"{name}: {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
                                   f"skipped: {shown}"), stacklevel=stacklevel)
+
+
+# Unicode's control characters (C0, DEL, C1) but those that are text: tabs, line and page
+# breaks (\v is Word's line break) and ESC (terminal colour codes in a log)
+_BINARY_CONTROLS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+
+
+def binary_controls(text: str) -> int:
+    """How many characters of ``text`` no text holds: the one count by which every reader
+    of user text (books, code, corpus files) tells binary data that happens to decode
+    (NUL bytes are valid UTF-8) from text."""
+    return len(_BINARY_CONTROLS.findall(text))
+
+
+def too_many_controls(controls: int, n_chars: int) -> bool:
+    """Text has next to none; binary data has many (above 1 in 50, and above 3)."""
+    return controls > max(3, n_chars // 50)
 
 
 def first_few(items: list[tuple[str, str]], shown: int = 3) -> str:

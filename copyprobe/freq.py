@@ -59,6 +59,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from copyprobe.errors import ConfigError, DataError, DataWarning
+from copyprobe.files import binary_controls, too_many_controls
 
 FORMAT = 1
 DEFAULT_CHUNK_CHARS = 1 << 20  # characters read per step (about 1-4 MB of text)
@@ -327,9 +328,9 @@ def _refuse_binary(chunk: str, path: str) -> None:
     are not UTF-8, read as U+FFFD) is refused: counted, it would be tokens of noise in the
     table. A few stray bytes in a web corpus are not this (they are counted, with a warning);
     tabs, line and page breaks and terminal colour codes are text."""
-    controls = sum(1 for ch in chunk if ch < " " and ch not in "\t\n\r\f\v\x1b")
+    controls = binary_controls(chunk)
     replaced = chunk.count("\ufffd")
-    if controls > max(3, len(chunk) // 50) or replaced > max(3, len(chunk) // 10):
+    if too_many_controls(controls, len(chunk)) or replaced > max(3, len(chunk) // 10):
         name = "standard input" if path == "-" else repr(path)
         raise DataError(f"corpus {name} is not UTF-8 text ({controls:,} control characters and {replaced:,} bytes "
                         f"that are not UTF-8 in its first {len(chunk):,} characters): a binary file, or text in "

@@ -266,3 +266,24 @@ def test_a_binary_corpus_file_is_refused_not_counted(tmp_path, monkeypatch, caps
     late.write_bytes(b"the cat " * 700 + b"\xff\xfe\xfd\xfc\xfb the")
     with pytest.warns(DataWarning, match="5 bytes not UTF-8"):
         build_frequency_table(tok, [str(late)], chunk_chars=20)
+
+
+@pytest.mark.parametrize("sample, binary", [
+    ("the cat\vthe cat\f\x1b[31mred\x1b[0m\t\r\n" * 100, False),  # Word's line breaks, colour codes, tabs
+    ("the cat\x85the cat\x7f " * 100, True),  # C1 controls and DEL: counted by books, not by freq before
+    ("the\x01cat\x02 " * 200, True),
+    ("the cat\x00" * 3 + "the cat " * 100, False),  # three stray NULs in a text
+])
+def test_books_and_corpus_files_tell_binary_from_text_by_one_rule(tmp_path, sample, binary):
+    """Books refused \\v and ESC, the corpus reader C1 controls; one count serves both."""
+    from copyprobe.data.books import read_text
+
+    path = tmp_path / "f.txt"
+    path.write_text(sample, encoding="utf-8")
+    tok = WordTokenizer(["the", "cat"])
+    for read in (lambda: read_text(path), lambda: build_frequency_table(tok, [str(path)])):
+        if binary:
+            with pytest.raises(DataError, match="binary"):
+                read()
+        else:
+            read()

@@ -37,7 +37,6 @@ import logging
 import posixpath
 import re
 import statistics
-import unicodedata
 import warnings
 import zipfile
 import zlib
@@ -49,6 +48,7 @@ from xml.etree import ElementTree
 
 from copyprobe.data.tables import _decode
 from copyprobe.errors import DataError, DataWarning, one_line
+from copyprobe.files import binary_controls, too_many_controls
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")  # plain-text books of `copyprobe plant` corpora
 EPUB_SUFFIXES = (".epub",)
@@ -203,8 +203,8 @@ def read_text(path: str | Path) -> str:
 def _refuse_binary(text: str, name: str) -> str:
     """``text``, or one DataError when it is binary data that happens to decode (NUL bytes
     are valid UTF-8): the one rule of every reader of text files."""
-    controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
-    if controls > max(3, len(text) // 50):  # text has next to none; binary data has many
+    controls = binary_controls(text)
+    if too_many_controls(controls, len(text)):
         raise DataError(f"{name} looks like a binary file, not text ({controls} control characters)")
     return text
 
