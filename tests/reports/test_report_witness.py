@@ -244,3 +244,21 @@ def test_a_reference_that_cannot_have_seen_the_text_is_said_once(tmp_path):
     assert "cannot have seen" in said["text"] and page.text.count(said["text"]) == 1
     rows_ = verdict_rows(page)
     assert {r["tested on"] for r in rows_.values()} == {"reference"}  # trusted unasked: nothing switched
+
+
+def test_the_terminal_table_gives_the_clean_baseline_on_the_score_a_switched_document_shows(audited, capsys):
+    """A document tested on loss shows its loss in the score column, and the line above gave
+    only the calibrated score's clean mean (-0.09 against a loss of -2.05 ranked 1st)."""
+    import statistics
+
+    from copyprobe.cli.commands.audit import _print
+
+    report = audited[1]
+    _print(report)
+    out = capsys.readouterr().out
+    raw = [d["score"] for d in report["baseline"]["raw"]["documents"]]
+    said = f"; on loss: mean {statistics.mean(raw):.3f}, sd {statistics.stdev(raw):.3f})"
+    assert said in out.splitlines()[1]
+    kept = {**report, "documents": [d for d in report["documents"] if "tested_on" not in d]}
+    _print(kept)  # no document on loss: the method's baseline alone
+    assert "on loss" not in capsys.readouterr().out.splitlines()[1]

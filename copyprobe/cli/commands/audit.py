@@ -6,6 +6,7 @@ Output: the ``detect`` run directory plus ``verdicts.json``."""
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from typing import Any
 
@@ -95,12 +96,23 @@ def _standing(part: Any) -> str:
     return f"{part['rank']}/{part['of']}" if isinstance(part, dict) else "-"
 
 
+def _raw_baseline(report: dict[str, Any]) -> str:
+    """'; on loss -3.9, sd 0.2' where a document was tested on the target's own score: its
+    score in the table is on that scale, not the method's."""
+    raw = (report.get("baseline") or {}).get("raw") or {}
+    scores = [d["score"] for d in raw.get("documents") or [] if isinstance(d.get("score"), (int, float))]
+    if len(scores) < 2 or not any(row.get("tested_on") == raw.get("method") for row in report["documents"]):
+        return ""
+    return f"; on {raw['method']}: mean {_fmt(statistics.mean(scores))}, sd {_fmt(statistics.stdev(scores))}"
+
+
 def _print(report: dict[str, Any]) -> None:
     print(report["summary"])
     test = report["test"]
     base = report["baseline"]
     print(f"method {report['method']}, {test['name']} test over documents, alpha {report['alpha']}; "
-          f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}), "
+          f"{test['n_clean_documents']} clean documents (mean score {_fmt(base['mean'])}, sd {_fmt(base['sd'])}"
+          f"{_raw_baseline(report)}), "
           f"{test['passages_per_document']} passages per document; smallest attainable p "
           f"{_fmt(test['min_p']) if test['min_p'] else 'none (parametric test)'}"
           + (f"; the p of a document the reference model was asked about is multiplied by "
