@@ -260,6 +260,27 @@ def select_passages(examples: list[Example], cap: int | None) -> tuple[list[Exam
                       "set_by": shortest[:5]}
 
 
+def unread_note(examples: list[Example], selection: Mapping[str, Any], shown: int = 3) -> str | None:
+    """A note when the shortest documents, not the cap, leave most of a suspect unread: a
+    book audited beside short clean documents is judged on as few passages as they have,
+    which the results alone do not show."""
+    from collections import Counter
+
+    m, set_by = selection["passages_per_document"], selection["set_by"]
+    counts = Counter(str(e.doc_id).split(":", 1)[-1] for e in examples if e.label == 1)
+    long = sorted((d for d, n in counts.items() if n > 2 * m), key=lambda d: (-counts[d], d))
+    if not set_by or not m or not long:
+        return None
+    names = ", ".join(set_by[:shown]) + (" ..." if len(set_by) > shown else "")
+    if len(long) == 1:
+        unread = f"most of {long[0]} went unread ({m} of its {counts[long[0]]} passages read)"
+    else:
+        read = "; ".join(f"{d}: {m} of {counts[d]}" for d in long[:shown]) + ("; ..." if len(long) > shown else "")
+        unread = f"most of {len(long)} suspect documents went unread ({read})"
+    return (f"the test reads {m} passage{'s' * (m != 1)} of each document (evenly spaced), as many as the shortest "
+            f"have ({names}), so {unread}; clean documents as long as the suspects let it read more")
+
+
 def choose_method(method: str, capabilities: set[str] | frozenset[str], target_spec: str,
                   examples: list[Example], params: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """The method an audit runs, and a note when ``auto`` chose it; a one-line error
@@ -578,6 +599,7 @@ def audit(
     }
     collection = AuditCollection(examples, method, params, settings, n_bootstrap, seed, blind_baseline, built,
                                  skipped)
-    collection.data_notes = said
+    unread = unread_note(suspect_examples, selection)
+    collection.data_notes = [*said, unread] if unread else said
     done = execute(KIND, model, collection, out=out, started=started, **run_options)
     return AuditResult(verdicts=done.files["verdicts.json"], detect=scored_result(done, collection))

@@ -82,3 +82,31 @@ def test_a_model_object_s_spec_resolves_the_reference_before_anything_is_charged
         audit(fresh, suspect, clean, "reference", test="rank", alpha=0.2, out=tmp_path / "refused",
               n_bootstrap=0, cache=None)
     assert sum(fresh.calls.values()) == 0 and not (tmp_path / "refused").exists()
+
+
+def passages(doc: str, n: int, label: int) -> list[Example]:
+    side = "suspect" if label else "clean"
+    return [Example(id=f"{doc}-{i}", text=f"passage {i}", label=label, doc_id=f"{side}:{doc}") for i in range(n)]
+
+
+def test_a_note_says_how_little_of_a_long_suspect_the_shortest_documents_let_the_test_read():
+    """A 2,204-word book beside 150-word clean pieces was judged on 2 of its 20 passages,
+    and nothing the audit printed said so (run.json's selection only)."""
+    from copyprobe.audit import select_passages, unread_note
+
+    suspect = passages("book", 20, 1) + passages("letter", 3, 1)
+    clean = [e for k in range(6) for e in passages(f"c{k}", 2 + (k > 2), 0)]
+    _, selection = select_passages(suspect + clean, 64)
+    assert selection["passages_per_document"] == 2 and selection["set_by"] == ["c0", "c1", "c2"]
+    note = unread_note(suspect, selection)
+    assert note == ("the test reads 2 passages of each document (evenly spaced), as many as the shortest have "
+                    "(c0, c1, c2), so most of book went unread (2 of its 20 passages read); clean documents as long "
+                    "as the suspects let it read more")  # letter: 2 of 3 read, not most left out
+    two = suspect + passages("saga", 9, 1)
+    assert "most of 2 suspect documents went unread (book: 2 of 20; saga: 2 of 9)" in unread_note(
+        two, select_passages(two + clean, 64)[1])
+    # the cap, not the shortest documents, set how many: the user chose it
+    assert unread_note(suspect, select_passages(suspect + clean, 1)[1]) is None
+    # the suspect is the shortest: nothing of it is left out
+    short = passages("short", 2, 1)
+    assert unread_note(short, select_passages(short + clean, 64)[1]) is None
