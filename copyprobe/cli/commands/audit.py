@@ -97,7 +97,7 @@ def _standing(part: Any) -> str:
 
 
 def _raw_baseline(report: dict[str, Any]) -> str:
-    """'; on loss -3.9, sd 0.2' where a document was tested on the target's own score: its
+    """'; on loss: mean -3.9, sd 0.2' where a document was tested on the target's own score: its
     score in the table is on that scale, not the method's."""
     raw = (report.get("baseline") or {}).get("raw") or {}
     scores = [d["score"] for d in raw.get("documents") or [] if isinstance(d.get("score"), (int, float))]
