@@ -49,6 +49,7 @@ multiplied by the inverse of its test's share of alpha (:data:`WITNESS_FACTORS`)
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -684,6 +685,21 @@ def _sentence(verdict: str, name: str, reason: str, p: float | None, k: int) -> 
     else:
         head = f"Cannot tell whether the model was trained on {name}"
     return f"{head}: {reason} ({detail})."
+
+
+def raw_baseline(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The clean documents' mean and sd (n - 1) on the target's own score, where a document
+    was tested on it (the reference model recognised it): its score is on that scale, so the
+    calibrated score's baseline beside it misleads. ``{"method", "mean", "sd"}`` or None."""
+    raw = report.get("baseline", {}).get("raw") if isinstance(report.get("baseline"), dict) else None
+    if not isinstance(raw, dict):
+        return None
+    scores = [d["score"] for d in raw.get("documents") or []
+              if isinstance(d, dict) and isinstance(d.get("score"), (int, float)) and math.isfinite(d["score"])]
+    documents = [d for d in report.get("documents") or [] if isinstance(d, dict)]
+    if len(scores) < 2 or not any(d.get("tested_on") == raw.get("method") for d in documents):
+        return None
+    return {"method": raw.get("method"), "mean": statistics.mean(scores), "sd": statistics.stdev(scores)}
 
 
 def summary_sentence(report: Mapping[str, Any]) -> str:

@@ -262,3 +262,5 @@ def test_the_terminal_table_gives_the_clean_baseline_on_the_score_a_switched_doc
     kept = {**report, "documents": [d for d in report["documents"] if "tested_on" not in d]}
     _print(kept)  # no document on loss: the method's baseline alone
     assert "on loss" not in capsys.readouterr().out.splitlines()[1]
+    page = Page(render_report(audited[0]))  # the report's table of the test says it too
+    assert f"on loss, the score of the documents tested on it: mean {statistics.mean(raw):.3f}" in page.text

@@ -6,7 +6,6 @@ Output: the ``detect`` run directory plus ``verdicts.json``."""
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from typing import Any
 
@@ -99,11 +98,10 @@ def _standing(part: Any) -> str:
 def _raw_baseline(report: dict[str, Any]) -> str:
     """'; on loss: mean -3.9, sd 0.2' where a document was tested on the target's own score: its
     score in the table is on that scale, not the method's."""
-    raw = (report.get("baseline") or {}).get("raw") or {}
-    scores = [d["score"] for d in raw.get("documents") or [] if isinstance(d.get("score"), (int, float))]
-    if len(scores) < 2 or not any(row.get("tested_on") == raw.get("method") for row in report["documents"]):
-        return ""
-    return f"; on {raw['method']}: mean {_fmt(statistics.mean(scores))}, sd {_fmt(statistics.stdev(scores))}"
+    from copyprobe.evaluation.verdicts import raw_baseline
+
+    raw = raw_baseline(report)
+    return f"; on {raw['method']}: mean {_fmt(raw['mean'])}, sd {_fmt(raw['sd'])}" if raw else ""
 
 
 def _print(report: dict[str, Any]) -> None:

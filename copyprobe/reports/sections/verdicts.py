@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from copyprobe.evaluation.verdicts import raw_baseline
 from copyprobe.evaluation.vocabulary import (
     CANNOT_TELL, EVIDENCE, NO_EVIDENCE, VERDICTS, normalise_verdict, ordinal,
 )
@@ -461,6 +462,8 @@ def _context(verdicts: dict, plots: Any) -> dict[str, Any]:
         "rule": str(verdicts.get("rule") or ""),
         "baseline": {"n": baseline.get("n_documents", len(as_list(baseline.get("documents")))),
                      "mean": fmt(baseline.get("mean")), "sd": fmt(baseline.get("sd")),
+                     "raw": ({"method": str(raw["method"]), "mean": fmt(raw["mean"]), "sd": fmt(raw["sd"])}
+                             if (raw := raw_baseline(verdicts)) else None),
                      "unscored": [str(u) for u in as_list(baseline.get("unscored"))]},
         "columns": [c.header for c in columns],
         "legend": [c.legend for c in columns if c.legend],
