@@ -11,12 +11,14 @@ no NaN); numpy scalars and arrays become plain numbers and lists.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import functools
 import json
 import math
 import os
 import platform
 import re
+import stat
 import sys
 import tempfile
 from importlib import metadata
@@ -60,18 +62,40 @@ def dumps_line(obj: Any) -> str:
                       default=_json_default)
 
 
+def _new_file_mode() -> int:
+    """The mode a new file gets from open(): 0o666 less the process's umask (mkstemp makes
+    0o600 files, which colleagues on a shared server could not read). Linux says the umask
+    in /proc; elsewhere it is read by setting it, which no thread should see: the safest
+    mask meanwhile."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o077)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
     """Write text (a string, or chunks streamed one by one) to ``path`` atomically.
     An OSError (full disk, read-only, a directory in the way) names ``path`` itself,
-    not the temporary file."""
+    not the temporary file. A symbolic link is written through (it keeps pointing at the
+    new content); an existing file keeps its mode, a new one gets open()'s (the umask's);
+    anything but a regular file (a device such as /dev/null, a named pipe) is refused, not
+    replaced. Text no UTF-8 holds (a file name's undecodable bytes, as Python reads them)
+    is written as a \\uXXXX escape, which JSON reads back as the same character."""
     target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
     try:
+        mode = stat.S_IMODE(os.stat(target).st_mode) if regular_or_absent(target) else _new_file_mode()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
         raise type(exc)(exc.errno, exc.strerror, str(target)) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as handle:
             for chunk in ([chunks] if isinstance(chunks, str) else chunks):
                 handle.write(chunk)
             handle.flush()
@@ -86,6 +110,21 @@ def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
             raise type(exc)(exc.errno, exc.strerror, str(target)) from None
         raise
     return target
+
+
+def regular_or_absent(target: Path) -> bool:
+    """True for an existing regular file, False when nothing is there; an OSError for
+    anything else, said as what it is."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target))
+    kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise OSError(errno.EINVAL, f"not a regular file but {kind}: not replaced", str(target))
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

@@ -165,3 +165,24 @@ def test_progress_takes_true_false_or_a_factory_and_refuses_anything_else(tmp_pa
     assert "48/48" in err  # the bar of the 48 passages' log-probs, finished
     with pytest.raises(ConfigError, match=r"^progress must be True, False, None or a function .* got 'yes'$"):
         copyprobe.detect("gguf:" + str(tmp_path / "missing.gguf"), demo, ["loss"], progress="yes")
+
+
+def test_a_data_file_and_an_out_dir_named_with_bytes_that_are_not_utf8_keep_the_run(tmp_path, demo):
+    """Such names (Latin-1 files on a Linux disk) reach run.json as lone surrogates, which
+    UTF-8 cannot hold: the run was scored, then lost when its record could not be written."""
+    import os
+    import shutil
+
+    from copyprobe.cli.commands.demo import demo_data_path
+    from copyprobe.rescore import rescore
+
+    data = os.fsdecode(bytes(tmp_path) + b"/d\xe9mo.jsonl")
+    out = os.fsdecode(bytes(tmp_path) + b"/r\xe9sultat")
+    try:
+        shutil.copy(demo_data_path(), data)
+    except (OSError, UnicodeEncodeError):  # a file system that takes only UTF-8 names (macOS)
+        pytest.skip("this file system refuses names that are not UTF-8")
+    copyprobe.detect(fake_for(demo), data, ["loss"], out=out, cache=False)
+    run = json.loads((tmp_path / os.fsdecode(b"r\xe9sultat") / "run.json").read_text())
+    assert run["data"]["path"] == data  # the escape reads back as the same name
+    rescore(out)

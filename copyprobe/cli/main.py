@@ -90,10 +90,23 @@ def main(argv: list[str] | None = None) -> int:
             previous(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
+    _printable_names()
     try:
         return _main(argv)
     finally:
         warnings.showwarning = previous
+
+
+def _printable_names() -> None:
+    """A file name with bytes that are not UTF-8 (read by Python as lone surrogates) is
+    printed with an escape where the locale's stream would refuse it (en_US.UTF-8 does; C.UTF-8
+    escapes them itself): said after the run was written, the refusal was its error line."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream already closed or detached
+                pass
 
 
 def _main(argv: list[str] | None) -> int:

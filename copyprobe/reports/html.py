@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import atomic_write
+from copyprobe.files import atomic_write, regular_or_absent
 from copyprobe.reports.sections.blind_baseline import best_recorded_auc, blind_context, warning_of
 from copyprobe.reports.sections.cost import cost_context
 from copyprobe.reports.sections.documents import documents_context
@@ -144,6 +144,8 @@ def _check_report_target(path: Path, chosen: bool = True) -> None:
         problem = "is a file, not a folder" if path.parent.exists() else "does not exist"
         raise ConfigError(f"cannot write the report to {path}: folder {path.parent} {problem}")
     try:
+        if not regular_or_absent(path):  # a device or a named pipe is refused before it is read
+            return
         with open(path, "rb") as existing:
             head = existing.read(512).lstrip().lower()
     except FileNotFoundError:
