@@ -171,13 +171,19 @@ def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
     return books, others, walk
 
 
+def _printable(name: str) -> str:
+    """A file name's bytes that are not UTF-8 (Python reads them as lone surrogates, which
+    no table, hash or UTF-8 file takes) as ``\\xe9``: a document id is text."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def document_ids(files: list[Path], root: Path | None) -> list[str]:
     """File stems, or the path relative to ``root`` for a stem that occurs twice or that is
     another file's path (``x.py.md``'s stem is ``x.py``): every id is unique."""
     if root is None:
-        return [f.stem for f in files]
-    paths = [f.relative_to(root).as_posix() for f in files]
-    ids = [f.stem for f in files]
+        return [_printable(f.stem) for f in files]
+    paths = [_printable(f.relative_to(root).as_posix()) for f in files]
+    ids = [_printable(f.stem) for f in files]
     while True:  # relative paths are unique; each pass turns at least one clashing id into one
         counts = Counter(ids)
         clashing = {i for i, doc in enumerate(ids) if counts[doc] > 1 and doc != paths[i]}
@@ -256,7 +262,8 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
         digest = records[0]["sha256"]
     else:  # over each file's name and content hash, so renaming a file changes it too
         listing = "".join(f"{f.relative_to(p).as_posix()}\0{r['sha256']}\n" for f, r in zip(files, records))
-        digest = hashlib.sha256(listing.encode()).hexdigest()
+        # a name's bytes that are not UTF-8 (read as lone surrogates) hash as those bytes
+        digest = hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
     if walk is not None:
         records += walk.records(name)  # {"path", "skipped": why}: in run.json with the files read
     return Dataset(examples=examples, path=name, sha256=digest, n_rows=len(examples), n_skipped=0,

@@ -657,3 +657,29 @@ def test_damaged_books_give_text_or_one_line(suffix, edits):
         assert "\n" not in str(exc) and name in str(exc)
     else:
         assert paragraphs and all(p and "\n" not in p and p == p.strip() for p in paragraphs)
+
+
+def test_a_book_named_with_bytes_that_are_not_utf8_is_a_document_with_a_printable_id(tmp_path):
+    """Python reads such a name (a Latin-1 file on a Linux disk) as lone surrogates, which
+    neither the listing's hash nor pandas' strings take: the folder failed to load, or the
+    run failed after scoring, with 'cannot encode or decode text'."""
+    import os
+
+    import copyprobe
+    from copyprobe.backends.fake import FakeBackend
+    from copyprobe.data.passages import read_books
+
+    folder = tmp_path / "books"
+    folder.mkdir()
+    try:
+        (folder / os.fsdecode(b"caf\xe9.txt")).write_text("The lamp keeper climbed the stair at night. " * 30)
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    (folder / "plain.txt").write_text("Waves broke on the rocks below the light. " * 30)
+    dataset = read_books(folder, passage_words=32)
+    assert sorted({e.doc_id for e in dataset.examples}) == ["caf\\xe9", "plain"]
+    assert len(dataset.sha256) == 64
+    result = copyprobe.detect(FakeBackend(), folder, ["loss"], out=tmp_path / "run", cache=False, progress=False)
+    assert result.scores.shape[0] == len(read_books(folder).examples)  # at detect's default length
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert any(f["path"].endswith(os.fsdecode(b"caf\xe9.txt")) for f in run["data"]["files"])
