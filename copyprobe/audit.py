@@ -114,6 +114,9 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
     and rows the reader skipped for having no text are ``skipped[role]`` (n, first, file)."""
     from copyprobe.data.readers import Dataset, load_dataset
 
+    if isinstance(data, str) and not data.strip():
+        raise DataError(f"the {role} path is empty ({data!r}; an unset variable?): name a file, a folder of "
+                        "books or a dataset")
     if isinstance(data, (str, Path, Dataset)):
         # a Dataset is what load_dataset read (not iterable: it cannot be read as a list of texts)
         dataset = data if isinstance(data, Dataset) else load_dataset(data, **read_options)

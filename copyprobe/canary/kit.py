@@ -209,6 +209,8 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
                           f"{per_candidate} words draw {n_candidates * n_canaries * per_candidate:,} words; at most "
                           f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
     check_seed(seed)  # before the document is read
+    if not str(doc).strip():  # Path("") is the working folder
+        raise DataError(f"the document to mark is named by an empty path ({str(doc)!r}; an unset variable?)")
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")

@@ -378,3 +378,27 @@ def test_text_longer_than_the_context_is_scored(tmp_path, capsys):
         assert value is not None or scored["long"]["errors"][name]
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["n_tokens"] > 3000  # every token of the long text was scored, not a truncated prefix
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["detect", "--model", "fake", "--data", "", "--methods", "loss"], "the data path is empty (''"),
+    (["audit", "--model", "fake", "--suspect", "", "--clean", "c", "--method", "loss"], "the suspect path is empty"),
+    (["audit", "--model", "fake", "--suspect", "s", "--clean", " ", "--method", "loss"], "the clean path is empty (' '"),
+    (["canary", "make", "--doc", "", "--out", "kit"], "the document to mark is named by an empty path"),
+    (["canary", "find", "kit", ""], "a file to search is named by an empty path"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_working_folder(argv, says, tmp_path, capsys, fake_model,
+                                                                  monkeypatch):
+    """``--data "$DATA"`` with the variable unset read whatever the working folder held (a
+    verdict about its files); Path('') is '.'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("A note in the working folder, no data of the user's. " * 20)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "book.txt").write_text("The lamp keeper climbed the stair. " * 40)
+    if argv[:2] == ["canary", "find"]:
+        assert main(["canary", "make", "--doc", "notes.txt", "--out", "kit"]) == 0
+        capsys.readouterr()
+    code, _, err = run_cli([*argv, *(["--out", "run", "--no-cache"] if argv[0] in ("detect", "audit") else [])],
+                           capsys)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
