@@ -231,7 +231,7 @@ RUN = obj(optional={
     "copyprobe_version": opt(STR), "versions": dict_of(STR), "model": opt(obj()), "models": obj(),
     "methods": dict_of(obj()), "data": obj(), "n_passages": opt(at_least(INT, 0)),
     "n_tokens": opt(at_least(INT, 0)), "timings": dict_of(opt(ANY)), "cache": obj(), "requests": obj(),
-    "seed": opt(INT), "bootstrap": obj(optional={"n": at_least(INT, 0), "seed": INT}),
+    "seed": opt(at_least(INT, 0)), "bootstrap": obj(optional={"n": at_least(INT, 0), "seed": at_least(INT, 0)}),
     "blind_baseline": opt(BOOL), "train_ids": dict_of(lst(ID)), "failures": lst(obj()), "notes": lst(STR),
     "audit": opt(obj(required={"method": STR, "alpha": NUM},
                      optional={"suspect": opt(STR), "clean": opt(STR), "test": one_of("rank", "t"),

@@ -88,6 +88,8 @@ CASES = [
     ("detect", "run.json", ["bootstrap"], "list"),
     ("detect", "run.json", ["bootstrap", "n"], "string"),
     ("detect", "run.json", ["bootstrap", "n"], "huge"),
+    ("detect", "run.json", ["bootstrap", "seed"], "negative"),  # numpy's traceback before
+    ("detect", "run.json", ["seed"], "negative"),
     ("detect", "run.json", ["kind"], "missing"),
     ("detect", "run.json", [], "foreign"),
     ("detect", "scores.jsonl", [0], "list"),

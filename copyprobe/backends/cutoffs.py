@@ -59,7 +59,7 @@ def check_published(text: str | None) -> str | None:
     if text is None:
         return None
     found = _DATE.match(str(text).strip())
-    if not found or (found.group(2) and not 1 <= int(found.group(2)) <= 12) or \
+    if not found or int(found.group(1)) < 1 or (found.group(2) and not 1 <= int(found.group(2)) <= 12) or \
             (found.group(3) and not _real_day(*map(int, found.groups()))):
         raise SettingError("published", f"must be a date YYYY, YYYY-MM or YYYY-MM-DD (when the suspect text was "
                                         f"first published), got {text!r}")

@@ -191,7 +191,7 @@ def test_publication_dates_against_training_cutoffs():
     assert seen is False and "2024-08" in why and "model card" in why
     assert could_have_seen("hf:./my-model", "2025")[0] is None
     assert could_have_seen("gemma-3-270m", None)[0] is None
-    for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32", "2025-02-29", "2025-04-31"):
+    for bad in ("June 2025", "2025-13", "25-01-01", "2025-06-32", "2025-02-29", "2025-04-31", "0000", "0000-06"):  # year 0 was a traceback
         with pytest.raises(ConfigError, match="^published must be a date"):
             check_published(bad)
     assert check_published(" 2025-06 ") == "2025-06"
