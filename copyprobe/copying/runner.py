@@ -81,7 +81,13 @@ class Templates(Items):
     def reason(self, value: Any) -> str | None:
         if isinstance(value, (tuple, list)) and value and all(isinstance(t, int) for t in value):
             wrong = [t for t in value if t not in (0, 1, 2)]
-            return f"has template index {wrong[0]} out of range (0, 1, 2)" if wrong else None
+            if wrong:
+                return f"has template index {wrong[0]} out of range (0, 1, 2)"
+            # a template given twice asks each item once (its rows have one key), then the
+            # run's own count of rows called its files damaged, after all the generation
+            twice = next((t for i, t in enumerate(value) if t in value[:i]), None)
+            return f"names template {twice} twice: the second has no effect; give each once" if twice is not None \
+                else None
         return super().reason(value)
 
 

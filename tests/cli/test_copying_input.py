@@ -38,6 +38,7 @@ def _book(tmp_path):
      "--memfree-index has no effect: it sets MemFree decoding, and --mitigation is system_prompt"),
     (["--tasks", "literal,literal"], "--tasks names literal twice: the second has no effect; give each task once"),
     (["--tasks", "qa,literal,qa"], "--tasks names qa twice"),
+    (["--templates", "1,1"], "names template 1 twice: the second has no effect"),  # generated, then "damaged"
     (["--tasks", "literal", "--story-tokens", "64"], "--story-tokens has no effect: nonliteral is not among --tasks "
                                                      "(literal)"),
     (["--tasks", "literal,qa", "--judge", "target"], "--judge has no effect: nonliteral is not among --tasks"),
