@@ -79,7 +79,10 @@ class Kit:
     def public_summary(self) -> dict[str, Any]:
         """What a test record may say about the kit (no seed)."""
         m = self.manifest
-        return {"kit": str(self.dir), "style": m["style"], "repeat": m["repeat"], "n_canaries": len(self.canaries),
+        # absolute: a rescore from another folder looked for a relative kit there and
+        # said it had moved
+        return {"kit": os.path.abspath(self.dir), "style": m["style"], "repeat": m["repeat"],
+                "n_canaries": len(self.canaries),
                 "n_candidates": [len(c.candidates) for c in self.canaries],
                 "document_sha256": m["document"]["sha256"], "manifest_checksum": m.get("checksum")}
 

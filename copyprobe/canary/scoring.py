@@ -245,8 +245,8 @@ def canary_test(
         record.prepare_out_dir(out, "canary", model)
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
-                "document": str(loaded.document)}
-    data = {"kit": str(loaded.dir), "n_passages": len(examples),
+                "document": os.path.abspath(loaded.document)}
+    data = {"kit": os.path.abspath(loaded.dir), "n_passages": len(examples),
             "document_sha256": loaded.manifest["document"]["sha256"]}
     collection = ScoringCollection(examples, build_methods([method], {method: dict(params)} if params else None),
                                    data, seed=seed, n_bootstrap=0, blind_baseline=None,

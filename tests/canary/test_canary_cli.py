@@ -202,3 +202,17 @@ def test_make_and_test_on_smollm2_offline(tmp_path, capsys):
     summary = json.loads((tmp_path / "run" / "canary.json").read_text())
     assert 1 <= summary["canaries"][0]["rank"] <= 8 and summary["p_value"] == summary["canaries"][0]["rank"] / 8
     assert all(r["loss"] is not None for r in load_run(tmp_path / "run").scores)
+
+
+def test_a_kit_given_by_a_relative_path_is_found_by_a_rescore_from_another_folder(kit, tmp_path, monkeypatch, capsys):
+    """run.json kept the kit as given ('kit'), so a rescore from elsewhere looked for it
+    there and said the kit had moved."""
+    _patch(monkeypatch, FakeBackend(spec="m"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["canary", "test", "--model", "m", "--kit", "kit", "--out", "run", "--no-cache", "--no-progress"]) == 0
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["canary"]["kit"] == str(kit) and run["canary"]["document"].startswith(str(tmp_path) + "/")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert main(["rescore", str(tmp_path / "run")]) == 0, capsys.readouterr().err
