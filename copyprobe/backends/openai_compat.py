@@ -53,6 +53,7 @@ import json
 import math
 import os
 import queue
+import re
 import random
 import socket
 import threading
@@ -171,6 +172,15 @@ def _checked_key(key: str | None, env_name: str) -> str | None:
     return key
 
 
+def _might_be_a_key(name: str) -> bool:
+    """Whether a value given for a variable's name could be a key instead: not a name at
+    all (sk-..., with dashes), or a long one mixing lower case and digits (hf_..., where
+    variables are named in capitals)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return True
+    return len(name) >= 20 and any(c.islower() for c in name) and any(c.isdigit() for c in name)
+
+
 def _key_forms(key: str | None) -> tuple[str, ...]:
     """The key as it could appear in a text: itself, URL-quoted, JSON-escaped."""
     if not key:
@@ -249,6 +259,12 @@ class OpenAIBackend(Backend):
             if not isinstance(api_key_env, str) or not api_key_env.strip():
                 raise SettingError("api_key_env", "is empty: name the environment variable that holds the API key, "
                                                   "or leave it out for OPENAI_API_KEY")
+            if _might_be_a_key(api_key_env) and not os.environ.get(api_key_env):
+                # a key pasted where its variable's name goes: said without repeating it
+                raise SettingError("api_key_env", f"is not the name of a set environment variable ("
+                                                  f"{len(api_key_env)} characters, not repeated here in case it is "
+                                                  "the key itself): export the key in a variable and give the "
+                                                  "variable's name")
             if not os.environ.get(api_key_env):
                 state = "is empty" if api_key_env in os.environ else "is not set"
                 raise SettingError("api_key_env", f"names {api_key_env}, and that environment variable {state}: "

@@ -211,6 +211,10 @@ def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
     (["--api-key-env", ""], {}, "argument --api-key-env: is empty"),
     (["--api-key-env", "NAME_NOT_SET_42"], {}, "names NAME_NOT_SET_42, and that environment variable is not set"),
     (["--api-key-env", "EMPTY_KEY_42"], {"EMPTY_KEY_42": ""}, "and that environment variable is empty"),
+    # a key pasted for the variable's name is not repeated on the terminal
+    (["--api-key-env", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"], {}, "is not the name of a set environment variable "
+                                                               "(32 characters, not repeated here"),
+    (["--api-key-env", "hf_Ab3dEf6hIj9kLm2nOp5qRs8t"], {}, "is not the name of a set environment variable"),
     (["--dtype", "float8"], {}, "argument --dtype: float8 does not apply to openai:"),
     (["--device", "cpu"], {}, "argument --device: cpu does not apply to openai:"),
     (["--batch-size", "8"], {}, "argument --batch-size: 8 does not apply to openai:"),
@@ -228,7 +232,7 @@ def test_options_an_api_model_would_ignore_are_refused(tmp_path, fake_openai, mo
     err = capsys.readouterr().err
     assert code == 2
     assert words in one_error_line(err)
-    assert "sk-fallback" not in err
+    assert "sk-fallback" not in err and "Ab3dEf6h" not in err
     assert not server.log  # refused before any request
     assert not (tmp_path / "run" / "scores.jsonl").exists()
 
