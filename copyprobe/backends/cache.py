@@ -228,7 +228,17 @@ class ResponseCache:
             raise self._corrupt(self._problem)
 
     def _corrupt(self, problem: Any) -> ConfigError:
-        """The one-line refusal of a damaged file (at opening, or when its check failed)."""
+        """The one-line refusal of a damaged file (at opening, or when its check failed);
+        a file that is no SQLite database at all is likely another file named by mistake
+        (the data, a run.json), which 'delete it' would have cost the user."""
+        try:
+            with open(self.path, "rb") as handle:
+                head = handle.read(16)
+        except OSError:
+            head = b""
+        if head and head != b"SQLite format 3\x00":
+            return ConfigError(f"{self.path} is not a copyprobe cache (not an SQLite database): is the cache path the "
+                               "right file? Give a new path for the cache, or run without the cache")
         return ConfigError(f"cache file {self.path} is unreadable or corrupt ({problem}); "
                            "delete it or run without the cache")
 

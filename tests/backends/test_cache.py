@@ -79,11 +79,15 @@ def test_failed_requests_are_not_cached(tmp_path):
     assert failing.calls["generate"] == 2
 
 
-def test_corrupt_cache_file_is_a_clear_error(tmp_path):
-    path = tmp_path / "c.sqlite"
-    path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ConfigError, match="corrupt"):
+def test_a_file_that_is_no_database_is_not_called_a_corrupt_cache_to_delete(tmp_path):
+    """The cache option pointed at the data or a run.json was told to delete it."""
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"text": "this is not a database"}\n' * 100)
+    with pytest.raises(ConfigError, match="data.jsonl is not a copyprobe cache .not an SQLite database.: is the cache "
+                                          "path the right file") as info:
         ResponseCache(path)
+    assert "delete" not in str(info.value)
+    assert path.read_bytes() == b'{"text": "this is not a database"}\n' * 100
 
 
 @pytest.mark.parametrize("schema, words", [
