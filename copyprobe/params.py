@@ -146,7 +146,8 @@ class Real(Constraint):
 
     def describe(self) -> str:
         bounds = _bound_text(self.low, self.high, self.low_open, self.high_open)
-        return f"a number {bounds}".strip()
+        # without an upper bound, infinity meets the words "> 0": say it is refused
+        return f"a {'finite ' if self.high is None else ''}number {bounds}".strip()
 
     def parse(self, text: str) -> float:
         text = text.strip()

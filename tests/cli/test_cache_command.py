@@ -95,7 +95,7 @@ def test_forget_entries_older_than_some_days_of_one_model_or_all(tmp_path, capsy
     (["--forget-model", ""], "at least its first 8 characters"),
     (["--forget-model", "ffffffffff"], "no model's fingerprint in this cache starts so"),
     (["--forget-model", "abcdefgh"], "the fingerprints of 2 models start so"),
-    (["--forget-older-than", "-1"], "must be a number >= 0"),
+    (["--forget-older-than", "-1"], "must be a finite number >= 0"),
     (["--forget-older-than", "soon"], "--forget-older-than"),
 ])
 def test_bad_options_are_one_line_and_forget_nothing(tmp_path, capsys, options, message):
