@@ -563,6 +563,8 @@ def audit(
     from copyprobe.scoring import build_methods
 
     built = None
+    if "," in method:  # the list detect takes: "unknown method 'loss,zlib'; did you mean 'zlib'?" before
+        raise ConfigError(f"an audit tests one method, got {method!r}: give one (detect scores several at once)")
     if method != AUTO:
         built = build_methods([method], {method: dict(params)} if params else None)  # a typo costs no loading
     elif params:

@@ -176,8 +176,11 @@ def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
     for a rescore that writes them anew (a damaged one is then no obstacle). Scores that do
     not match the run's passages (a file cut short, a row twice, an unknown id) are refused."""
     path = Path(run_dir)
+    if not str(run_dir).strip():
+        raise DataError("the run directory is named by an empty path (an unset variable?)")
     if not path.is_dir():
-        raise DataError(f"{path} is not a directory (give the run directory that a copyprobe command wrote)")
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise DataError(f"{path} {what} (give the run directory that a copyprobe command wrote)")
     record = RunRecord.from_json(read_json(path / "run.json"), str(path / "run.json"))
     files: dict[str, Any] = {}
     names = dict(RESULT_FILES.get(record.kind, {}))

@@ -249,7 +249,10 @@ def test_rescore_reproduces_copying_metrics(tmp_path, no_model):
 
 def test_rescore_refuses_what_is_not_a_run(tmp_path, capsys):
     assert main(["rescore", str(tmp_path / "nothing")]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "nothing does not exist" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["rescore", str(tmp_path / "file")]) == 2
+    assert "file is not a directory" in capsys.readouterr().err
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "run.json").write_text("[1, 2]")
     assert main(["rescore", str(tmp_path / "bad")]) == 2

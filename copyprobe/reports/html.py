@@ -161,6 +161,8 @@ def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
     An existing ``out`` is replaced only if it is an HTML page (an earlier report)."""
     _check_run_dir(run_dir)
+    if out is not None and not str(out).strip():  # Path("") is the working folder
+        raise ConfigError("the report's path is empty (an unset variable?): name the HTML file to write")
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
     _check_report_target(path, chosen=out is not None)
     page = render_report(run_dir)

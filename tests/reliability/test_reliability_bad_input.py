@@ -402,3 +402,21 @@ def test_an_empty_path_is_refused_not_read_as_the_working_folder(argv, says, tmp
                            capsys)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["rescore", "nope"], "nope does not exist (give the run directory"),  # was "is not a directory"
+    (["rescore", ""], "the run directory is named by an empty path"),
+    (["report", "run", "--out", ""], "the report's path is empty"),  # was "cannot write the report to .: a directory"
+    (["audit", "--model", "fake", "--suspect", "s", "--clean", "s2", "--method", "loss,zlib", "--out", "a"],
+     "an audit tests one method, got 'loss,zlib'"),  # was "unknown method 'loss,zlib'; did you mean 'zlib'?"
+])
+def test_messages_say_what_is_wrong_with_the_path_or_the_method(argv, says, tmp_path, capsys, fake_model,
+                                                               monkeypatch):
+    from copyprobe.reports.sample import write_sample_run
+
+    monkeypatch.chdir(tmp_path)
+    write_sample_run(tmp_path / "run", failures=False)
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "run" / "report.html").exists()
