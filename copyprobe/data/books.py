@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Iterator
 from xml.etree import ElementTree
 
-from copyprobe.data.tables import _decode
+from copyprobe.data.tables import _decode, _utf16_without_mark
 from copyprobe.errors import DataError, DataWarning, one_line
 from copyprobe.files import binary_controls, too_many_controls
 
@@ -192,11 +192,15 @@ def read_text(path: str | Path) -> str:
     """A UTF-8 text file's content, without a byte-order mark."""
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{p} is not UTF-8 text (byte {exc.start})") from None
+        raw = p.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_mark(raw):
+        raise DataError(f"{p} is UTF-16 encoded; save it as UTF-8")  # "not UTF-8 text (byte 0)" before
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
     return _refuse_binary(text, str(p))
 
 

@@ -199,11 +199,24 @@ def _read_bytes(p: Path, name: str) -> bytes:
         raise DataError(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
+def _utf16_without_mark(raw: bytes) -> bool:
+    """Mostly ASCII text in UTF-16 (either byte order) shows a NUL as every other byte."""
+    head = raw[:4096]
+    if len(head) < 8:
+        return False
+    even, odd = head[0::2], head[1::2]
+    return max(even.count(0) / len(even), odd.count(0) / len(odd)) > 0.9 and \
+        min(even.count(0) / len(even), odd.count(0) / len(odd)) < 0.1
+
+
 def _decode(raw: bytes, name: str) -> str:
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DataError(f"{name} is UTF-16 encoded; save it as UTF-8")
     nul = raw.find(b"\x00")
     if nul >= 0:
+        if _utf16_without_mark(raw):
+            raise DataError(f"{name} looks UTF-16 encoded (without a byte-order mark: a NUL byte beside every "
+                            "ASCII character); save it as UTF-8")
         raise DataError(f"{name} looks like a binary file, not text (NUL byte at byte offset {nul})")
     try:
         # utf-8-sig drops a leading byte-order mark, which editors on Windows add

@@ -216,3 +216,13 @@ def test_a_kit_given_by_a_relative_path_is_found_by_a_rescore_from_another_folde
     monkeypatch.chdir(tmp_path / "elsewhere")
     capsys.readouterr()
     assert main(["rescore", str(tmp_path / "run")]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_find_names_a_utf16_file_as_such(kit, tmp_path, capsys, encoding):
+    """canary find said "is not UTF-8 text (byte 0)" where the other readers name UTF-16."""
+    page = tmp_path / "page.txt"
+    page.write_bytes("A page that quotes the book, saved by Notepad.\n".encode(encoding))
+    assert main(["canary", "find", str(kit), str(page)]) == 2
+    err = capsys.readouterr().err
+    assert f"{page} is UTF-16 encoded; save it as UTF-8" in err and len(err.strip().splitlines()) == 1

@@ -390,6 +390,9 @@ MALFORMED = [
     ("d.jsonl", b'{"text": "a"}\n\x00\x01\x02', r"looks like a binary file.*byte offset 14"),
     ("d.parquet", b"text\nhello\n", r"cannot read .*d\.parquet as Parquet"),
     ("d.csv", "text\nhello\n".encode("utf-16"), "UTF-16"),
+    # no byte-order mark: was "looks like a binary file (NUL byte at byte offset 1)"
+    ("d.jsonl", '{"text": "hello there"}\n'.encode("utf-16-le"), "looks UTF-16 encoded .without a byte-order mark"),
+    ("d.csv", "text,label\nhello there,1\n".encode("utf-16-be"), "looks UTF-16 encoded"),
     ("d.csv", b"text,label\na,1\nb,0,extra\n", r"line 3 has 3 fields but the header has 2"),
     ("d.jsonl", b"", "has no rows"),
 ]
