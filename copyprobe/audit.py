@@ -105,6 +105,12 @@ class AuditResult:
         return str(self.verdicts.get("summary", ""))
 
 
+def _refuse_empty_path(data: Any, role: str) -> None:
+    if isinstance(data, str) and not data.strip():  # Path("") is the working folder, whatever it holds
+        raise DataError(f"the {role} path is empty ({data!r}; an unset variable?): name a file, a folder of "
+                        "books or a dataset")
+
+
 def audit_examples(data: Any, role: str, label: int, files: list | None = None,
                    cut_at: dict[str, int | None] | None = None, skipped: dict[str, dict] | None = None,
                    **read_options: Any) -> list[Example]:
@@ -112,11 +118,10 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
     role; the input files read (path, bytes, sha256) are appended to ``files``, the most
     words of a passage where copyprobe cut books or source files into passages (else None) is ``cut_at[role]``,
     and rows the reader skipped for having no text are ``skipped[role]`` (n, first, file)."""
+    from copyprobe.data.passages import printable_name
     from copyprobe.data.readers import Dataset, load_dataset
 
-    if isinstance(data, str) and not data.strip():
-        raise DataError(f"the {role} path is empty ({data!r}; an unset variable?): name a file, a folder of "
-                        "books or a dataset")
+    _refuse_empty_path(data, role)
     if isinstance(data, (str, Path, Dataset)):
         # a Dataset is what load_dataset read (not iterable: it cannot be read as a list of texts)
         dataset = data if isinstance(data, Dataset) else load_dataset(data, **read_options)
@@ -128,7 +133,7 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
         if skipped is not None and dataset.n_skipped:
             skipped[role] = {"n_skipped": dataset.n_skipped, "first_skipped": dataset.first_skipped,
                              "path": str(dataset.path or role)}
-        stem = Path(dataset.path).stem if dataset.path else role
+        stem = printable_name(Path(dataset.path).stem) if dataset.path else role
     else:
         examples = [e if isinstance(e, Example) else Example(id=str(i), text=str(e)) for i, e in enumerate(data)]
         if cut_at is not None:
@@ -280,8 +285,12 @@ def unread_note(examples: list[Example], selection: Mapping[str, Any], shown: in
     else:
         read = "; ".join(f"{d}: {m} of {counts[d]}" for d in long[:shown]) + ("; ..." if len(long) > shown else "")
         unread = f"most of {len(long)} suspect documents went unread ({read})"
+    short_suspects = [d for d in set_by if d in counts]
+    advice = (f"audit the short suspect{'s' * (len(short_suspects) != 1)} ({', '.join(short_suspects[:shown])}) "
+              "apart from the long ones to read more of these" if short_suspects
+              else "clean documents as long as the suspects let it read more")
     return (f"the test reads {m} passage{'s' * (m != 1)} of each document (evenly spaced), as many as the shortest "
-            f"have ({names}), so {unread}; clean documents as long as the suspects let it read more")
+            f"have ({names}), so {unread}; {advice}")
 
 
 def choose_method(method: str, capabilities: set[str] | frozenset[str], target_spec: str,
@@ -557,6 +566,8 @@ def audit(
     from copyprobe.backends.cutoffs import check_published
 
     values["published"] = check_published(published)
+    for role, side in (("suspect", suspect), ("clean", clean)):
+        _refuse_empty_path(side, role)  # before the same-file test: two unset variables are the same ""
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")

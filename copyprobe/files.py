@@ -62,39 +62,47 @@ def dumps_line(obj: Any) -> str:
                       default=_json_default)
 
 
+@functools.lru_cache(maxsize=1)
+def _umask_by_setting() -> int:
+    """The umask where /proc does not say it, read once a process: reading it means setting
+    it, which other threads would see (the safest mask meanwhile)."""
+    umask = os.umask(0o077)
+    os.umask(umask)
+    return umask
+
+
 def _new_file_mode() -> int:
     """The mode a new file gets from open(): 0o666 less the process's umask (mkstemp makes
-    0o600 files, which colleagues on a shared server could not read). Linux says the umask
-    in /proc; elsewhere it is read by setting it, which no thread should see: the safest
-    mask meanwhile."""
+    0o600 files, which colleagues on a shared server could not read)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
     except (OSError, StopIteration, ValueError, IndexError):
-        umask = os.umask(0o077)
-        os.umask(umask)
+        umask = _umask_by_setting()
     return 0o666 & ~umask
 
 
-def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
+def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str], mode: int | None = None) -> Path:
     """Write text (a string, or chunks streamed one by one) to ``path`` atomically.
     An OSError (full disk, read-only, a directory in the way) names ``path`` itself,
-    not the temporary file. A symbolic link is written through (it keeps pointing at the
-    new content); an existing file keeps its mode, a new one gets open()'s (the umask's);
-    anything but a regular file (a device such as /dev/null, a named pipe) is refused, not
-    replaced. Text no UTF-8 holds (a file name's undecodable bytes, as Python reads them)
-    is written as a \\uXXXX escape, which JSON reads back as the same character."""
+    not the temporary file. Anything but a regular file there (a device such as /dev/null,
+    a named pipe, or a link to one) is refused, not replaced; a link to a file is replaced
+    by the file, as before (writing through it would change a shared store's object). The
+    file gets ``mode``, else an existing file's own, else open()'s (the umask's): 0o600
+    for what must stay private. Text no UTF-8 holds (a file name's undecodable bytes, as
+    Python reads them) is written as a \\uXXXX escape, which JSON reads back as the same
+    character."""
     target = Path(path)
-    if target.is_symlink():
-        target = Path(os.path.realpath(target))
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode) if regular_or_absent(target) else _new_file_mode()
+        if mode is None:
+            mode = stat.S_IMODE(os.stat(target).st_mode) if regular_or_absent(target) else _new_file_mode()
+        else:
+            regular_or_absent(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
         raise type(exc)(exc.errno, exc.strerror, str(target)) from None
     try:
-        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as handle:
             for chunk in ([chunks] if isinstance(chunks, str) else chunks):
                 handle.write(chunk)
@@ -109,6 +117,10 @@ def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str]) -> Path:
         if isinstance(exc, OSError):
             raise type(exc)(exc.errno, exc.strerror, str(target)) from None
         raise
+    try:  # after the move: a read-only mode on the temporary file would stop its removal (Windows)
+        os.chmod(target, mode)
+    except OSError:
+        pass
     return target
 
 
@@ -127,9 +139,9 @@ def regular_or_absent(target: Path) -> bool:
     raise OSError(errno.EINVAL, f"not a regular file but {kind}: not replaced", str(target))
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
+def write_json(path: str | os.PathLike, obj: Any, mode: int | None = None) -> Path:
     text = json.dumps(jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
-    return atomic_write(path, text + "\n")
+    return atomic_write(path, text + "\n", mode=mode)
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:

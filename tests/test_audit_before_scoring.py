@@ -110,3 +110,9 @@ def test_a_note_says_how_little_of_a_long_suspect_the_shortest_documents_let_the
     # the suspect is the shortest: nothing of it is left out
     short = passages("short", 2, 1)
     assert unread_note(short, select_passages(short + clean, 64)[1]) is None
+    # a short suspect beside a long one and long clean documents: longer clean documents would not help
+    mixed = passages("note", 2, 1) + passages("book", 20, 1)
+    long_clean = [e for k in range(6) for e in passages(f"c{k}", 20, 0)]
+    assert unread_note(mixed, select_passages(mixed + long_clean, 64)[1]).endswith(
+        "so most of book went unread (2 of its 20 passages read); audit the short suspect (note) apart from the "
+        "long ones to read more of these")

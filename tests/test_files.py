@@ -3,7 +3,6 @@ UTF-8 holds) and the one count that tells binary data from text."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
@@ -12,20 +11,26 @@ import pytest
 from copyprobe.files import atomic_write, binary_controls, read_json, too_many_controls, write_json
 
 
-def test_a_link_is_written_through_and_what_is_no_file_is_not_replaced(tmp_path):
+def test_what_is_no_file_is_not_replaced_and_a_link_gives_way_to_the_file(tmp_path):
+    """report --out /dev/null (as root) replaced /dev/null with a file; a link is replaced as
+    before, so the object it points to in a shared store (DVC, git-annex) is left alone."""
     (tmp_path / "real.json").write_text("{}")
     (tmp_path / "link.json").symlink_to("real.json")
     write_json(tmp_path / "link.json", {"a": 1})
-    assert (tmp_path / "link.json").is_symlink() and json.loads((tmp_path / "real.json").read_text()) == {"a": 1}
+    assert not (tmp_path / "link.json").is_symlink() and read_json(tmp_path / "link.json") == {"a": 1}
+    assert (tmp_path / "real.json").read_text() == "{}"
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(OSError, match="not a regular file but a named pipe: not replaced") as info:
         atomic_write(tmp_path / "pipe", "x")
     assert info.value.filename == str(tmp_path / "pipe")
     assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
+    (tmp_path / "to-pipe").symlink_to("pipe")  # a link to what is no file: refused too
+    with pytest.raises(OSError, match="named pipe"):
+        atomic_write(tmp_path / "to-pipe", "x")
     (tmp_path / "dir").mkdir()
     with pytest.raises(IsADirectoryError):
         atomic_write(tmp_path / "dir", "x")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "link.json", "pipe", "real.json"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "link.json", "pipe", "real.json", "to-pipe"]
 
 
 def test_new_files_get_the_umask_s_mode_and_a_replaced_file_keeps_its_own(tmp_path):
@@ -42,6 +47,8 @@ def test_new_files_get_the_umask_s_mode_and_a_replaced_file_keeps_its_own(tmp_pa
     atomic_write(tmp_path / "kept.txt", "new")
     assert stat.S_IMODE(os.stat(tmp_path / "kept.txt").st_mode) == 0o604
     assert (tmp_path / "kept.txt").read_text() == "new"
+    atomic_write(tmp_path / "kept.txt", "private", mode=0o600)  # what must stay private says so
+    assert stat.S_IMODE(os.stat(tmp_path / "kept.txt").st_mode) == 0o600
 
 
 def test_a_name_read_from_bytes_that_are_not_utf8_is_written_and_read_back(tmp_path):

@@ -236,7 +236,7 @@ class ResponseCache:
                 head = handle.read(16)
         except OSError:
             head = b""
-        if head and head != b"SQLite format 3\x00":
+        if head.strip(b"\0") and head != b"SQLite format 3\x00":  # a zeroed header is a cache damaged in a crash
             return ConfigError(f"{self.path} is not a copyprobe cache (not an SQLite database): is the cache path the "
                                "right file? Give a new path for the cache, or run without the cache")
         return ConfigError(f"cache file {self.path} is unreadable or corrupt ({problem}); "
@@ -611,14 +611,20 @@ class CachedBackend(Backend):
         return self.backend.fingerprint
 
     def probe_capabilities(self, wanted=()) -> frozenset[str]:
-        """What the wrapped backend's probes settle (here too), except a capability it only
-        claims while unknown that this model's stored answers already show: an answer of
-        that kind under its fingerprint came from it. So an audit whose answers are all
-        stored chooses its method with the server down, as it runs."""
-        claimed = self.backend.capabilities
-        shown = {c for c in wanted if c in claimed and c in KIND_SHOWING
-                 and self.cache.holds(self.fingerprint, KIND_SHOWING[c])}
-        self.capabilities = self.backend.probe_capabilities(set(wanted) - shown)
+        """What the wrapped backend's probes settle (here too). Where its server cannot be
+        reached, a capability the stored answers of this model already show (an answer of
+        that kind under its fingerprint came from it) is taken as shown, so an audit whose
+        answers are all stored chooses its method with the server down, as it did when it
+        ran; a server that answers is asked (it may have changed behind the same URL)."""
+        try:
+            self.capabilities = self.backend.probe_capabilities(wanted)
+        except BackendError:
+            claimed = self.backend.capabilities  # what it claims while unknown, less what it was told
+            shown = {c for c in wanted if c in claimed and c in KIND_SHOWING
+                     and self.cache.holds(self.fingerprint, KIND_SHOWING[c])}
+            if not shown or set(wanted) - shown:
+                raise
+            self.capabilities = claimed
         return self.capabilities
 
     def canonical(self, request: Request) -> Request:

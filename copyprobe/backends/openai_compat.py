@@ -174,9 +174,12 @@ def _checked_key(key: str | None, env_name: str) -> str | None:
 
 def _might_be_a_key(name: str) -> bool:
     """Whether a value given for a variable's name could be a key instead: not a name at
-    all (sk-..., with dashes), or a long one mixing lower case and digits (hf_..., where
-    variables are named in capitals)."""
+    all (sk-..., with dashes), a long one with digits and no words split by _ (AKIA...),
+    or a long one mixing lower case and digits (hf_..., where variables are named in
+    capitals)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return True
+    if len(name) >= 16 and "_" not in name and any(c.isdigit() for c in name):  # AKIA... : no words in it
         return True
     return len(name) >= 20 and any(c.islower() for c in name) and any(c.isdigit() for c in name)
 

@@ -242,7 +242,10 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
     doc_rel = Path(manifest["document"]["file"])
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / doc_rel, marked)
-    write_json(out_dir / MANIFEST, manifest)
+    # the seed and which candidate was published: readable by its owner alone (the kit's
+    # test is void once anyone else knows them)
+    (out_dir / MANIFEST).parent.mkdir(mode=0o700, exist_ok=True)
+    write_json(out_dir / MANIFEST, manifest, mode=0o600)
     return load_kit(out_dir)
 
 

@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _printable_names() -> None:
     """A file name with bytes that are not UTF-8 (read by Python as lone surrogates) is
-    printed with an escape where the locale's stream would refuse it (en_US.UTF-8 does; C.UTF-8
-    escapes them itself): said after the run was written, the refusal was its error line."""
+    printed with an escape where the locale's stream would refuse it (en_US.UTF-8 does; under
+    C.UTF-8 Python writes the raw byte back): said after the run was written, the refusal
+    was its error line."""
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             try:

@@ -200,7 +200,8 @@ def read_text(path: str | Path) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{p} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
+        offset = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)  # utf-8-sig counts after its mark
+        raise DataError(f"{p} is not UTF-8 text (byte 0x{raw[offset]:02x} at byte offset {offset})") from None
     return _refuse_binary(text, str(p))
 
 

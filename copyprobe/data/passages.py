@@ -171,23 +171,36 @@ def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
     return books, others, walk
 
 
-def _printable(name: str) -> str:
+def name_bytes(name: str) -> bytes:
+    """A file name as its bytes: those that are not UTF-8 come back from the lone surrogates
+    Python reads them as; a surrogate no byte made (a Windows name) is escaped."""
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace")
+
+
+def printable_name(name: str) -> str:
     """A file name's bytes that are not UTF-8 (Python reads them as lone surrogates, which
     no table, hash or UTF-8 file takes) as ``\\xe9``: a document id is text."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name_bytes(name).decode("utf-8", "backslashreplace")
 
 
 def document_ids(files: list[Path], root: Path | None) -> list[str]:
     """File stems, or the path relative to ``root`` for a stem that occurs twice or that is
     another file's path (``x.py.md``'s stem is ``x.py``): every id is unique."""
     if root is None:
-        return [_printable(f.stem) for f in files]
-    paths = [_printable(f.relative_to(root).as_posix()) for f in files]
-    ids = [_printable(f.stem) for f in files]
+        return [printable_name(f.stem) for f in files]
+    paths = [printable_name(f.relative_to(root).as_posix()) for f in files]
+    ids = [printable_name(f.stem) for f in files]
     while True:  # relative paths are unique; each pass turns at least one clashing id into one
         counts = Counter(ids)
         clashing = {i for i, doc in enumerate(ids) if counts[doc] > 1 and doc != paths[i]}
         if not clashing:
+            twice = next((d for d, n in Counter(ids).items() if n > 1), None)
+            if twice is not None:  # two names print alike: one with bytes that are not UTF-8, one spelled so
+                raise DataError(f"two files give the document id {twice!r} (a name whose bytes are not UTF-8 "
+                                "is written with \\x escapes, and another is spelled so): rename one")
             return ids
         ids = [paths[i] if i in clashing else doc for i, doc in enumerate(ids)]
 
@@ -263,7 +276,7 @@ def read_books(path: str | os.PathLike, *, passage_words: int | None = None) -> 
     else:  # over each file's name and content hash, so renaming a file changes it too
         listing = "".join(f"{f.relative_to(p).as_posix()}\0{r['sha256']}\n" for f, r in zip(files, records))
         # a name's bytes that are not UTF-8 (read as lone surrogates) hash as those bytes
-        digest = hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
+        digest = hashlib.sha256(name_bytes(listing)).hexdigest()
     if walk is not None:
         records += walk.records(name)  # {"path", "skipped": why}: in run.json with the files read
     return Dataset(examples=examples, path=name, sha256=digest, n_rows=len(examples), n_skipped=0,

@@ -427,7 +427,7 @@ def _hash_dir(root: Path, shown: Path) -> tuple[str, list[dict[str, Any]]]:
     h = hashlib.sha256()
     files = []
     for f in sorted(x for x in root.rglob("*") if x.is_file()):
-        rel = f.relative_to(root).as_posix().encode()
+        rel = os.fsencode(f.relative_to(root).as_posix())  # a name's bytes, UTF-8 or not
         h.update(len(rel).to_bytes(8, "big") + rel)
         with open(f, "rb") as fh:
             content = fh.read()

@@ -21,6 +21,7 @@ from typing import Callable
 
 from copyprobe.data.books import EPUB_SUFFIXES, TEXT_SUFFIXES, read_epub, read_text
 from copyprobe.data.books import html_to_text  # noqa: F401 - plant.corpus's name for it, kept
+from copyprobe.data.passages import printable_name
 from copyprobe.errors import DataError
 from copyprobe.files import walk_folder
 
@@ -158,7 +159,8 @@ def read_corpus(path: str | Path, *, text_column: str | None = None, what: str =
     files: list[_File] = []
     for f in found:
         suffix = f.suffix.lower()
-        doc_id = f.relative_to(root).with_suffix("").as_posix() if root.is_dir() else f.stem
+        # a name's bytes that are not UTF-8 as \xe9 escapes: an id is text
+        doc_id = printable_name(f.relative_to(root).with_suffix("").as_posix() if root.is_dir() else f.stem)
         if suffix in DATA_SUFFIXES:
             files.append(_File(f, doc_id, rows=_data_file_passages(f, text_column)))
         elif suffix in EPUB_SUFFIXES:

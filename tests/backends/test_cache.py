@@ -88,6 +88,10 @@ def test_a_file_that_is_no_database_is_not_called_a_corrupt_cache_to_delete(tmp_
         ResponseCache(path)
     assert "delete" not in str(info.value)
     assert path.read_bytes() == b'{"text": "this is not a database"}\n' * 100
+    zeroed = tmp_path / "c.sqlite"  # a cache whose header a crash zeroed is a damaged cache
+    zeroed.write_bytes(b"\0" * 4096)
+    with pytest.raises(ConfigError, match="c.sqlite is unreadable or corrupt"):
+        ResponseCache(zeroed)
 
 
 @pytest.mark.parametrize("schema, words", [

@@ -410,35 +410,42 @@ def test_check_of_generation_alone_looks_for_the_server_once(api, monkeypatch):
     assert api.gets == ["/v1/models"]
 
 
-def test_prompt_log_probs_the_cache_shows_are_not_asked_of_the_server(api, monkeypatch, tmp_path):
+def test_with_the_server_down_the_prompt_log_probs_the_cache_shows_stand_for_its_answer(api, monkeypatch, tmp_path):
     """audit's method auto probes the server for prompt log-probs, so an audit rerun whose
-    answers were all cached failed with the server down. Stored token log-prob answers of
-    this model show it gives them; anything else is still asked."""
+    answers were all cached failed with the server down. A server that answers is still
+    asked (another server may answer at the same URL now); one that cannot be reached is
+    taken at what its stored answers show, and nothing else."""
     from copyprobe.backends.base import TOKEN_LOGPROBS
     from copyprobe.backends.cache import CachedBackend, ResponseCache
+
+    def echoes() -> int:
+        return len([r for r in api.log if r["body"].get("echo")])
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     texts = [TokenLogprobsRequest("the cat sat down", stats=False)]
     first = CachedBackend(backend_for(api, monkeypatch), cache)
-    assert TOKEN_LOGPROBS in first.probe_capabilities({TOKEN_LOGPROBS})  # nothing stored: asked
-    assert len([r for r in api.log if r["body"].get("echo")]) == 1
+    assert TOKEN_LOGPROBS in first.probe_capabilities({TOKEN_LOGPROBS})  # asked
     first.answer(texts)
-    sent = len(api.log)
+    assert echoes() == 2  # the probe and the answer
 
-    again = CachedBackend(backend_for(api, monkeypatch), cache)  # same model and server
-    assert TOKEN_LOGPROBS in again.probe_capabilities({TOKEN_LOGPROBS})
-    again.check(texts)
-    assert again.answer(texts)[0].logprobs == [-1.0, -2.0, -3.0] and again.hits == 1
-    assert len(api.log) == sent and api.gets == []  # nothing sent
-    assert again.backend.info()["prompt_logprobs"] is None  # not asked this run: unknown
-    assert TOP_LOGPROBS in again.probe_capabilities({TOKEN_LOGPROBS, TOP_LOGPROBS})  # not shown: asked
-    assert len(api.log) == sent + 1 and not api.log[-1]["body"].get("echo")
+    up = CachedBackend(backend_for(api, monkeypatch), cache)
+    assert TOKEN_LOGPROBS in up.probe_capabilities({TOKEN_LOGPROBS}) and echoes() == 3  # up: asked again
 
-    told = CachedBackend(backend_for(api, monkeypatch, prompt_logprobs=False), cache)  # the user's word wins
-    assert TOKEN_LOGPROBS not in told.probe_capabilities({TOKEN_LOGPROBS})
-    empty = CachedBackend(backend_for(api, monkeypatch), ResponseCache(tmp_path / "empty.sqlite"))
-    assert TOKEN_LOGPROBS in empty.probe_capabilities({TOKEN_LOGPROBS})  # nothing of it stored: asked
-    assert len(api.log) == sent + 2 and api.log[-1]["body"]["prompt"] == "The quick brown fox"
+    url = api.base_url
+    api.close()
+    down = CachedBackend(OpenAIBackend.from_spec(f"openai:tiny-model@{url}"), cache)  # same fingerprint
+    assert TOKEN_LOGPROBS in down.probe_capabilities({TOKEN_LOGPROBS})
+    down.check(texts)
+    assert down.answer(texts)[0].logprobs == [-1.0, -2.0, -3.0] and down.hits == 1
+    assert down.backend.info()["prompt_logprobs"] is None  # not known this run
+    with pytest.raises(BackendError, match="cannot reach"):  # what the answers do not show is not assumed
+        down.probe_capabilities({TOKEN_LOGPROBS, TOP_LOGPROBS})
+    empty = CachedBackend(OpenAIBackend.from_spec(f"openai:tiny-model@{url}"),
+                          ResponseCache(tmp_path / "empty.sqlite"))
+    with pytest.raises(BackendError, match="cannot reach"):  # nothing of it stored
+        empty.probe_capabilities({TOKEN_LOGPROBS})
+    told = CachedBackend(OpenAIBackend.from_spec(f"openai:tiny-model@{url}", prompt_logprobs=False), cache)
+    assert TOKEN_LOGPROBS not in told.probe_capabilities({TOKEN_LOGPROBS})  # the user's word wins
 
 
 def test_the_look_for_a_server_takes_any_answer_as_someone_there_and_looks_once(fake_openai, monkeypatch):

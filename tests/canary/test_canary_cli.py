@@ -226,3 +226,15 @@ def test_find_names_a_utf16_file_as_such(kit, tmp_path, capsys, encoding):
     assert main(["canary", "find", str(kit), str(page)]) == 2
     err = capsys.readouterr().err
     assert f"{page} is UTF-16 encoded; save it as UTF-8" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_private_manifest_is_readable_by_its_owner_alone(kit):
+    """Files took the umask's mode (0o644 here) once they stopped being mkstemp's 0o600:
+    the manifest names the held-out candidates and the seed, which void the test if known."""
+    import os
+    import stat
+
+    assert stat.S_IMODE(os.stat(kit / MANIFEST).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat((kit / MANIFEST).parent).st_mode) == 0o700
+    published = next((kit / "publish").iterdir())
+    assert stat.S_IMODE(os.stat(published).st_mode) & 0o044 == 0o044 & ~os.umask(os.umask(0))  # to publish

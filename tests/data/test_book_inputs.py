@@ -683,3 +683,18 @@ def test_a_book_named_with_bytes_that_are_not_utf8_is_a_document_with_a_printabl
     assert result.scores.shape[0] == len(read_books(folder).examples)  # at detect's default length
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert any(f["path"].endswith(os.fsdecode(b"caf\xe9.txt")) for f in run["data"]["files"])
+    (folder / "caf\\xe9.txt").write_text("A name spelled as the other one prints. " * 30)
+    with pytest.raises(DataError, match=r"two files give the document id 'caf.*xe9.txt'.*rename one"):
+        read_books(folder)  # their passages would have been pooled as one document
+
+
+def test_read_text_names_the_byte_it_cannot_decode_after_a_byte_order_mark(tmp_path):
+    from copyprobe.data.books import read_text
+    from copyprobe.errors import DataError
+
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbfab\xe9cd")
+    with pytest.raises(DataError, match=r"bom\.txt is not UTF-8 text \(byte 0xe9 at byte offset 5\)"):
+        read_text(tmp_path / "bom.txt")  # utf-8-sig counts after the mark: it said 0xbf at 2
+    (tmp_path / "plain.txt").write_bytes(b"ab\xe9cd")
+    with pytest.raises(DataError, match=r"byte 0xe9 at byte offset 2\)"):
+        read_text(tmp_path / "plain.txt")

@@ -384,6 +384,8 @@ def test_text_longer_than_the_context_is_scored(tmp_path, capsys):
     (["detect", "--model", "fake", "--data", "", "--methods", "loss"], "the data path is empty (''"),
     (["audit", "--model", "fake", "--suspect", "", "--clean", "c", "--method", "loss"], "the suspect path is empty"),
     (["audit", "--model", "fake", "--suspect", "s", "--clean", " ", "--method", "loss"], "the clean path is empty (' '"),
+    # both unset: before, "suspect and clean are the same file" (two empty paths resolve alike)
+    (["audit", "--model", "fake", "--suspect", "", "--clean", "", "--method", "loss"], "the suspect path is empty"),
     (["canary", "make", "--doc", "", "--out", "kit"], "the document to mark is named by an empty path"),
     (["canary", "find", "kit", ""], "a file to search is named by an empty path"),
 ])

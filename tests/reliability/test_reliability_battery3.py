@@ -215,6 +215,7 @@ def test_request_timeout_bounds_each_wait(fake_openai, monkeypatch, capsys):
     (["--api-key-env", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"], {}, "is not the name of a set environment variable "
                                                                "(32 characters, not repeated here"),
     (["--api-key-env", "hf_Ab3dEf6hIj9kLm2nOp5qRs8t"], {}, "is not the name of a set environment variable"),
+    (["--api-key-env", "AKIAAb3dEf6hIj9kLm2n"], {}, "is not the name of a set environment variable"),
     (["--dtype", "float8"], {}, "argument --dtype: float8 does not apply to openai:"),
     (["--device", "cpu"], {}, "argument --device: cpu does not apply to openai:"),
     (["--batch-size", "8"], {}, "argument --batch-size: 8 does not apply to openai:"),
