@@ -312,7 +312,7 @@ def test_a_run_of_a_kind_without_a_page_is_named(tmp_path):
 
 
 def test_not_a_directory_and_unwritable_output(tmp_path, capsys):
-    with pytest.raises(DataError, match="not a directory"):
+    with pytest.raises(DataError, match="missing does not exist"):
         write_report(tmp_path / "missing")
     run_dir = write_sample_run(tmp_path / "run", failures=False)
     blocker = tmp_path / "file"
