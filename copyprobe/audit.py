@@ -29,12 +29,14 @@ from copyprobe.detect import (AUDIT_CHUNK_PASSAGES, DetectResult, ScoringCollect
                               resample, scored_result, skipped_rows_note)
 from copyprobe.engine import Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError
+from copyprobe.files import printable_name, refuse_empty_path
 from copyprobe.methods.base import Method
 from copyprobe.evaluation.vocabulary import GUARD_TESTS, TESTS
 from copyprobe.params import (COUNT, LIMIT_SETTING, SEED_SETTING, OneOf, Optional, Real, Setting, Settings, Text,
                               n_bootstrap_setting)
 
 AUTO = "auto"
+_NAME_A_SIDE = "name a file, a folder of books or a dataset"
 # chosen by benchmarks/bench_audit_validity.py: see benchmarks/results/audit_validity.md
 DEFAULT_LOGIT_METHOD = "reference"
 # a model that does not score text, top-k log-probs or not: topk_loss made 2 false claims
@@ -105,12 +107,6 @@ class AuditResult:
         return str(self.verdicts.get("summary", ""))
 
 
-def _refuse_empty_path(data: Any, role: str) -> None:
-    if isinstance(data, str) and not data.strip():  # Path("") is the working folder, whatever it holds
-        raise DataError(f"the {role} path is empty ({data!r}; an unset variable?): name a file, a folder of "
-                        "books or a dataset")
-
-
 def audit_examples(data: Any, role: str, label: int, files: list | None = None,
                    cut_at: dict[str, int | None] | None = None, skipped: dict[str, dict] | None = None,
                    **read_options: Any) -> list[Example]:
@@ -118,10 +114,9 @@ def audit_examples(data: Any, role: str, label: int, files: list | None = None,
     role; the input files read (path, bytes, sha256) are appended to ``files``, the most
     words of a passage where copyprobe cut books or source files into passages (else None) is ``cut_at[role]``,
     and rows the reader skipped for having no text are ``skipped[role]`` (n, first, file)."""
-    from copyprobe.data.passages import printable_name
     from copyprobe.data.readers import Dataset, load_dataset
 
-    _refuse_empty_path(data, role)
+    refuse_empty_path(data, f"the {role}", _NAME_A_SIDE)
     if isinstance(data, (str, Path, Dataset)):
         # a Dataset is what load_dataset read (not iterable: it cannot be read as a list of texts)
         dataset = data if isinstance(data, Dataset) else load_dataset(data, **read_options)
@@ -567,7 +562,7 @@ def audit(
 
     values["published"] = check_published(published)
     for role, side in (("suspect", suspect), ("clean", clean)):
-        _refuse_empty_path(side, role)  # before the same-file test: two unset variables are the same ""
+        refuse_empty_path(side, f"the {role}", _NAME_A_SIDE)  # before the same-file test: two unset variables are the same ""
     if isinstance(suspect, (str, Path)) and isinstance(clean, (str, Path)) and \
             Path(suspect).resolve() == Path(clean).resolve():
         raise DataError(f"suspect and clean are the same file {suspect}: the clean set must hold other documents")

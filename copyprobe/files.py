@@ -94,10 +94,9 @@ def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str], mode: int
     character."""
     target = Path(path)
     try:
+        existing = regular_or_absent(target)
         if mode is None:
-            mode = stat.S_IMODE(os.stat(target).st_mode) if regular_or_absent(target) else _new_file_mode()
-        else:
-            regular_or_absent(target)
+            mode = stat.S_IMODE(existing.st_mode) if existing is not None else _new_file_mode()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
@@ -124,15 +123,39 @@ def atomic_write(path: str | os.PathLike, chunks: str | Iterable[str], mode: int
     return target
 
 
-def regular_or_absent(target: Path) -> bool:
-    """True for an existing regular file, False when nothing is there; an OSError for
+def name_bytes(name: str) -> bytes:
+    """A file name as its bytes: those that are not UTF-8 come back from the lone surrogates
+    Python reads them as; a surrogate no byte made (a Windows name) is escaped."""
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace")
+
+
+def printable_name(name: str) -> str:
+    """A file name's bytes that are not UTF-8 (Python reads them as lone surrogates, which
+    no table, hash or UTF-8 file takes) as ``\\xe9``: a document id is text."""
+    return name_bytes(name).decode("utf-8", "backslashreplace")
+
+
+def refuse_empty_path(value: Any, what: str, hint: str, error: type[Exception] = DataError) -> None:
+    """Refuse a path given as empty text or spaces (an unset variable in a script): ``Path("")``
+    is the working folder, so it would read or write whatever is there. ``what`` names the
+    path ("the data"), ``hint`` says what to give instead."""
+    if isinstance(value, (str, os.PathLike)) and not str(value).strip():
+        raise error(f"{what} path is empty ({str(value)!r}; an unset variable?): {hint}")
+
+
+def regular_or_absent(target: Path) -> os.stat_result | None:
+    """The stat of an existing regular file, None when nothing is there; an OSError for
     anything else, said as what it is."""
     try:
-        mode = os.stat(target).st_mode
+        found = os.stat(target)
     except FileNotFoundError:
-        return False
+        return None
+    mode = found.st_mode
     if stat.S_ISREG(mode):
-        return True
+        return found
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target))
     kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"

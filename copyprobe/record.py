@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import read_json, read_jsonl, utc_now, versions, write_json, write_jsonl
+from copyprobe.files import read_json, read_jsonl, refuse_empty_path, utc_now, versions, write_json, write_jsonl
 from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_checked, scores_row
 from copyprobe.text import article
 
@@ -176,8 +176,7 @@ def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
     for a rescore that writes them anew (a damaged one is then no obstacle). Scores that do
     not match the run's passages (a file cut short, a row twice, an unknown id) are refused."""
     path = Path(run_dir)
-    if not str(run_dir).strip():
-        raise DataError("the run directory is named by an empty path (an unset variable?)")
+    refuse_empty_path(run_dir, "the run directory's", "give the run directory that a copyprobe command wrote")
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise DataError(f"{path} {what} (give the run directory that a copyprobe command wrote)")
@@ -266,8 +265,7 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
     another tool or a damaged record are never silently replaced. With ``model`` (a spec
     or a backend), only a run of the same model spec is replaced: a record of what model A
     did is evidence that a run of model B must not erase."""
-    if not str(out).strip():  # Path("") is the working directory: never meant
-        raise ConfigError("the output directory is empty; name a directory for the run")
+    refuse_empty_path(out, "the output directory's", "name a directory for the run", ConfigError)
     path = Path(out)
     if kind is not None:
         _check_reusable(path, kind, spec_of(model))

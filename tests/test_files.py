@@ -4,11 +4,14 @@ UTF-8 holds) and the one count that tells binary data from text."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import stat
 
 import pytest
 
-from copyprobe.files import atomic_write, binary_controls, read_json, too_many_controls, write_json
+from copyprobe.errors import ConfigError, DataError
+from copyprobe.files import (atomic_write, binary_controls, read_json, refuse_empty_path, too_many_controls,
+                            write_json)
 
 
 def test_what_is_no_file_is_not_replaced_and_a_link_gives_way_to_the_file(tmp_path):
@@ -68,3 +71,30 @@ def test_a_name_read_from_bytes_that_are_not_utf8_is_written_and_read_back(tmp_p
 def test_binary_controls_count_what_no_text_holds(text, controls):
     assert binary_controls(text) == controls
     assert not too_many_controls(3, 10) and too_many_controls(4, 10) and not too_many_controls(20, 1000)
+
+
+@pytest.mark.parametrize("value", ["", "  ", "\t\n"])
+def test_an_empty_path_is_refused_with_what_it_names(value):
+    with pytest.raises(DataError) as caught:
+        refuse_empty_path(value, "the data", "name a data file")
+    assert str(caught.value) == f"the data path is empty ({value!r}; an unset variable?): name a data file"
+    with pytest.raises(ConfigError, match="the report's path is empty"):
+        refuse_empty_path(value, "the report's", "name the HTML file", ConfigError)
+
+
+class _PathLike:
+    def __fspath__(self):
+        return ""
+
+    def __str__(self):
+        return ""
+
+
+@pytest.mark.parametrize("value", [None, "a", " a ", Path("x"), ["", ""], {"text": ""}])
+def test_a_named_path_or_a_non_path_passes(value):
+    refuse_empty_path(value, "the data", "name a data file")  # no error: a dataset or a list is not a path
+
+
+def test_an_empty_path_like_is_refused():
+    with pytest.raises(DataError, match="the data path is empty"):
+        refuse_empty_path(_PathLike(), "the data", "name a data file")

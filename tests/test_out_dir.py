@@ -124,7 +124,7 @@ def test_the_cli_says_it_in_one_line(tmp_path, demo, capsys):
 def test_an_empty_output_directory_is_refused_not_taken_for_the_working_directory(tmp_path, demo, monkeypatch, out):
     monkeypatch.chdir(tmp_path)
     backend = FakeBackend()
-    with pytest.raises(ConfigError, match="output directory is empty"):
+    with pytest.raises(ConfigError, match="output directory's path is empty"):
         copyprobe.detect(backend, demo, ["loss"], out=out, cache=False)
     assert backend.calls["token_logprobs"] == 0 and list(tmp_path.iterdir()) == []
 

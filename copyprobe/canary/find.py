@@ -19,7 +19,7 @@ from typing import Any
 
 from copyprobe.canary.kit import read_manifest
 from copyprobe.canary.normalise import normalise, normalised_text
-from copyprobe.errors import DataError
+from copyprobe.files import refuse_empty_path
 
 CONTEXT = 60
 
@@ -66,8 +66,7 @@ def file_text(path: str | os.PathLike) -> str:
     """The text searched in a file (module docstring)."""
     from copyprobe.data import books
 
-    if not str(path).strip():  # Path("") is the working folder
-        raise DataError(f"a file to search is named by an empty path ({str(path)!r}; an unset variable?)")
+    refuse_empty_path(path, "the searched file's", "name the files to search")
     p = Path(path)
     if p.suffix.lower() in books.PLAIN_SUFFIXES + books.MARKDOWN_SUFFIXES:
         return books.read_text(p)

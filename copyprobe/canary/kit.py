@@ -33,7 +33,7 @@ from copyprobe.canary.generate import (
 from copyprobe.canary.normalise import contains, normalise
 from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import atomic_write, read_json, utc_now, versions, write_json
+from copyprobe.files import atomic_write, read_json, refuse_empty_path, utc_now, versions, write_json
 from copyprobe.run_files import KIT_MANIFEST, check
 
 KIT_FORMAT = "copyprobe-canary-kit"
@@ -212,8 +212,7 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
                           f"{per_candidate} words draw {n_candidates * n_canaries * per_candidate:,} words; at most "
                           f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
     check_seed(seed)  # before the document is read
-    if not str(doc).strip():  # Path("") is the working folder
-        raise DataError(f"the document to mark is named by an empty path ({str(doc)!r}; an unset variable?)")
+    refuse_empty_path(doc, "the document's", "name the one document to mark")
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")
@@ -228,8 +227,7 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
         raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
     if not text.strip():
         raise DataError(f"{source} is empty: there is nothing to mark")
-    if not str(out).strip():  # Path("") is the working directory: never meant
-        raise ConfigError("the kit's output directory is empty; name a directory for the kit")
+    refuse_empty_path(out, "the kit's output directory's", "name a directory for the kit", ConfigError)
     out_dir = Path(out)
     if (out_dir / MANIFEST).exists():
         raise ConfigError(f"{out_dir} already holds a kit; choose another output directory (a kit is never overwritten)")

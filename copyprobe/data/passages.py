@@ -41,7 +41,7 @@ from copyprobe.data.books import BOOK_SUFFIXES, BOOK_TYPES, CODE_SUFFIXES, CODE_
 from copyprobe.data.example import Example
 from copyprobe.data.tables import LONG_ROW_WORDS, Dataset, file_record
 from copyprobe.errors import ConfigError, DataError, DataWarning
-from copyprobe.files import FolderWalk, first_few, walk_folder
+from copyprobe.files import FolderWalk, first_few, name_bytes, printable_name, walk_folder
 
 DEFAULT_PASSAGE_WORDS = 128
 DOCUMENT_SUFFIXES = BOOK_SUFFIXES + CODE_SUFFIXES  # what read_books reads
@@ -169,21 +169,6 @@ def book_files(root: Path) -> tuple[list[Path], list[Path], FolderWalk]:
     for p in walk.files:
         (books if p.suffix.lower() in DOCUMENT_SUFFIXES else others).append(p)
     return books, others, walk
-
-
-def name_bytes(name: str) -> bytes:
-    """A file name as its bytes: those that are not UTF-8 come back from the lone surrogates
-    Python reads them as; a surrogate no byte made (a Windows name) is escaped."""
-    try:
-        return name.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "backslashreplace")
-
-
-def printable_name(name: str) -> str:
-    """A file name's bytes that are not UTF-8 (Python reads them as lone surrogates, which
-    no table, hash or UTF-8 file takes) as ``\\xe9``: a document id is text."""
-    return name_bytes(name).decode("utf-8", "backslashreplace")
 
 
 def document_ids(files: list[Path], root: Path | None) -> list[str]:

@@ -35,6 +35,7 @@ from copyprobe.data.tables import (
     write_jsonl,
 )
 from copyprobe.errors import ConfigError, DataError, DataWarning
+from copyprobe.files import refuse_empty_path
 
 __all__ = ["DEFAULT_PASSAGE_WORDS", "Dataset", "load_dataset", "said_while_reading", "write_jsonl"]
 
@@ -56,9 +57,7 @@ def load_dataset(
     ``passage_words`` is the most words of a passage cut from a book or source file
     (default 128); the column options apply to data files only.
     """
-    if not str(path).strip():  # Path("") is the working folder, whatever it holds
-        raise DataError(f"the data path is empty ({str(path)!r}; an unset variable?): name a data file, a book, "
-                        "a folder of them or a dataset")
+    refuse_empty_path(path, "the data", "name a data file, a book, a folder of them or a dataset")
     p = Path(path).expanduser()
     name = str(path)
     columns = {k: v for k, v in (("text_column", text_column), ("label_column", label_column),

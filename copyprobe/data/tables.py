@@ -38,6 +38,8 @@ from typing import Any, Iterable, Mapping
 
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, DataSettingError, DataWarning
+from copyprobe.files import name_bytes
+from copyprobe.files import write_jsonl as files_write_jsonl
 
 TEXT_NAMES = ("text", "input", "snippet", "Example_A")
 LABEL_NAMES = ("label", "Label")
@@ -427,7 +429,7 @@ def _hash_dir(root: Path, shown: Path) -> tuple[str, list[dict[str, Any]]]:
     h = hashlib.sha256()
     files = []
     for f in sorted(x for x in root.rglob("*") if x.is_file()):
-        rel = os.fsencode(f.relative_to(root).as_posix())  # a name's bytes, UTF-8 or not
+        rel = name_bytes(f.relative_to(root).as_posix())  # a name's bytes, UTF-8 or not
         h.update(len(rel).to_bytes(8, "big") + rel)
         with open(f, "rb") as fh:
             content = fh.read()
@@ -716,6 +718,4 @@ def _short(value: Any, limit: int = 40) -> str:
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
     """Write one JSON object per line, atomically (NaN as null); returns the number of rows.
     The data layer's name for :func:`copyprobe.files.write_jsonl`."""
-    from copyprobe.files import write_jsonl as write
-
-    return write(path, rows)
+    return files_write_jsonl(path, rows)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from copyprobe.data.books import EPUB_SUFFIXES, TEXT_SUFFIXES, read_epub, read_text
 from copyprobe.data.books import html_to_text  # noqa: F401 - plant.corpus's name for it, kept
-from copyprobe.data.passages import printable_name
+from copyprobe.files import printable_name
 from copyprobe.errors import DataError
 from copyprobe.files import walk_folder
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import atomic_write, regular_or_absent
+from copyprobe.files import atomic_write, refuse_empty_path, regular_or_absent
 from copyprobe.reports.sections.blind_baseline import best_recorded_auc, blind_context, warning_of
 from copyprobe.reports.sections.cost import cost_context
 from copyprobe.reports.sections.documents import documents_context
@@ -144,7 +144,7 @@ def _check_report_target(path: Path, chosen: bool = True) -> None:
         problem = "is a file, not a folder" if path.parent.exists() else "does not exist"
         raise ConfigError(f"cannot write the report to {path}: folder {path.parent} {problem}")
     try:
-        if not regular_or_absent(path):  # a device or a named pipe is refused before it is read
+        if regular_or_absent(path) is None:  # a device or a named pipe is refused before it is read
             return
         with open(path, "rb") as existing:
             head = existing.read(512).lstrip().lower()
@@ -161,8 +161,7 @@ def write_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
     An existing ``out`` is replaced only if it is an HTML page (an earlier report)."""
     _check_run_dir(run_dir)
-    if out is not None and not str(out).strip():  # Path("") is the working folder
-        raise ConfigError("the report's path is empty (an unset variable?): name the HTML file to write")
+    refuse_empty_path(out, "the report's", "name the HTML file to write", ConfigError)
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
     _check_report_target(path, chosen=out is not None)
     page = render_report(run_dir)

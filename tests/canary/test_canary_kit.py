@@ -104,7 +104,7 @@ def test_a_kit_is_never_overwritten(doc, tmp_path):
 @pytest.mark.parametrize("out", ["", "  "])
 def test_an_empty_kit_directory_is_refused_not_the_working_directory(doc, tmp_path, monkeypatch, out):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match="output directory is empty"):
+    with pytest.raises(ConfigError, match="output directory's path is empty"):
         make_kit(doc, out, n_candidates=3, seed=1)
     assert [p.name for p in tmp_path.iterdir()] == ["book.txt"]  # private/ and publish/ were written here before
 

@@ -386,8 +386,8 @@ def test_text_longer_than_the_context_is_scored(tmp_path, capsys):
     (["audit", "--model", "fake", "--suspect", "s", "--clean", " ", "--method", "loss"], "the clean path is empty (' '"),
     # both unset: before, "suspect and clean are the same file" (two empty paths resolve alike)
     (["audit", "--model", "fake", "--suspect", "", "--clean", "", "--method", "loss"], "the suspect path is empty"),
-    (["canary", "make", "--doc", "", "--out", "kit"], "the document to mark is named by an empty path"),
-    (["canary", "find", "kit", ""], "a file to search is named by an empty path"),
+    (["canary", "make", "--doc", "", "--out", "kit"], "the document's path is empty"),
+    (["canary", "find", "kit", ""], "the searched file's path is empty"),
 ])
 def test_an_empty_path_is_refused_not_read_as_the_working_folder(argv, says, tmp_path, capsys, fake_model,
                                                                   monkeypatch):
@@ -408,7 +408,7 @@ def test_an_empty_path_is_refused_not_read_as_the_working_folder(argv, says, tmp
 
 @pytest.mark.parametrize("argv, says", [
     (["rescore", "nope"], "nope does not exist (give the run directory"),  # was "is not a directory"
-    (["rescore", ""], "the run directory is named by an empty path"),
+    (["rescore", ""], "the run directory's path is empty"),
     (["report", "run", "--out", ""], "the report's path is empty"),  # was "cannot write the report to .: a directory"
     (["audit", "--model", "fake", "--suspect", "s", "--clean", "s2", "--method", "loss,zlib", "--out", "a"],
      "an audit tests one method, got 'loss,zlib'"),  # was "unknown method 'loss,zlib'; did you mean 'zlib'?"

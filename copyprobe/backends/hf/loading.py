@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprobe.errors import BackendError, ConfigError, one_line
+from copyprobe.files import name_bytes
 from copyprobe.hub import hub_unreachable, offline_by_env
 
 GGUF_MAGIC = b"GGUF"
@@ -177,7 +178,7 @@ def hash_model_dir(path: str | os.PathLike) -> str:
             digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(file)))
     weights = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
     for file in weights:
-        digest.update(os.fsencode(file.name) + b"\0" + str(file.stat().st_size).encode())
+        digest.update(name_bytes(file.name) + b"\0" + str(file.stat().st_size).encode())
         digest.update(bytes.fromhex(sha256_file(file)))
     return digest.hexdigest()
 
