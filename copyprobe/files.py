@@ -158,8 +158,30 @@ def regular_or_absent(target: Path) -> os.stat_result | None:
         return found
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target))
-    kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-    raise OSError(errno.EINVAL, f"not a regular file but {kind}: not replaced", str(target))
+    raise OSError(errno.EINVAL, f"not a regular file but {kind_of(mode)}: not replaced", str(target))
+
+
+def refuse_special_file(path: str | os.PathLike, what: str) -> None:
+    """Refuse to read a named pipe, a socket or a device as data: reading one waits for a
+    writer or never ends. A missing or unreadable path passes, for the reader to name."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise DataError(f"cannot read {what} {path}: it is {kind_of(mode)}, not a file or folder (save it to a "
+                        "file first)")
+
+
+def kind_of(mode: int) -> str:
+    """What a file's ``st_mode`` says it is, as words for a message."""
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    return "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def write_json(path: str | os.PathLike, obj: Any, mode: int | None = None) -> Path:

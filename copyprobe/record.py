@@ -22,13 +22,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import read_json, read_jsonl, refuse_empty_path, utc_now, versions, write_json, write_jsonl
+from copyprobe.files import kind_of, read_json, read_jsonl, refuse_empty_path, utc_now, versions, write_json, write_jsonl
 from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_checked, scores_row
 from copyprobe.text import article
 
@@ -267,6 +268,12 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
     did is evidence that a run of model B must not erase."""
     refuse_empty_path(out, "the output directory's", "name a directory for the run", ConfigError)
     path = Path(out)
+    try:
+        there = path.stat().st_mode
+    except OSError:  # nothing there (made below), or a problem the mkdir below names
+        there = stat.S_IFDIR
+    if not stat.S_ISDIR(there):  # else mkdir's "File exists" (of /dev/null, a named pipe, a file)
+        raise ConfigError(f"cannot write to output directory {path}: it is {kind_of(there)}, not a directory")
     if kind is not None:
         _check_reusable(path, kind, spec_of(model))
     made: list[Path] = []  # deepest first

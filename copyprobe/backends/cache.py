@@ -25,6 +25,7 @@ import json
 import os
 import random
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -44,6 +45,7 @@ from copyprobe.backends.base import (
     values_as_lists,
 )
 from copyprobe.errors import BackendError, ConfigError
+from copyprobe.files import kind_of
 
 SCHEMA_VERSION = 1
 _ENCODER = json.JSONEncoder(separators=(",", ":"))  # an entry's text; json.dumps with an option builds one a call
@@ -96,6 +98,12 @@ class ResponseCache:
             raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc.strerror}") from None
         if self.path.is_dir():
             raise ConfigError(f"cache path {self.path} is a directory; give a file path, e.g. {self.path / 'responses.sqlite'}")
+        try:
+            there = os.stat(self.path).st_mode
+        except OSError:  # nothing yet: SQLite makes the file
+            there = stat.S_IFREG
+        if not stat.S_ISREG(there):  # SQLite would say only "disk I/O error"
+            raise ConfigError(f"cache path {self.path} is {kind_of(there)}, not a file; give a file path for the cache")
         deadline = time.monotonic() + BUSY_WAIT_S
         attempt = 0
         while True:

@@ -19,7 +19,7 @@ from typing import Any
 
 from copyprobe.canary.kit import read_manifest
 from copyprobe.canary.normalise import normalise, normalised_text
-from copyprobe.files import refuse_empty_path
+from copyprobe.files import refuse_empty_path, refuse_special_file
 
 CONTEXT = 60
 
@@ -67,6 +67,7 @@ def file_text(path: str | os.PathLike) -> str:
     from copyprobe.data import books
 
     refuse_empty_path(path, "the searched file's", "name the files to search")
+    refuse_special_file(path, "the file to search")
     p = Path(path)
     if p.suffix.lower() in books.PLAIN_SUFFIXES + books.MARKDOWN_SUFFIXES:
         return books.read_text(p)

@@ -33,7 +33,7 @@ from copyprobe.canary.generate import (
 from copyprobe.canary.normalise import contains, normalise
 from copyprobe.canary.placement import MIN_WORDS, preview, prose_boundaries
 from copyprobe.errors import ConfigError, DataError
-from copyprobe.files import atomic_write, read_json, refuse_empty_path, utc_now, versions, write_json
+from copyprobe.files import atomic_write, read_json, refuse_empty_path, refuse_special_file, utc_now, versions, write_json
 from copyprobe.run_files import KIT_MANIFEST, check
 
 KIT_FORMAT = "copyprobe-canary-kit"
@@ -213,6 +213,7 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
                           f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
     check_seed(seed)  # before the document is read
     refuse_empty_path(doc, "the document's", "name the one document to mark")
+    refuse_special_file(doc, "the document to mark")
     source = Path(doc)
     try:
         text = source.read_text(encoding="utf-8")

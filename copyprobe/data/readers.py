@@ -35,7 +35,7 @@ from copyprobe.data.tables import (
     write_jsonl,
 )
 from copyprobe.errors import ConfigError, DataError, DataWarning
-from copyprobe.files import refuse_empty_path
+from copyprobe.files import refuse_empty_path, refuse_special_file
 
 __all__ = ["DEFAULT_PASSAGE_WORDS", "Dataset", "load_dataset", "said_while_reading", "write_jsonl"]
 
@@ -72,6 +72,7 @@ def load_dataset(
             given = [*columns, *(["passage_words"] if passage_words is not None else [])]
             raise ConfigError(f"{', '.join(given)} do not apply to the named dataset {name}")
         return datasets.load_named(name, split=split)
+    refuse_special_file(p, "the data")
     is_books = (p.is_dir() and not is_hf_dir(p)) or (p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     if is_books:
         what = ("the directory" if p.is_dir() else "the source file" if p.suffix.lower() in CODE_SUFFIXES

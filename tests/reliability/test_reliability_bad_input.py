@@ -12,8 +12,10 @@ use the real smollm2 (missing model file, corrupt GGUF, a text longer than the c
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -422,3 +424,40 @@ def test_messages_say_what_is_wrong_with_the_path_or_the_method(argv, says, tmp_
     code, _, err = run_cli(argv, capsys)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "run" / "report.html").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("argv, says", [
+    # a named pipe as data, document or searched file waited for a writer, for ever
+    (["detect", "--model", "fake", "--data", "pipe.jsonl", "--methods", "loss", "--out", "run", "--no-cache"],
+     "cannot read the data pipe.jsonl: it is a named pipe, not a file or folder"),
+    (["audit", "--model", "fake", "--suspect", "pipe.txt", "--clean", "s", "--method", "loss", "--out", "run",
+      "--no-cache"], "cannot read the data pipe.txt: it is a named pipe"),
+    (["canary", "make", "--doc", "pipe.txt", "--out", "kit2"], "cannot read the document to mark pipe.txt: it is a "
+                                                                "named pipe"),
+    (["canary", "find", "kit", "pipe.txt"], "cannot read the file to search pipe.txt: it is a named pipe"),
+    # was "cannot write to output directory ...: File exists"
+    (["detect", "--model", "fake", "--data", "s", "--methods", "loss", "--out", "pipe.txt", "--no-cache"],
+     "cannot write to output directory pipe.txt: it is a named pipe, not a directory"),
+    (["detect", "--model", "fake", "--data", "s", "--methods", "loss", "--out", "notes.txt", "--no-cache"],
+     "cannot write to output directory notes.txt: it is a file, not a directory"),
+    (["detect", "--model", "fake", "--data", "s", "--methods", "loss", "--out", os.devnull, "--no-cache"],
+     f"cannot write to output directory {os.devnull}: it is a device, not a directory"),
+    # was SQLite's "disk I/O error"
+    (["detect", "--model", "fake", "--data", "s", "--methods", "loss", "--out", "run", "--cache", "pipe.txt"],
+     "cache path pipe.txt is a named pipe, not a file"),
+])
+def test_a_named_pipe_or_device_is_refused_not_waited_on(argv, says, tmp_path, capsys, fake_model, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("A note in the working folder, no data of the user's. " * 20)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "book.txt").write_text("The lamp keeper climbed the stair. " * 40)
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    os.mkfifo(tmp_path / "pipe.txt")
+    if argv[:2] == ["canary", "find"]:
+        assert main(["canary", "make", "--doc", "notes.txt", "--out", "kit"]) == 0
+        capsys.readouterr()
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "kit2").exists()
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
