@@ -82,6 +82,8 @@ def test_book_options_are_refused_when_the_book_gives_no_task_they_shape(tmp_pat
     ["--tasks", "literal,fluency", "--fluency-judge", "hf:/judge", "--templates", "1"],
     ["--tasks", "qa", "--judge", "embedding", "--threshold", "0.8"],
     ["--tasks", "qa", "--judge", "", "--fluency-judge", ""],  # "" means the default judge: nothing given
+    ["--no-baseline", "--bootstrap", "0"],  # no resamples, as the run without the baseline draws anyway
+    ["--tasks", "qa", "--bootstrap", "0"],
     ["--tasks", "literal", "--prefix-words", "100", "--reference-words", "20", "--data", "BOOK"],
 ])
 def test_options_that_shape_the_run_pass_the_check(tmp_path, capsys, extra):

@@ -148,7 +148,8 @@ def _refuse_unused(args: argparse.Namespace, config: Any) -> None:
         "--reference-words": (args.reference_words != REFERENCE_WORDS, _book_only(args, literal, without)),
         "--no-baseline": (not args.baseline, no_literal),
         "--clean": (args.clean is not None, baseline("the clean text is read")),
-        "--bootstrap": (args.n_bootstrap != default("n_bootstrap"), baseline("the resamples are drawn")),
+        # 0 asks for no resamples, which a run without the baseline draws anyway
+        "--bootstrap": (args.n_bootstrap not in (default("n_bootstrap"), 0), baseline("the resamples are drawn")),
         "--templates": (tuple(args.templates) != default("templates"),
                         None if literal or nonliteral else "templates are the prompts of literal and nonliteral, "
                                                            f"and neither is among --tasks ({shown_tasks})"),
