@@ -6,10 +6,15 @@ plainly what to give instead. Used by model loading (backends) and hub datasets 
 from __future__ import annotations
 
 import os
+import time
 
 from copyprobe.errors import one_line
 
 PROBE_SECONDS = 3.0
+# a host found unreachable is not probed again for this long: an audit loads two models and
+# an offline machine paid a probe (up to PROBE_SECONDS) for each
+REMEMBER_UNREACHABLE_S = 60.0
+_unreachable: dict[tuple[str, int], tuple[float, str]] = {}  # (host, port) -> (when, why)
 
 
 def offline_by_env(*names: str) -> bool:
@@ -39,8 +44,19 @@ def hub_unreachable(timeout: float = PROBE_SECONDS) -> str | None:
         return None
     if not host:  # "localhost:9" parses as a scheme
         return f"HF_ENDPOINT {endpoint!r} is not a URL (scheme://host[:port])"
+    remembered = _unreachable.get((host, port))
+    if remembered is not None and time.monotonic() - remembered[0] < REMEMBER_UNREACHABLE_S:
+        return remembered[1]
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except (OSError, ValueError) as exc:  # ValueError: a host name IDNA cannot encode ("a..b")
-        return f"{host}: {one_line(exc)}"
+        why = f"{host}: {one_line(exc)}"
+        _unreachable[(host, port)] = (time.monotonic(), why)
+        return why
+    _unreachable.pop((host, port), None)
     return None
+
+
+def forget_unreachable() -> None:
+    """Probe every host again at the next call (a network that came back, a test)."""
+    _unreachable.clear()

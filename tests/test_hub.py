@@ -18,7 +18,9 @@ SWITCHES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY"
 def plain_env(monkeypatch):
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+    hub.forget_unreachable()
+    yield monkeypatch
+    hub.forget_unreachable()
 
 
 @pytest.fixture
@@ -100,3 +102,30 @@ def test_a_malformed_endpoint_is_named_not_raised(plain_env, endpoint, said):
     plain_env.setenv("HF_ENDPOINT", endpoint)
     assert hub.hub_unreachable().startswith(said)
     assert not datasets._hub_allowed()
+
+
+def test_an_unreachable_host_is_probed_once_a_minute(plain_env):
+    asked = []
+    now = [1000.0]
+
+    def refuse(address, *args, **kwargs):
+        asked.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    plain_env.setattr(socket, "create_connection", refuse)
+    plain_env.setattr(hub.time, "monotonic", lambda: now[0])
+    first = hub.hub_unreachable()
+    assert first.startswith("huggingface.co: ") and hub.hub_unreachable() == first and len(asked) == 1
+    plain_env.setenv("HF_ENDPOINT", "https://mirror.example")  # another host is its own probe
+    assert hub.hub_unreachable().startswith("mirror.example: ") and len(asked) == 2
+    plain_env.delenv("HF_ENDPOINT")
+    now[0] += hub.REMEMBER_UNREACHABLE_S
+    assert hub.hub_unreachable() == first and len(asked) == 3  # a minute on: asked again
+    plain_env.setattr(socket, "create_connection", lambda *a, **k: _Closing())
+    hub.forget_unreachable()
+    assert hub.hub_unreachable() is None
+
+
+class _Closing:
+    def close(self):
+        pass
