@@ -204,29 +204,52 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
     """One line before any model work when no test of the audit can reach ``alpha`` with
     this many documents whatever the scores: every verdict would be "cannot tell", and on
     a paid API scoring would spend money on it. Per document, the rank test's smallest
-    p-value is 1/(k+1) and the t test needs at least 3 clean documents; the group test
-    (2 or more suspect and clean documents) can at best give 1/C(n+k, n). ``factors``
-    (:func:`witness_factors`): every p is multiplied by at least the smallest of them."""
+    p-value is 1/(k+1), n/(k+1) after Holm's adjustment over n suspects, and the t test
+    needs at least 3 clean documents; the group test (2 or more suspect and clean
+    documents) can at best give 1/C(n+k, n). ``factors`` (:func:`witness_factors`): every p
+    is multiplied by at least the smallest of them. Where only the group test can reach
+    alpha the run goes on (:func:`document_floor_note` says so)."""
     import math
 
-    from copyprobe.evaluation.verdicts import clean_needed, min_p
+    from copyprobe.evaluation.verdicts import clean_needed, smallest_adjusted_p
 
     k = len({str(e.doc_id) for e in clean})
     n = len({str(e.doc_id) for e in suspect})
     factor = min(factors.values()) if factors else 1.0
-    needed = clean_needed(test, alpha / factor)
-    if k >= needed and min_p(test, k) * factor <= alpha:
+    needed = clean_needed(test, alpha / factor, n)
+    if k >= needed and smallest_adjusted_p(test, k, n, factor) <= alpha:
         return
     # the group verdict can still say something (factor times p, in the verdict's order of operations)
     if n >= 2 and k >= 2 and factor * (1 / math.comb(n + k, n)) <= alpha:
         return
     witness = (f", times {factor:g} for the reference model's choice of test (the witness)" if factor > 1 else "")
-    why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}, "
-           f"above alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
+    holm = f", {n} times that after Holm's adjustment over {n} suspects" if n > 1 else ""
+    why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}"
+           f"{holm}, above alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
            f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
     raise DataError(f"the answer is fixed before any scoring: the {test} test cannot reach alpha {alpha:g} ({why}), "
                     f"so every document would be 'cannot tell'; nothing was scored. Give at least {needed} clean "
                     "documents" + (", raise alpha, or use the t test" if test == "rank" else ""))
+
+
+def document_floor_note(test: str, alpha: float, suspect: list[Example], clean: list[Example],
+                        factors: Mapping[str, float] | None = None) -> str | None:
+    """A note when no single document can reach ``alpha`` after Holm's adjustment (the rank
+    test's smallest adjusted p-value is n/(k+1)) though the group test can: the run goes on
+    for the group verdict, and the note says beforehand that every document will be "cannot
+    tell" whatever its score."""
+    from copyprobe.evaluation.verdicts import clean_needed, smallest_adjusted_p
+
+    k = len({str(e.doc_id) for e in clean})
+    n = len({str(e.doc_id) for e in suspect})
+    factor = min(factors.values()) if factors else 1.0
+    floor = smallest_adjusted_p(test, k, n, factor)
+    if n < 2 or floor <= alpha:
+        return None
+    return (f"no single document can get 'evidence': with {n} suspect and {k} clean documents the {test} test's "
+            f"smallest Holm-adjusted p-value is {floor:.3g}, above alpha {alpha:g}, so each document will be 'cannot "
+            f"tell' and only the group verdict can speak; {clean_needed(test, alpha / factor, n)} clean documents "
+            "(or fewer suspects at once) would let a document reach alpha")
 
 
 def calibrated_path_note(test: str, alpha: float, clean: list[Example],
@@ -403,7 +426,9 @@ class AuditCollection(ScoringCollection):
         check_answer_not_fixed(self.settings["test"], self.settings["alpha"],
                                [e for e in self.examples if e.label == 1], clean, factors)
         path_note = calibrated_path_note(self.settings["test"], self.settings["alpha"], clean, factors)
-        self.notes = [n for n in (note, warning, path_note) if n]
+        floor_note = document_floor_note(self.settings["test"], self.settings["alpha"],
+                                         [e for e in self.examples if e.label == 1], clean, factors)
+        self.notes = [n for n in (note, warning, floor_note, path_note) if n]
         self.section = ("audit", {**self.settings, "method": method})
         if self.methods:  # fixed, built and checked before the model loaded
             return self.methods

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from copyprobe.audit import calibrated_path_note, check_answer_not_fixed, witness_factors
+from copyprobe.audit import calibrated_path_note, check_answer_not_fixed, document_floor_note, witness_factors
 from copyprobe.data.example import Example
 from copyprobe.errors import DataError
 from copyprobe.evaluation.witness import WITNESS_FACTORS
@@ -48,6 +48,21 @@ def test_a_group_reach_counts_the_factor_too():
     check_answer_not_fixed("rank", 0.1, docs("s", 2, 1), docs("c", 3, 0))
     with pytest.raises(DataError, match="times 1.25"):
         check_answer_not_fixed("rank", 0.1, docs("s", 2, 1), docs("c", 3, 0), WITNESS_FACTORS)
+
+
+def test_holm_s_floor_over_several_suspects_is_counted_before_scoring():
+    """3 suspects, rank test, alpha 0.05: Holm's smallest adjusted p is 3/(k + 1), so a
+    document can reach alpha from k = 59, not 19; below that only the group test can."""
+    three = docs("s", 3, 1)
+    assert document_floor_note("rank", 0.05, three, docs("c", 59, 0)) is None
+    note = document_floor_note("rank", 0.05, three, docs("c", 19, 0))
+    assert note is not None and "smallest Holm-adjusted p-value is 0.15" in note and "59 clean documents" in note
+    assert document_floor_note("rank", 0.05, docs("s", 1, 1), docs("c", 19, 0)) is None  # one suspect: 1/20
+    assert document_floor_note("t", 0.05, three, docs("c", 5, 0)) is None  # no smallest p
+    check_answer_not_fixed("rank", 0.05, three, docs("c", 19, 0))  # the group test can still speak
+    # one clean document: no group test (it needs 2), and 3/2 for a document: refused, with Holm's factor said
+    with pytest.raises(DataError, match="3 times that after Holm's adjustment over 3 suspects"):
+        check_answer_not_fixed("rank", 0.05, three, docs("c", 1, 0))
 
 
 def test_the_calibrated_path_s_reach_is_noted_when_only_the_own_path_can_claim():

@@ -25,7 +25,9 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
      suspect together) are not normal: the suspect's p-value comes from the rank test.
 
    With several suspect documents, the p-values are Holm-adjusted, so the chance of any
-   false "evidence" among them stays at most alpha.
+   false "evidence" among them stays at most alpha. The smallest adjusted p-value is then
+   n times the smallest p-value: with the rank test, n suspects need k >= n/alpha - 1 clean
+   documents, and with fewer every document is "cannot tell".
 3. The shift guard (:mod:`copyprobe.evaluation.guard`) asks, with no model, whether the
    suspect stands out from the clean documents in style or passage length. When it does
    as much as or more than in the model's score (or, with the rank guard, is farther than
@@ -39,7 +41,10 @@ The procedure, a pure function of the scores and texts (``copyprobe rescore`` re
 With two or more suspect documents a collection-level test is added: are the suspect
 documents as a group above the clean ones (exact one-sided Mann-Whitney over document
 scores, ties counted as halves in the exact permutation distribution, with the same guard
-on the group)?
+on the group)? It answers another question ("some of them", not "this one") at its own
+alpha: each claim's chance of being false is at most alpha, but not both together (a
+null simulation with 3 suspects and 19 clean documents, t test, alpha 0.05: any document
+0.038, the group 0.037, either 0.066).
 
 With a reference-calibrated score the reference model is asked as a witness
 (:mod:`copyprobe.evaluation.witness`); a suspect it was asked about has its p-value
@@ -90,11 +95,20 @@ def min_p(test: str, k: int) -> float:
     return 0.0
 
 
-def clean_needed(test: str, alpha: float) -> int:
-    """The fewest clean documents with which the test can reach alpha."""
+def clean_needed(test: str, alpha: float, n_suspects: int = 1) -> int:
+    """The fewest clean documents with which the test of one document can reach alpha when
+    ``n_suspects`` are tested together: Holm's smallest adjusted p-value is n times the
+    smallest p-value, n/(k + 1) for the rank test."""
     if test == "rank":
-        return max(1, math.ceil(1.0 / alpha - 1 - 1e-9))
+        return max(1, math.ceil(max(1, n_suspects) / alpha - 1 - 1e-9))
     return MIN_CLEAN_T
+
+
+def smallest_adjusted_p(test: str, k: int, n_suspects: int, factor: float = 1.0) -> float:
+    """The smallest p-value a document can get with k clean documents, Holm-adjusted over
+    ``n_suspects`` tested together (each p times ``factor``, the witness's): n times the
+    smallest p, whatever the other suspects score."""
+    return min(1.0, max(1, n_suspects) * factor * min_p(test, k))
 
 
 def rank_p(x: float, clean: Sequence[float]) -> float:
@@ -304,7 +318,8 @@ def verdicts(
     p_test = ("rank" if to_rank and len(to_rank) == len(tested) else test) if tested else (
         "rank" if test == "t" and few_values(clean_scores) else test)
     ties = tied(clean_scores) if p_test != test else 0
-    needed = clean_needed(p_test, alpha)
+    n_tested = len(tested)  # Holm's family below: every suspect with a scored passage
+    needed = clean_needed(p_test, alpha, n_tested)
     raw_p = {}
     for s in tested:
         if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
@@ -313,6 +328,9 @@ def verdicts(
     # at p = 1: which suspects are tested must not shrink the others' adjustment
     family = {**raw_p, **{s: 1.0 for s in blocked}}
     adjusted = {s: a for s, a in zip(family, holm(list(family.values()))) if s in raw_p}
+    n_family = max(1, len(family))
+    # Holm's smallest adjusted p is n times the family's smallest p, whichever suspect has it
+    family_floor = min((smallest_adjusted_p(test_of[s], k, n_family, split.get(s, 1)) for s in raw_p), default=0.0)
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
     rows = []
@@ -349,9 +367,10 @@ def verdicts(
         if s in test_of and my_test != test:
             row["p_from"] = my_test
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
-                                       clean_needed(my_test, alpha / split.get(s, 1)),
+                                       clean_needed(my_test, alpha / split.get(s, 1), n_family),
                                        witness.raw_method if s in switched else method,
-                                       _z(mine.get(s), my_clean), my_ties, split.get(s, 1))
+                                       _z(mine.get(s), my_clean), my_ties, split.get(s, 1),
+                                       n_family, family_floor)
         if s in blocked:
             verdict, why = CANNOT_TELL, f"the reference model knows it and {witness.raw_method} alone is no test"
             reason = (f"{name} ranks {_ordinal(row['rank'])} of {row['of']} documents by {witness.raw_method}, but "
@@ -370,7 +389,9 @@ def verdicts(
         "method": method,
         "alpha": alpha,
         "test": {"name": test, "assumptions": ASSUMPTIONS[p_test], "n_clean_documents": k,
-                 "min_p": min_p(p_test, k), "clean_needed": needed, "passages_per_document": m_passages,
+                 # after Holm's adjustment over the suspects tested: what a document can reach
+                 "min_p": smallest_adjusted_p(p_test, k, n_tested), "clean_needed": needed,
+                 "passages_per_document": m_passages,
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
                  **({"witness_factors": factors} if any(v > 1 for v in split.values()) else {})},
@@ -425,19 +446,24 @@ def verdicts(
     return report
 
 
-def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
+def _decisive(test: str, z: float | None, k: int, alpha: float, n_family: int = 1) -> str | None:
     """For a t test that did not reach alpha: how many clean documents like these would make
     the same standing (z clean standard deviations above their mean) significant, or that
-    none would. The rank test's need (1/alpha - 1) is said where it applies."""
+    none would. The rank test's need (1/alpha - 1) is said where it applies. With
+    ``n_family`` suspects tested together, a p-value at most alpha/n is significant after
+    Holm's adjustment whatever the others score (each step's factor is at most n): the count
+    is for that level, enough, though fewer may do."""
     from scipy import stats
 
     if test != "t" or z is None or not math.isfinite(z):
         return None
+    holm_note = f" (at alpha/{n_family}, Holm's level for {n_family} suspects tested together)" if n_family > 1 else ""
+    alpha = alpha / max(1, n_family)
     if stats.norm.sf(z) > alpha:
         where = f"{z:.2f} standard deviations of the clean documents above" if z >= 0 else \
             f"{-z:.2f} standard deviations of the clean documents below"
         return (f"no number of clean documents would make this standing significant: it is {where} their "
-                f"mean, and alpha = {alpha} needs more than {stats.norm.isf(alpha):.2f} above it")
+                f"mean, and alpha = {alpha:.3g}{holm_note} needs more than {stats.norm.isf(alpha):.2f} above it")
     def reaches(n: int) -> bool:
         return stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha
 
@@ -451,7 +477,7 @@ def _decisive(test: str, z: float | None, k: int, alpha: float) -> str | None:
         low, high = (low, mid) if reaches(mid) else (mid + 1, high)
     more = low
     return (f"the same standing ({z:.2f} standard deviations above the clean documents' mean) would be "
-            f"significant with at least {more} clean documents like these")
+            f"significant with at least {more} clean documents like these{holm_note}")
 
 
 def _rules_out(method: str, params: Mapping[str, Any] | None, witness: Mapping[str, Any] | None) -> str | None:
@@ -496,10 +522,11 @@ def _times(factor: float) -> str:
     return f"times {factor:g}"
 
 
-def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0, split=1
-            ) -> tuple[str, str, str | None]:
+def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0, split=1, n_family=1,
+            family_floor=0.0) -> tuple[str, str, str | None]:
     """(verdict, reason, a few words on why for the one-line form: None when the standing says it);
-    ``split``: the factor the witness multiplied the p-value by (WITNESS_FACTORS when it chose the test)."""
+    ``split``: the factor the witness multiplied the p-value by (WITNESS_FACTORS when it chose the test);
+    ``n_family``, ``family_floor``: the suspects in Holm's family and the smallest adjusted p any can get."""
     name = row["doc_id"]
     if row["n_used"] == 0:
         return CANNOT_TELL, (f"no passage of {name} could be scored with {method} ({row['n_failed']} failed; "
@@ -515,6 +542,8 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
             smallest = (f"1/{k + 1} = {1 / (k + 1):.3g}" if split == 1 else
                         f"{split:g}/{k + 1} = {split / (k + 1):.3g} ({_times(split)} for the witness's choice of "
                         "test)")
+            if n_family > 1:
+                smallest += f", and {n_family} times that after Holm's adjustment over {n_family} suspects"
             return CANNOT_TELL, (f"{why}with {k} clean document{'s' if k != 1 else ''} the smallest p-value a test of "
                                  f"one document can give is {smallest}, above alpha = {alpha}: "
                                  f"give at least {needed} documents you are sure the model never saw, in the same "
@@ -522,6 +551,14 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
         return CANNOT_TELL, (f"the t test needs at least {MIN_CLEAN_T} clean documents, got {k}: give documents "
                              f"you are sure the model never saw, in the same genre and style as {name}"), \
             f"too few clean documents for the t test ({k} < {MIN_CLEAN_T})"
+    if family_floor > alpha:
+        # no document of the family can reach alpha after Holm's adjustment, whatever the scores
+        return CANNOT_TELL, (f"with {k} clean documents and {n_family} suspect documents tested together, the "
+                             f"smallest Holm-adjusted p-value a document can get is {_fmt_p(family_floor)} "
+                             f"({n_family} times the smallest p-value), above alpha = {alpha}: give at least "
+                             f"{needed} documents you are sure the model never saw, in the same genre and style as "
+                             f"{name}, or audit fewer suspect documents at once"), \
+            f"too few clean documents for {n_family} suspects ({k} < {needed})"
     standing = f"{_ordinal(row['rank'])} of {row['of']} documents by {method} (p = {_fmt_p(p)}"
     if split > 1:
         standing += f", {_times(split)} for the witness's choice of test"
@@ -539,7 +576,7 @@ def _decide(row, s, p, p_adj, st, k, alpha, test, needed, method, z=None, ties=0
             where = (f"{name} scores within the range of the clean documents: it ranks {standing}, {higher} of the "
                      f"{k} clean documents score{'s' if higher == 1 else ''} at least as high, not significant at "
                      f"alpha = {alpha}")
-        decisive = _decisive(test, z, k, alpha / split)
+        decisive = _decisive(test, z, k, alpha / split, n_family)
         return NO_EVIDENCE, (f"{where}{'; ' + decisive if decisive else ''}; this does not show the model never "
                              f"saw it"), None
     style, length = st.get("style"), st.get("length")

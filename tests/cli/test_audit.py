@@ -45,7 +45,8 @@ def test_audit_command_end_to_end(tmp_path, monkeypatch, capsys):
     report = json.loads((out / "verdicts.json").read_text())
     rows = {r["doc_id"]: r for r in report["documents"]}
     assert set(rows) == {"famous0", "famous1", "fresh"}
-    assert report["test"]["n_clean_documents"] == 40 and report["test"]["min_p"] == pytest.approx(1 / 41)
+    # the smallest p a document can get after Holm's adjustment over 3 suspects: 3/41
+    assert report["test"]["n_clean_documents"] == 40 and report["test"]["min_p"] == pytest.approx(3 / 41)
     for name in ("famous0", "famous1"):
         assert rows[name]["rank"] == 1 and rows[name]["p"] == pytest.approx(1 / 41)
         assert rows[name]["verdict"] == "evidence", rows[name]["reason"]

@@ -176,7 +176,12 @@ def test_several_suspects_get_holm_and_a_collection_verdict():
     rows = report["documents"]
     assert all(r["p"] == pytest.approx(1 / 31) for r in rows)
     assert sorted(r["p_adjusted"] for r in rows) == pytest.approx([3 / 31] * 3)  # Holm: 3p, 2p, p -> running max
-    assert all(r["verdict"] == NO_EVIDENCE for r in rows)  # 3/31 > 0.05 after adjustment
+    # 3/31 > 0.05 after adjustment whatever the scores: no document could get evidence, so
+    # "cannot tell" with what would do (was "no evidence", as if these scores had decided it)
+    assert all(r["verdict"] == CANNOT_TELL for r in rows)
+    assert all("smallest Holm-adjusted p-value a document can get is 0.0968" in r["reason"] for r in rows)
+    assert all("give at least 59 documents" in r["reason"] for r in rows)  # 3/(59 + 1) = 0.05
+    assert report["test"]["min_p"] == pytest.approx(3 / 31) and report["test"]["clean_needed"] == 59
     coll = report["collection"]
     # the suspects whose own guard trips are left out of the group; the others are tested
     group = [f"s{j}" for j in range(3) if f"s{j}" not in coll["style_outliers"]]
@@ -428,5 +433,32 @@ def test_decisive_count_of_clean_documents_is_the_fewest_that_reach_alpha():
     for z, k, alpha in ((3.0, 3, 0.01), (2.5, 5, 0.01), (1.8, 4, 0.05)):
         assert f"at least {fewest(z, k, alpha)} clean documents" in _decisive("t", z, k, alpha)
     assert "at least 93857 clean documents" in _decisive("t", 2.3264, 5, 0.01)  # one n at a time: 35 s
+    # three suspects tested together: the count is at Holm's level alpha/3 (enough whatever the others score)
+    said = _decisive("t", 3.0, 3, 0.05, 3)
+    assert f"at least {fewest(3.0, 3, 0.05 / 3)} clean documents" in said and "alpha/3, Holm's level" in said
+    assert fewest(3.0, 3, 0.05 / 3) > fewest(3.0, 3, 0.05)
     assert "would be significant with at least" in _decisive("t", 2.33, 5, 0.01)
     assert _decisive("t", 2.3, 5, 0.01).startswith("no number of clean documents")
+
+
+@pytest.mark.parametrize("n_clean, n_suspects, reachable", [(59, 3, True), (58, 3, False), (19, 1, True),
+                                                             (18, 1, False), (39, 2, True), (38, 2, False)])
+def test_the_rank_test_needs_n_over_alpha_clean_documents_for_n_suspects(n_clean, n_suspects, reachable):
+    """Holm's smallest adjusted p is n/(k + 1): the verdict says "cannot tell" exactly where no
+    score could reach alpha, and the suspects above every clean document reach it otherwise."""
+    from copyprobe.evaluation.verdicts import clean_needed, smallest_adjusted_p
+
+    assert (smallest_adjusted_p("rank", n_clean, n_suspects) <= 0.05) is reachable
+    assert (clean_needed("rank", 0.05, n_suspects) <= n_clean) is reachable
+    rng = random.Random(11)
+    docs = {f"c{i}": (0, random_doc(rng), [0.01 * i] * 2) for i in range(n_clean)}
+    for j in range(n_suspects):
+        docs[f"s{j}"] = (1, random_doc(rng), [50.0 + j] * 2)
+    scores, doc_of, labels, texts = build(docs)
+    report = verdicts(scores, doc_of, labels, 0.05, texts, method="loss")
+    for row in report["documents"]:
+        if reachable:  # every p_adjusted at most alpha; the guard may still withhold on style
+            assert row["p_adjusted"] <= 0.05 and "Holm-adjusted p-value a document can get" not in row["reason"]
+        else:
+            assert row["verdict"] == CANNOT_TELL and row["p_adjusted"] > 0.05
+            assert f"give at least {clean_needed('rank', 0.05, n_suspects)} documents" in row["reason"]

@@ -175,9 +175,10 @@ def test_format2_states_the_test_guard_and_collection(three_words):
     test = {r[0]: r[1] for r in page.tables["verdict-test-table"]["rows"]}
     assert test["assumptions"] == report["test"]["assumptions"]
     assert test["test"].startswith("rank, one-sided")
-    assert test["smallest attainable p"].startswith(p_text(1 / 20))  # 1/(k+1), k = 19 clean documents
+    # n/(k+1) after Holm's adjustment: 3 suspects, k = 19 clean documents
+    assert test["smallest attainable p"].startswith(p_text(3 / 20) + " (after Holm’s adjustment")
     assert f"needs at least {report['test']['clean_needed']} clean documents" in test["smallest attainable p"]
-    assert report["test"]["clean_needed"] == 4  # 1/alpha - 1 at alpha 0.2
+    assert report["test"]["clean_needed"] == 14  # n/alpha - 1 at alpha 0.2 for n = 3 suspects
     assert test["multiple testing"] == "Holm over suspect documents"
     assert report["guard"]["features"] in test["shift guard (no model)"]
     assert "90% of them" in test["shift guard (no model)"] and "rank p-value" in test["shift guard (no model)"]
@@ -295,7 +296,7 @@ def test_sample_run_verdicts_are_the_audits(tmp_path):
     rows = page.tables["verdict-table"]["rows"]
     assert [r[0] for r in rows] == [d["doc_id"] for d in verdicts["documents"]]
     details = blocks(html)
-    assert all("give at least 99 documents" in details[r[0]] for r in rows)
+    assert all("give at least 599 documents" in details[r[0]] for r in rows)  # 6/alpha - 1: 6 suspects
     assert "verdict-collection" in page.ids and verdicts["collection"]["reason"] in page.text
 
 

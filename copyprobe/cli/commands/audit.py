@@ -113,6 +113,7 @@ def _print(report: dict[str, Any]) -> None:
           f"{_raw_baseline(report)}), "
           f"{test['passages_per_document']} passages per document; smallest attainable p "
           f"{_fmt(test['min_p']) if test['min_p'] else 'none (parametric test)'}"
+          + (" after Holm's adjustment over the suspects" if test["min_p"] and test.get("multiple_testing") else "")
           + (f"; the p of a document the reference model was asked about is multiplied by "
              f"{test['witness_factors']['calibrated']:g} on {report['method']}, "
              f"{test['witness_factors']['own']:g} on the target's own score (the witness chose its test)"

@@ -390,6 +390,7 @@ def _test(verdicts: dict, alpha: float) -> dict[str, Any] | None:
         "p_from": str(test["p_from"]) if test.get("p_from") else None,
         "tied": test.get("tied_clean_documents", "—"),
         "multiple_testing": str(test.get("multiple_testing") or "none (fewer than two suspect documents tested)"),
+        "holm": bool(test.get("multiple_testing")),
     }
 
 
