@@ -203,10 +203,8 @@ def _word_counts(texts: Sequence[str]) -> Any:
     tokens_per_text = [_WORD.findall(t.lower()) for t in texts]
     tokens = [w for ts in tokens_per_text for w in ts]
     n_texts = len(tokens_per_text)
-    if not tokens:  # its error: an empty vocabulary
-        from sklearn.feature_extraction.text import CountVectorizer
-
-        return CountVectorizer(analyzer="word", token_pattern=_WORD.pattern).fit_transform(texts)
+    if not tokens:  # no word in any text (emoji, punctuation): no column, where scikit-learn raises
+        return _counts_matrix(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), n_texts, 0)
     unigrams = sorted(set(tokens))
     index = {w: i for i, w in enumerate(unigrams)}
     ids = np.fromiter((index[w] for w in tokens), dtype=np.int64, count=len(tokens))
@@ -237,6 +235,8 @@ def _fold_tfidf(counts: Any, train: np.ndarray, test: np.ndarray) -> tuple[Any, 
         totals = np.asarray(counts_train[:, seen].sum(axis=0)).ravel()
         seen = np.sort(seen[(-totals).argsort()[:MAX_FEATURES]])
     counts_train = counts_train[:, seen]
+    if not len(seen):  # no term in the training texts: no column (TfidfTransformer refuses none)
+        return counts_train.astype(float), counts[test][:, seen].astype(float)
     tfidf = TfidfTransformer(sublinear_tf=True).fit(counts_train)
     return tfidf.transform(counts_train, copy=False), tfidf.transform(counts[test][:, seen], copy=False)
 
@@ -272,6 +272,9 @@ def _out_of_fold(texts: list[str], meta: np.ndarray, dates: np.ndarray, y: np.nd
         }
         for kind, (x_train, x_test) in features.items():
             _check_stop()
+            if x_train.shape[1] == 0:  # texts without words or characters to count: nothing to learn
+                scores[kind][test] = 0.0
+                continue
             model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(x_train, y[train])
             scores[kind][test] = model.decision_function(x_test)
     return scores
@@ -409,7 +412,7 @@ def blind_baseline(
     result["auc_low"], result["auc_high"] = low, high
     for kind in KINDS[1:]:
         result["components"][kind] = within_fold_auc(y, oof_by_kind[kind], fold_of)
-    result["signal"], result["no_signal"] = _signal(auc, low)
+    result["signal"], result["no_signal"] = _signal(auc, low, n_bootstrap)
     result["warning"] = blind_warning(auc, None) if result["signal"] else None
     return result
 
@@ -461,11 +464,16 @@ def _splits(y: np.ndarray, g: np.ndarray | None, folds: int, seed: int) -> list 
     return list(splitter.split(np.zeros(len(y)), y))
 
 
-def _signal(auc: float, low: float | None) -> tuple[bool, str | None]:
-    """Whether the texts alone separate the classes, and the reason when they do not."""
+def _signal(auc: float, low: float | None, n_resamples: int = 0) -> tuple[bool, str | None]:
+    """Whether the texts alone separate the classes, and the reason when they do not. With
+    resamples asked and no interval (too many had one class in a fold: a handful of texts),
+    the AUC rests on a few pairs: no signal is claimed (4 one-word rows gave 1.00)."""
     if not math.isfinite(auc) or auc <= 0.5:
         return False, (f"no signal: the within-fold AUC {auc:.2f} is not above chance; values "
                        f"below 0.5 are noise (few texts or one class rare), not a reversed signal")
+    if low is None and n_resamples >= 1:
+        return False, (f"no signal claimed: the within-fold AUC {auc:.2f} rests on too few texts for a 95% "
+                       f"interval (too many resamples left a fold with one class)")
     if low is not None and low <= 0.5:
         return False, (f"no signal: the 95% interval of the AUC ({low:.2f} and up) includes "
                        f"chance (0.5)")

@@ -484,3 +484,24 @@ def test_a_program_that_exits_during_a_prefetch_exits_cleanly(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "terminate called" not in proc.stderr and proc.stderr == "", proc.stderr
     assert not list(tmp_path.glob("blind/*.json"))  # stopped, so nothing half-done was stored
+
+
+@pytest.mark.parametrize("texts", [
+    ["😀 😃", "😄 😁", "😆 😀", "😃 😄", "!! ??", "?? !!"],  # no word in any text: scikit-learn's empty vocabulary
+    ["😀 😀", "😃", "😄", "😆", "a b", "c d"],  # words in some folds' texts only: a fold's training part has none
+])
+def test_texts_without_words_give_a_result_not_an_error(texts):
+    result = blind_baseline(texts, [1, 0] * 3, n_bootstrap=50)
+    assert result["auc"] is not None and 0 <= result["auc"] <= 1
+    assert result["signal"] is False and result["warning"] is None
+
+
+def test_a_handful_of_texts_claims_no_signal_without_an_interval():
+    """4 one-word rows separate perfectly on 2 test pairs; no interval can be drawn, so no
+    signal is claimed (it said 'WARNING: ... separates members from non-members')."""
+    result = blind_baseline(["word", "other", "third", "fourth"], [1, 0, 1, 0], n_bootstrap=200)
+    assert result["auc"] == 1.0 and result["auc_low"] is None
+    assert result["signal"] is False and result["warning"] is None
+    assert result["no_signal"].startswith("no signal claimed: the within-fold AUC 1.00 rests on too few texts")
+    # no resamples asked: the point estimate is all there is, as before
+    assert blind_baseline(["word", "other", "third", "fourth"], [1, 0, 1, 0], n_bootstrap=0)["signal"] is True

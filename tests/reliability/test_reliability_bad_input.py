@@ -461,3 +461,19 @@ def test_a_named_pipe_or_device_is_refused_not_waited_on(argv, says, tmp_path, c
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run").exists() and not (tmp_path / "kit2").exists()
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.parametrize("texts", [["😀 😃", "😄 😁", "😆 😀", "😃 😄"], ["!! ??", "?? !!", "... ;;", ";; ..."],
+                                   ["שלום עולם", "😀 ́ ‍", "Привет мир", "‍ ‍"]])
+def test_text_without_words_scores_and_rescores(texts, tmp_path, capsys, fake_model):
+    """Rows of emoji or punctuation only ended detect (and rescore) in scikit-learn's 'empty
+    vocabulary' traceback from the blind baseline, after the scoring."""
+    data = tmp_path / "quiet.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 2}, ensure_ascii=False) + "\n"
+                            for i, t in enumerate(texts)), encoding="utf-8")
+    code, _, err = run_cli(["detect", "--model", "fake", "--data", str(data), "--methods", "loss,zlib",
+                            "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"], capsys)
+    assert code == 0 and "Traceback" not in err, err
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["blind_baseline"]["signal"] is False
+    assert run_cli(["rescore", str(tmp_path / "run")], capsys)[0] == 0
