@@ -119,3 +119,99 @@ def article(word: str) -> str:
     """The indefinite article before ``word``: "an" before a vowel letter, else "a" (for
     copyprobe's own words: run kinds, canary word lists; "an hour" is not among them)."""
     return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+# Code points rouge-score's tokenizer drops that belong to Latin script or to symbols shared by
+# all scripts: everything below Greek (U+0370: ASCII punctuation, Latin-1, Latin Extended A/B,
+# IPA, combining diacritics), phonetic extensions and Latin Extended Additional, general
+# punctuation to miscellaneous symbols (letterlike ℓ, roman numerals), Latin Extended C/D/E,
+# the ﬁ ligatures, fullwidth ASCII and mathematical letters.
+_LATIN_OR_SHARED = ((0x0000, 0x036F), (0x1AB0, 0x1AFF), (0x1D00, 0x1EFF), (0x2000, 0x2BFF), (0x2C60, 0x2C7F),
+                    (0xA720, 0xA7FF), (0xAB30, 0xAB6F), (0xFB00, 0xFB06), (0xFE20, 0xFE2F), (0xFF01, 0xFF5E),
+                    (0x1D400, 0x1D7FF))
+# scripts written without spaces between words whose characters are words or morphemes: one
+# token each (Han, kana, halfwidth katakana), as ROUGE for Chinese and Japanese is counted
+_ONE_TOKEN_EACH = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F),
+                   (0x20000, 0x3FFFF))
+
+
+def _in(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(low <= code <= high for low, high in ranges)
+
+
+class RougeTokenizer:
+    """rouge-score's tokenizer, extended to words of other scripts.
+
+    rouge-score keeps only ``[a-z0-9]`` after lower-casing, so a Cyrillic, Greek, Hebrew,
+    Arabic, Devanagari or Chinese text has no token, and copying it word for word scored
+    ROUGE-L 0. Here ASCII letters and digits are tokens exactly as rouge-score makes them
+    (Porter-stemmed when longer than 3 with ``use_stemmer``), and so is any text in Latin
+    script (its accented letters split words there too, as in the published tool: the
+    CopyBench numbers stay comparable); letters, digits and marks of other scripts make
+    words as well, and each Han or kana character is a token of its own. Thai, Lao, Khmer
+    and Myanmar, written without spaces, give one token per run of letters (no segmenter)."""
+
+    def __init__(self, use_stemmer: bool = False):
+        from rouge_score import tokenize, tokenizers
+
+        self._default = tokenizers.DefaultTokenizer(use_stemmer=use_stemmer)
+        self._stem = (lambda token: self._default._stemmer.stem(token) if len(token) > 3 else token) \
+            if use_stemmer else (lambda token: token)
+        self._valid = tokenize.VALID_TOKEN_RE
+
+    def tokenize(self, text: str) -> list[str]:
+        if text.isascii():
+            return self._default.tokenize(text)
+        tokens: list[str] = []
+        run: list[str] = []
+        run_ascii = False
+
+        def close() -> None:
+            if run:
+                word = "".join(run)
+                tokens.append(self._stem(word) if run_ascii else word)
+                run.clear()
+
+        # rouge-score lower-cases first (the Kelvin sign becomes k, a token); a character of Latin
+        # script or a shared symbol is dropped even where its lower case is another script's (Ω, ω)
+        for ch in (low for original in text for low in self._lower(original)):
+            if ch is None:
+                close()
+                continue
+            code = ord(ch)
+            if ("a" <= ch <= "z") or ("0" <= ch <= "9"):
+                if run and not run_ascii:
+                    close()
+                run_ascii = True
+                run.append(ch)
+            elif _in(code, _LATIN_OR_SHARED):
+                close()
+            elif _in(code, _ONE_TOKEN_EACH):
+                close()
+                tokens.append(ch)
+            elif ch.isalnum() or (run and not run_ascii and unicodedata.category(ch)[0] == "M"):
+                if run and run_ascii:
+                    close()
+                run_ascii = False
+                run.append(ch)
+            else:
+                close()
+        close()
+        return [t for t in tokens if not t.isascii() or self._valid.match(t)]
+
+    @staticmethod
+    def _lower(ch: str) -> str | tuple[str | None, ...]:
+        """``ch`` lower-cased, its non-ASCII characters dropped (None) when ``ch`` itself is of
+        Latin script or a shared symbol."""
+        low = ch.lower()
+        if low.isascii() or not _in(ord(ch), _LATIN_OR_SHARED):
+            return low
+        return tuple(c if c.isascii() else None for c in low)
+
+
+def rouge_l_scorer(use_stemmer: bool = False) -> Any:
+    """rouge-score's ROUGE-L scorer with :class:`RougeTokenizer`: the same numbers on text in
+    Latin script, words of other scripts counted."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer, tokenizer=RougeTokenizer(use_stemmer))

@@ -3,7 +3,10 @@
 ROUGE-L is rouge-score's own (``RougeScorer(["rougeL"], use_stemmer=True)``) on the output
 and the reference, each first truncated to ``words`` whitespace-separated words; ``lcs`` is
 the length, in rouge-score tokens, of their longest common subsequence. An item counts as
-copied when ROUGE-L >= ``threshold`` (0.8 in the paper).
+copied when ROUGE-L >= ``threshold`` (0.8 in the paper). The tokenizer is rouge-score's on
+text in Latin script and also counts the words of other scripts
+(:class:`copyprobe.text.RougeTokenizer`): rouge-score's own gave a Russian or Chinese book
+copied word for word ROUGE-L 0.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from copyprobe.copying import prompts
 from copyprobe.copying.common import GenConfig, clean_completion, text_of
 from copyprobe.copying.data import LiteralItem
 from copyprobe.errors import ConfigError, RowError
-from copyprobe.text import lcs_length
+from copyprobe.text import lcs_length, rouge_l_scorer
 
 DEFAULT_THRESHOLD = 0.8
 DEFAULT_WORDS = 50
@@ -25,10 +28,10 @@ DEFAULT_WORDS = 50
 @lru_cache(maxsize=1)
 def _scorer():
     try:
-        from rouge_score import rouge_scorer
+        import rouge_score  # noqa: F401
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigError("literal copying needs the rouge-score package: pip install rouge-score") from None
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return rouge_l_scorer(use_stemmer=True)
 
 
 def truncate_words(text: str, words: int) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
-from copyprobe.text import lcs_length
+from copyprobe.text import lcs_length, rouge_l_scorer
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, RowError
 from copyprobe.methods.base import BLACK_BOX, Method, MethodRun, Score
@@ -67,10 +67,11 @@ def rouge_l(reference: str, candidate: str) -> float:
     global _ROUGE
     if _ROUGE is None:
         try:
-            from rouge_score import rouge_scorer
+            import rouge_score  # noqa: F401
         except ImportError:
             raise ConfigError("prefix_probe needs rouge-score: pip install rouge-score") from None
-        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+        # rouge-score's numbers on Latin script; other scripts' words counted (it gave them none)
+        _ROUGE = rouge_l_scorer(use_stemmer=False)
     return _ROUGE.score(reference, candidate)["rougeL"].fmeasure
 
 
