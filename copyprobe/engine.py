@@ -31,6 +31,7 @@ from copyprobe import record, run_files
 from copyprobe.drive import DriveStats, ProgressFactory, drive
 from copyprobe.progress import check_progress, progress_bars
 from copyprobe.session import Session
+from copyprobe.errors import Interrupted
 
 
 @dataclass
@@ -253,10 +254,14 @@ def _execute(
             # the model's answers are the costly part (and with no cache the only copy):
             # written without what derive computes, which rescore recomputes from them
             if out_dir is not None:
-                rec.notes.append(f"the run's metrics could not be computed ({type(exc).__name__}: "
+                rec.notes.append(f"{DERIVE_FAILED} ({type(exc).__name__}: "
                                  f"{str(exc)[:200] or 'no message'}); copyprobe rescore computes them from these files")
                 unfinished = {name: None for name in kind.files if name not in collected.files}
                 record.write_run(out_dir, rec, {**collected.files, **unfinished})
+                if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
+                    # the model's work is in the run directory, cache or not: say so, not "nothing kept"
+                    raise Interrupted(f"interrupted while computing the metrics; the model's answers are in "
+                                      f"{out_dir}: copyprobe rescore {out_dir} computes the rest") from exc
             raise
         rec.notes.extend(derived.notes)
         files = {**collected.files, **derived.files}
@@ -266,6 +271,10 @@ def _execute(
     finally:
         if own_session:
             session.close()
+
+
+# the note of a run whose derive failed, dropped once a rescore has computed what it lacked
+DERIVE_FAILED = "the run's metrics could not be computed"
 
 
 def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None) -> Derived:
@@ -281,5 +290,7 @@ def derive_run(kind: RunKind, run: record.Run, *, n_bootstrap: int | None = None
 
 
 def rewrite_derived(run: record.Run, derived: Derived) -> None:
-    """Write the derived files into the run directory, then run.json last."""
+    """Write the derived files into the run directory, then run.json last (without the note
+    that they could not be computed, now that they are)."""
+    run.record.notes = [n for n in run.record.notes if not n.startswith(DERIVE_FAILED)]
     record.write_run(run.dir, run.record, derived.files)

@@ -181,6 +181,11 @@ def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise DataError(f"{path} {what} (give the run directory that a copyprobe command wrote)")
+    if (path / UNFINISHED).exists():
+        # write_run stopped between its first file and run.json: the files beside run.json (an
+        # earlier run's, if any) may be of two runs, which no rescore or report may mix
+        raise DataError(f"{path} holds a run stopped while its files were written (it may mix two runs' files); "
+                        "run the command that wrote it again: it resumes from the cache")
     record = RunRecord.from_json(read_json(path / "run.json"), str(path / "run.json"))
     files: dict[str, Any] = {}
     names = dict(RESULT_FILES.get(record.kind, {}))

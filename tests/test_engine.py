@@ -15,6 +15,7 @@ from copyprobe.backends.base import TokenLogprobsRequest
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.engine import Collected, Derived, RunKind, as_run, derive_run, execute, register
 from copyprobe.errors import ConfigError
+from copyprobe.errors import Interrupted as StopSaid
 from copyprobe.kinds import KINDS
 from copyprobe.record import load_run
 from copyprobe.session import Session
@@ -210,8 +211,10 @@ def test_a_run_whose_metrics_fail_keeps_the_model_answers_for_rescore(tmp_path, 
     import sys
 
     monkeypatch.setattr(sys.modules["copyprobe.detect"], "summarize", fails)  # the module, not copyprobe.detect()
-    with pytest.raises(failure):
+    with pytest.raises(failure) as raised:
         copyprobe.detect(backend, data, ["loss", "zlib"], out=tmp_path / "run", cache=False, n_bootstrap=50)
+    if failure is KeyboardInterrupt:  # said where the work is, not "nothing kept (the cache was off)"
+        assert isinstance(raised.value, StopSaid) and f"copyprobe rescore {tmp_path / 'run'}" in str(raised.value)
     answered = backend.calls["token_logprobs"]
     assert answered > 0
     run_dir = tmp_path / "run"
@@ -222,3 +225,4 @@ def test_a_run_whose_metrics_fail_keeps_the_model_answers_for_rescore(tmp_path, 
     rescore(run_dir)  # no model: the metrics come from the saved answers
     assert json.loads((run_dir / "metrics.json").read_text()) == json.loads((tmp_path / "whole" / "metrics.json").read_text())
     assert backend.calls["token_logprobs"] == answered
+    assert not any("could not be computed" in n for n in load_run(run_dir).record.notes)  # computed now

@@ -315,3 +315,19 @@ def test_an_audit_reads_datasets_as_it_reads_their_files(tmp_path):
     cut = [copyprobe.load_dataset(str(tmp_path / side), passage_words=40) for side in ("s", "c")]
     copyprobe.audit(fake, *cut, "loss", alpha=0.05, cache=False, n_bootstrap=0, out=tmp_path / "run")
     assert load_run(tmp_path / "run").record.audit["passage_words"] == 40
+
+
+def test_a_run_stopped_while_its_files_were_written_is_refused_not_read(tmp_path):
+    """A rerun into a finished run's directory writes its result files before run.json: stopped
+    between (Ctrl-C, a full disk), the directory held the old run.json beside new scores, and
+    rescore and report took them for one run (and rescore then removed the marker)."""
+    from copyprobe.record import UNFINISHED
+    from copyprobe.reports.sample import write_sample_run
+
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    load_run(run_dir)  # a finished run reads
+    (run_dir / UNFINISHED).write_text("detect")
+    with pytest.raises(DataError, match="holds a run stopped while its files were written"):
+        load_run(run_dir)
+    assert main(["rescore", str(run_dir)]) == 2 and main(["report", str(run_dir)]) == 2
+    assert (run_dir / UNFINISHED).exists()  # left for the rerun of the command, which resumes

@@ -56,6 +56,12 @@ KEYS_PER_QUERY = 500  # keys one look-up binds (SQLite limits bound parameters: 
 KIND_SHOWING = {TOKEN_LOGPROBS: "token_logprobs"}
 
 
+def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's words for a file, or a folder for its -wal and -shm files, it may not write."""
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open database file" in text
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -128,6 +134,10 @@ class ResponseCache:
                 if _is_busy(exc):
                     raise BackendError(f"cache file {self.path} stayed locked by another process for "
                                        f"{BUSY_WAIT_S:g} s; retry, or use another cache file") from None
+                if _is_unwritable(exc):  # a sound cache on a read-only file or folder: not "corrupt; delete it"
+                    raise ConfigError(f"cache file {self.path} cannot be written ({exc}): the file or its folder is "
+                                      "read-only; choose a writable location for the cache, or run without the "
+                                      "cache") from None
                 raise self._corrupt(exc) from None
             except sqlite3.DatabaseError as exc:
                 self._db.close()
@@ -366,7 +376,10 @@ class ResponseCache:
                 self._db.execute("BEGIN IMMEDIATE")
                 yield self._db
         except sqlite3.OperationalError as exc:
-            raise BackendError(f"cannot write cache file {self.path}: {exc}") from None
+            full = "full" in str(exc).lower()  # SQLITE_FULL: "database or disk is full"
+            raise BackendError(f"cannot write cache file {self.path}: {exc}"
+                               + ("; free some space: the answers stored before are kept, and the same command "
+                                  "run again resumes from them" if full else "")) from None
 
     def close(self) -> None:
         """Close the file; after :meth:`start_closing`, wait for that close to end (and

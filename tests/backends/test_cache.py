@@ -683,3 +683,68 @@ def test_stored_keys_reads_keys_in_batches_past_sqlites_parameter_limit(tmp_path
     cache.put_many("fp", "generate", [(k, {"text": k}) for k in keys[::2]])
     assert cache.stored_keys("fp", "generate", keys) == set(keys[::2])
     assert cache.stored_keys("fp", "token_logprobs", keys) == set()
+
+
+@pytest.mark.parametrize("said", ["attempt to write a readonly database", "unable to open database file"])
+def test_a_cache_sqlite_cannot_write_is_called_read_only_not_corrupt(tmp_path, monkeypatch, said):
+    """A sound cache on a read-only file or folder was 'unreadable or corrupt; delete it'."""
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+
+    def refuse(self):
+        raise sqlite3.OperationalError(said)
+
+    monkeypatch.setattr(ResponseCache, "_open", refuse)
+    with pytest.raises(ConfigError) as caught:
+        ResponseCache(path)
+    assert "cannot be written" in str(caught.value) and "read-only" in str(caught.value)
+    assert "corrupt" not in str(caught.value) and "delete" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes read-only files")
+def test_a_read_only_cache_folder_is_said_read_only(tmp_path):
+    import os
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    ResponseCache(folder / "c.sqlite").close()
+    for name in os.listdir(folder):
+        os.chmod(folder / name, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        with pytest.raises(ConfigError, match="cannot be written .*read-only"):
+            ResponseCache(folder / "c.sqlite")
+    finally:
+        os.chmod(folder, 0o755)
+
+
+@pytest.mark.parametrize("said, resumes", [("database or disk is full", True), ("disk I/O error", False)])
+def test_a_full_disk_while_storing_says_what_was_kept(tmp_path, said, resumes):
+    from copyprobe.errors import BackendError
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    real = cache._db
+
+    class Failing:  # the connection, whose writes fail as SQLite's do on a full disk
+        def __enter__(self):
+            return real.__enter__()
+
+        def __exit__(self, *exc):
+            return real.__exit__(*exc)
+
+        def execute(self, sql, *args):
+            return real.execute(sql, *args)
+
+        def executemany(self, sql, *args):
+            raise sqlite3.OperationalError(said)
+
+    cache._db = Failing()
+    try:
+        with pytest.raises(BackendError) as caught:
+            cache.put_many("fp", "token_logprobs", [("k", {"a": 1})])
+    finally:
+        cache._db = real
+        cache.close()
+    assert said in str(caught.value)
+    assert ("free some space: the answers stored before are kept" in str(caught.value)) is resumes
