@@ -227,9 +227,13 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
     why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}"
            f"{holm}, above alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
            f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
+    from copyprobe.data.tables import DOC_NAMES
+
+    one_file = (f" (the {len(clean)} clean passages are one document: a data file without a document column, "
+                f"{', '.join(DOC_NAMES[:3])}, ..., is one document)" if k == 1 and len(clean) > 1 else "")
     raise DataError(f"the answer is fixed before any scoring: the {test} test cannot reach alpha {alpha:g} ({why}), "
                     f"so every document would be 'cannot tell'; nothing was scored. Give at least {needed} clean "
-                    "documents" + (", raise alpha, or use the t test" if test == "rank" else ""))
+                    "documents" + (", raise alpha, or use the t test" if test == "rank" else "") + one_file)
 
 
 def document_floor_note(test: str, alpha: float, suspect: list[Example], clean: list[Example],

@@ -131,3 +131,15 @@ def test_a_note_says_how_little_of_a_long_suspect_the_shortest_documents_let_the
     assert unread_note(mixed, select_passages(mixed + long_clean, 64)[1]).endswith(
         "so most of book went unread (2 of its 20 passages read); audit the short suspect (note) apart from the "
         "long ones to read more of these")
+
+
+def test_a_clean_file_read_as_one_document_is_said_to_be_one():
+    """A clean JSONL whose document column the reader does not know is one document: the
+    refusal says so, where it said only "there is 1"."""
+    clean = [Example(id=f"c{i}", text="a passage", label=0, doc_id="clean:notes") for i in range(40)]
+    with pytest.raises(DataError, match=r"the 40 clean passages are one document: a data file without a document "
+                                        r"column, doc_id, doc, ID, \.\.\., is one document"):
+        check_answer_not_fixed("t", 0.05, docs("s", 1, 1), clean)
+    with pytest.raises(DataError) as caught:  # several clean documents: nothing to add
+        check_answer_not_fixed("t", 0.05, docs("s", 1, 1), docs("c", 2, 0))
+    assert "one document" not in str(caught.value)

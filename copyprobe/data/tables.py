@@ -13,7 +13,7 @@ role      names tried
 ========  =====================================
 text      text, input, snippet, Example_A
 label     label, Label
-document  doc_id, ID, book_id, book
+document  doc_id, doc, ID, book_id, book
 id        id (else the 0-based row number)
 ========  =====================================
 
@@ -43,7 +43,7 @@ from copyprobe.files import write_jsonl as files_write_jsonl
 
 TEXT_NAMES = ("text", "input", "snippet", "Example_A")
 LABEL_NAMES = ("label", "Label")
-DOC_NAMES = ("doc_id", "ID", "book_id", "book")
+DOC_NAMES = ("doc_id", "doc", "ID", "book_id", "book")
 ID_NAMES = ("id",)
 
 SUPPORTED = (".jsonl", ".json-lines", ".json", ".csv", ".tsv", ".parquet",

@@ -148,6 +148,9 @@ def test_first_matching_name_wins_and_explicit_overrides(tmp_path):
     ds = load_dataset(path, text_column="snippet", doc_column="book")
     assert ds.examples[0].text == "from snippet" and ds.examples[0].doc_id == "B"
     assert ds.columns["text"] == "snippet"
+    # "doc" names the document too (an audit's clean file with a doc column was one document)
+    ds = load_dataset(_lines(tmp_path / "doc.jsonl", {"text": "t", "doc": "letter 3", "book": "B"}))
+    assert ds.examples[0].doc_id == "letter 3" and ds.columns["doc_id"] == "doc"
 
 
 def test_explicit_column_that_does_not_exist(tmp_path):
