@@ -67,6 +67,7 @@ from copyprobe.evaluation.witness import Witness, clause as witness_clause, judg
 from copyprobe.evaluation.witness import summary as witness_summary
 
 FORMAT = 2  # verdicts.json layout; 1 (no "format" key) = passage-pooled Welch/Mann-Whitney
+NORMALITY_LEVEL = 0.05  # Shapiro-Wilk on the clean documents' scores, below which the t test is doubted
 MIN_CLEAN_T = 3  # a standard deviation with at least 2 degrees of freedom
 
 ASSUMPTIONS = {
@@ -109,6 +110,26 @@ def smallest_adjusted_p(test: str, k: int, n_suspects: int, factor: float = 1.0)
     ``n_suspects`` tested together (each p times ``factor``, the witness's): n times the
     smallest p, whatever the other suspects score."""
     return min(1.0, max(1, n_suspects) * factor * min_p(test, k))
+
+
+def normality(clean: Sequence[float], alpha: float, n_suspects: int = 1) -> dict[str, Any] | None:
+    """Shapiro-Wilk on the clean documents' scores, which the t test takes for normal: its
+    p-value, and a note when it is below :data:`NORMALITY_LEVEL`. A skewed or heavy-tailed
+    null makes the t test's p-values too small (a review's simulation: lognormal scores,
+    19 clean documents, 5.3% below 0.01); the note says so and what the rank test needs.
+    With few clean documents the check has little power: no note is no proof of normality."""
+    from scipy import stats
+
+    values = [float(v) for v in clean if v is not None and math.isfinite(v)]
+    if len(values) < 3 or max(values) == min(values):
+        return None
+    p = float(stats.shapiro(values).pvalue)
+    out: dict[str, Any] = {"test": "Shapiro-Wilk", "p": p}
+    if p < NORMALITY_LEVEL:
+        out["note"] = (f"the clean documents' scores do not look normal (Shapiro-Wilk p = {_fmt_p(p)}), which the t "
+                       f"test assumes: its p-values may then be too small; the rank test assumes nothing of their "
+                       f"shape and needs at least {clean_needed('rank', alpha, n_suspects)} clean documents")
+    return out
 
 
 def rank_p(x: float, clean: Sequence[float]) -> float:
@@ -394,7 +415,9 @@ def verdicts(
                  "passages_per_document": m_passages,
                  **({"p_from": "rank", "tied_clean_documents": ties} if p_test != test else {}),
                  "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
-                 **({"witness_factors": factors} if any(v > 1 for v in split.values()) else {})},
+                 **({"witness_factors": factors} if any(v > 1 for v in split.values()) else {}),
+                 **({"normality": shape} if (shape := normality(clean_scores, alpha, n_tested) if p_test == "t" else None)
+                    else {})},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": rule(guard_test),
         "baseline": {

@@ -462,3 +462,31 @@ def test_the_rank_test_needs_n_over_alpha_clean_documents_for_n_suspects(n_clean
         else:
             assert row["verdict"] == CANNOT_TELL and row["p_adjusted"] > 0.05
             assert f"give at least {clean_needed('rank', 0.05, n_suspects)} documents" in row["reason"]
+
+
+def test_the_t_test_s_normality_is_checked_on_the_clean_scores():
+    """Shapiro-Wilk on the clean document scores: it flags a skewed null (which makes the t
+    test's p-values too small) far more often than a normal one, and only the t test asks."""
+    from scipy import stats as st
+
+    from copyprobe.evaluation.verdicts import NORMALITY_LEVEL, normality
+
+    rng = np.random.default_rng(4)
+    flagged = {"normal": 0, "lognormal": 0}
+    for _ in range(400):
+        for name, draw in (("normal", rng.normal(size=19)), ("lognormal", rng.lognormal(size=19))):
+            shape = normality(list(draw), 0.01)
+            assert shape["p"] == pytest.approx(st.shapiro(draw).pvalue)
+            assert ("note" in shape) is (shape["p"] < NORMALITY_LEVEL)
+            flagged[name] += "note" in shape
+    assert flagged["normal"] / 400 < 0.1 and flagged["lognormal"] / 400 > 0.6
+    assert normality([1.0, 1.0, 1.0], 0.01) is None and normality([1.0, 2.0], 0.01) is None
+    note = normality(list(rng.lognormal(size=30) ** 3), 0.01, n_suspects=2)["note"]
+    assert "do not look normal" in note and "at least 199 clean documents" in note  # 2/0.01 - 1
+    # in the verdicts: the t test's block carries it, the rank test's not
+    docs = {f"c{i}": (0, [f"clean text {i} " * 5], [float(v)]) for i, v in enumerate(rng.lognormal(size=25) ** 3)}
+    docs["s"] = (1, ["suspect text " * 5], [1.0])
+    scores, doc_of, labels, texts = build(docs)
+    by_t = verdicts(scores, doc_of, labels, 0.01, texts, test="t", method="loss")
+    assert by_t["test"]["normality"]["p"] < NORMALITY_LEVEL and "note" in by_t["test"]["normality"]
+    assert "normality" not in verdicts(scores, doc_of, labels, 0.01, texts, test="rank", method="loss")["test"]

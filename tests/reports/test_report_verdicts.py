@@ -444,3 +444,19 @@ def test_format2_unscored_suspect_says_why(tmp_path):
     assert row["passages"] == "0 / 4 / 4" and row["in short"] == "no passage scored"
     assert "no passage of lost could be scored with loss (4 failed" in blocks(html)["lost"]
     assert "No standing: the document has no score" in page.text
+
+
+def test_the_normality_check_of_the_t_test_is_shown(tmp_path):
+    run_dir = write_sample_run(tmp_path / "run", verdicts=True)
+    path = run_dir / "verdicts.json"
+    report = json.loads(path.read_text())
+    report["test"]["normality"] = {"test": "Shapiro-Wilk", "p": 0.0021, "note": "the clean documents' scores do not "
+                                   "look normal (Shapiro-Wilk p = 0.0021), which the t test assumes"}
+    path.write_text(json.dumps(report))
+    page = Page(render_report(run_dir))
+    assumptions = {r[0]: r[1] for r in page.tables["verdict-test-table"]["rows"]}["assumptions"]
+    assert "do not look normal (Shapiro-Wilk p = 0.0021)" in assumptions
+    report["test"]["normality"] = {"test": "Shapiro-Wilk", "p": 0.41}
+    path.write_text(json.dumps(report))
+    assumptions = {r[0]: r[1] for r in Page(render_report(run_dir)).tables["verdict-test-table"]["rows"]}["assumptions"]
+    assert "against a normal distribution: Shapiro-Wilk p = 0.41" in assumptions

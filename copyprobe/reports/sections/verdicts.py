@@ -391,6 +391,7 @@ def _test(verdicts: dict, alpha: float) -> dict[str, Any] | None:
         "tied": test.get("tied_clean_documents", "—"),
         "multiple_testing": str(test.get("multiple_testing") or "none (fewer than two suspect documents tested)"),
         "holm": bool(test.get("multiple_testing")),
+        "normality": _dict(test.get("normality")),
     }
 
 
