@@ -375,7 +375,9 @@ def literal_items_from_text(
     span = prefix_words + reference_words
     step = stride or span
     if len(words) < span:
-        raise DataError(f"the text has {len(words)} words; one item needs {span}")
+        raise DataError(f"the text has {len(words)} words; one item needs {span} ({prefix_words} words of prefix "
+                        f"and the {reference_words} words compared with the completion): a shorter prefix or "
+                        "reference would fit it")
     items = []
     for start in range(0, len(words) - span + 1, step):
         items.append(
