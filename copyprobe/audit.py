@@ -229,11 +229,14 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
            f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
     from copyprobe.data.tables import DOC_NAMES
 
-    one_file = (f" (the {len(clean)} clean passages are one document: a data file without a document column, "
-                f"{', '.join(DOC_NAMES[:3])}, ..., is one document)" if k == 1 and len(clean) > 1 else "")
+    one_file = (f" (the {len(clean)} clean passages are one document: so is a book, and a data file without a "
+                f"document column, {', '.join(DOC_NAMES[:3])}, ...)" if k == 1 and len(clean) > 1 else "")
+    # the group verdict's need, where fewer clean documents than a document's would let it speak
+    group_k = next((c for c in range(2, needed) if factor / math.comb(n + c, n) <= alpha), None) if n >= 2 else None
+    group = f" ({group_k} for the group verdict alone)" if group_k is not None else ""
     raise DataError(f"the answer is fixed before any scoring: the {test} test cannot reach alpha {alpha:g} ({why}), "
                     f"so every document would be 'cannot tell'; nothing was scored. Give at least {needed} clean "
-                    "documents" + (", raise alpha, or use the t test" if test == "rank" else "") + one_file)
+                    f"documents{group}" + (", raise alpha, or use the t test" if test == "rank" else "") + one_file)
 
 
 def document_floor_note(test: str, alpha: float, suspect: list[Example], clean: list[Example],
@@ -246,13 +249,15 @@ def document_floor_note(test: str, alpha: float, suspect: list[Example], clean: 
 
     k = len({str(e.doc_id) for e in clean})
     n = len({str(e.doc_id) for e in suspect})
-    factor = min(factors.values()) if factors else 1.0
-    floor = smallest_adjusted_p(test, k, n, factor)
+    # factor 1 whatever ``factors`` say: a suspect whose witness gets no p-value keeps all of
+    # alpha, and the note must hold for every document
+    del factors
+    floor = smallest_adjusted_p(test, k, n)
     if n < 2 or floor <= alpha:
         return None
     return (f"no single document can get 'evidence': with {n} suspect and {k} clean documents the {test} test's "
             f"smallest Holm-adjusted p-value is {floor:.3g}, above alpha {alpha:g}, so each document will be 'cannot "
-            f"tell' and only the group verdict can speak; {clean_needed(test, alpha / factor, n)} clean documents "
+            f"tell' and only the group verdict can speak; {clean_needed(test, alpha, n)} clean documents "
             "(or fewer suspects at once) would let a document reach alpha")
 
 

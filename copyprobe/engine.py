@@ -293,4 +293,4 @@ def rewrite_derived(run: record.Run, derived: Derived) -> None:
     """Write the derived files into the run directory, then run.json last (without the note
     that they could not be computed, now that they are)."""
     run.record.notes = [n for n in run.record.notes if not n.startswith(DERIVE_FAILED)]
-    record.write_run(run.dir, run.record, derived.files)
+    record.write_run(run.dir, run.record, derived.files, marker=record.RESCORING)

@@ -181,11 +181,23 @@ def load_run(run_dir: str | os.PathLike, *, derived: bool = True) -> Run:
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise DataError(f"{path} {what} (give the run directory that a copyprobe command wrote)")
-    if (path / UNFINISHED).exists():
+    try:
+        stopped = (path / UNFINISHED).read_text(errors="replace")
+    except FileNotFoundError:
+        stopped = None
+    except OSError:
+        stopped = ""
+    if stopped == RESCORING:
+        # a rescore rewrites only what is derived: the model's answers and run.json are one
+        # run, which the next rescore reads (a report waits for it)
+        if derived:
+            raise DataError(f"a rescore of {path} stopped while its files were written: run copyprobe rescore "
+                            f"{path} again")
+    elif stopped is not None:
         # write_run stopped between its first file and run.json: the files beside run.json (an
         # earlier run's, if any) may be of two runs, which no rescore or report may mix
         raise DataError(f"{path} holds a run stopped while its files were written (it may mix two runs' files); "
-                        "run the command that wrote it again: it resumes from the cache")
+                        "run the command that wrote it again (with the cache it had, the model is not asked again)")
     record = RunRecord.from_json(read_json(path / "run.json"), str(path / "run.json"))
     files: dict[str, Any] = {}
     names = dict(RESULT_FILES.get(record.kind, {}))
@@ -234,10 +246,11 @@ def _check_scores_match(run: Run) -> None:
                         f"(the first: {missing[0]!r}): {DAMAGED}")
 
 
-def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any]) -> Path:
+def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, Any], marker: str | None = None) -> Path:
     """Write the result files, then run.json last (so a complete run.json means every
     file beside it is from the same run). A file given as None is removed, so a rerun
-    into the same directory leaves no stale result behind."""
+    into the same directory leaves no stale result behind. ``marker``: what the unfinished
+    marker says meanwhile (the run's kind; :data:`RESCORING` for a rescore)."""
     out = Path(out_dir)
     # made again if gone: a run into the same empty directory that failed meanwhile removes
     # what it made while it is empty (discards_new_out_dir), and this run's results must land
@@ -245,7 +258,7 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
     # written before the first result file, so files without run.json can be told to be this
     # run's (resumed by the same command) rather than anyone's; a run that stops earlier
     # leaves its directory as it found it
-    (out / UNFINISHED).write_text(str(record.kind or ""))
+    (out / UNFINISHED).write_text(marker if marker is not None else str(record.kind or ""))
     for name, content in files.items():
         if content is None:
             (out / name).unlink(missing_ok=True)
@@ -261,6 +274,8 @@ def write_run(out_dir: str | os.PathLike, record: RunRecord, files: dict[str, An
 # Left in an output directory by write_run (it holds the run's kind) until run.json is
 # written: what tells a run interrupted while writing from files that are not a run's.
 UNFINISHED = ".copyprobe-unfinished"
+# what the marker says while a rescore rewrites the derived files (no run's kind)
+RESCORING = "rescore"
 
 
 def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any = None) -> Path:

@@ -125,10 +125,14 @@ def article(word: str) -> str:
 # all scripts: everything below Greek (U+0370: ASCII punctuation, Latin-1, Latin Extended A/B,
 # IPA, combining diacritics), phonetic extensions and Latin Extended Additional, general
 # punctuation to miscellaneous symbols (letterlike ℓ, roman numerals), Latin Extended C/D/E,
-# the ﬁ ligatures, fullwidth ASCII and mathematical letters.
+# the ﬁ ligatures, fullwidth ASCII, Latin Extended F and G, mathematical letters, enclosed
+# alphanumerics and legacy computing symbols.
 _LATIN_OR_SHARED = ((0x0000, 0x036F), (0x1AB0, 0x1AFF), (0x1D00, 0x1EFF), (0x2000, 0x2BFF), (0x2C60, 0x2C7F),
                     (0xA720, 0xA7FF), (0xAB30, 0xAB6F), (0xFB00, 0xFB06), (0xFE20, 0xFE2F), (0xFF01, 0xFF5E),
-                    (0x1D400, 0x1D7FF))
+                    (0x10780, 0x107BF), (0x1D400, 0x1D7FF), (0x1DF00, 0x1DFFF), (0x1F100, 0x1F1FF),
+                    (0x1FB00, 0x1FBFF))
+# letters and digits of a word; "No" (fractions, circled and archaic numbers) is no word, as in rouge-score
+_WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl"))
 # scripts written without spaces between words whose characters are words or morphemes: one
 # token each (Han, kana, halfwidth katakana), as ROUGE for Chinese and Japanese is counted
 _ONE_TOKEN_EACH = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F),
@@ -148,8 +152,10 @@ class RougeTokenizer:
     (Porter-stemmed when longer than 3 with ``use_stemmer``), and so is any text in Latin
     script (its accented letters split words there too, as in the published tool: the
     CopyBench numbers stay comparable); letters, digits and marks of other scripts make
-    words as well, and each Han or kana character is a token of its own. Thai, Lao, Khmer
-    and Myanmar, written without spaces, give one token per run of letters (no segmenter)."""
+    words as well (case-folded), and each Han or kana character is a token of its own.
+    Numbers that are no digits (½, ①, archaic numerals) are dropped, as rouge-score drops
+    them. Thai, Lao, Khmer and Myanmar, written without spaces, give one token per run of
+    letters (no segmenter)."""
 
     def __init__(self, use_stemmer: bool = False):
         from rouge_score import tokenize, tokenizers
@@ -169,7 +175,9 @@ class RougeTokenizer:
         def close() -> None:
             if run:
                 word = "".join(run)
-                tokens.append(self._stem(word) if run_ascii else word)
+                # casefold: characters are lower-cased one by one, so Greek's final sigma (ς) and
+                # the σ of an upper-case ΟΔΟΣ must meet
+                tokens.append(self._stem(word) if run_ascii else word.casefold())
                 run.clear()
 
         # rouge-score lower-cases first (the Kelvin sign becomes k, a token); a character of Latin
@@ -186,10 +194,11 @@ class RougeTokenizer:
                 run.append(ch)
             elif _in(code, _LATIN_OR_SHARED):
                 close()
-            elif _in(code, _ONE_TOKEN_EACH):
+            elif _in(code, _ONE_TOKEN_EACH) and unicodedata.category(ch) in _WORD_CATEGORIES:
                 close()
                 tokens.append(ch)
-            elif ch.isalnum() or (run and not run_ascii and unicodedata.category(ch)[0] == "M"):
+            elif (category := unicodedata.category(ch)) in _WORD_CATEGORIES or (
+                    run and not run_ascii and category[0] == "M"):
                 if run and run_ascii:
                     close()
                 run_ascii = False

@@ -60,9 +60,13 @@ def test_holm_s_floor_over_several_suspects_is_counted_before_scoring():
     assert document_floor_note("rank", 0.05, docs("s", 1, 1), docs("c", 19, 0)) is None  # one suspect: 1/20
     assert document_floor_note("t", 0.05, three, docs("c", 5, 0)) is None  # no smallest p
     check_answer_not_fixed("rank", 0.05, three, docs("c", 19, 0))  # the group test can still speak
-    # one clean document: no group test (it needs 2), and 3/2 for a document: refused, with Holm's factor said
-    with pytest.raises(DataError, match="3 times that after Holm's adjustment over 3 suspects"):
+    # one clean document: no group test (it needs 2), and 3/2 for a document: refused, with Holm's factor said,
+    # and what the group verdict alone needs (1/C(3 + 3, 3) = 0.05)
+    with pytest.raises(DataError, match="3 times that after Holm's adjustment over 3 suspects") as caught:
         check_answer_not_fixed("rank", 0.05, three, docs("c", 1, 0))
+    assert "Give at least 59 clean documents (3 for the group verdict alone)" in str(caught.value)
+    # the note holds for every document: a witness factor of 1.25 some suspects may not get is not counted
+    assert document_floor_note("rank", 0.05, three, docs("c", 59, 0), WITNESS_FACTORS) is None
 
 
 def test_the_calibrated_path_s_reach_is_noted_when_only_the_own_path_can_claim():
@@ -137,8 +141,8 @@ def test_a_clean_file_read_as_one_document_is_said_to_be_one():
     """A clean JSONL whose document column the reader does not know is one document: the
     refusal says so, where it said only "there is 1"."""
     clean = [Example(id=f"c{i}", text="a passage", label=0, doc_id="clean:notes") for i in range(40)]
-    with pytest.raises(DataError, match=r"the 40 clean passages are one document: a data file without a document "
-                                        r"column, doc_id, doc, ID, \.\.\., is one document"):
+    with pytest.raises(DataError, match=r"the 40 clean passages are one document: so is a book, and a data file "
+                                        r"without a document column, doc_id, doc, ID, \.\.\.\)"):
         check_answer_not_fixed("t", 0.05, docs("s", 1, 1), clean)
     with pytest.raises(DataError) as caught:  # several clean documents: nothing to add
         check_answer_not_fixed("t", 0.05, docs("s", 1, 1), docs("c", 2, 0))

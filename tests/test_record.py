@@ -331,3 +331,31 @@ def test_a_run_stopped_while_its_files_were_written_is_refused_not_read(tmp_path
         load_run(run_dir)
     assert main(["rescore", str(run_dir)]) == 2 and main(["report", str(run_dir)]) == 2
     assert (run_dir / UNFINISHED).exists()  # left for the rerun of the command, which resumes
+
+
+def test_a_stopped_rescore_is_finished_by_the_next_rescore(tmp_path, monkeypatch):
+    """A rescore rewrites only the derived files: stopped before its run.json, the next
+    rescore finishes it (the model is not needed), and a report waits for it."""
+    from copyprobe import files as files_module
+    from copyprobe.record import UNFINISHED
+    from copyprobe.reports.sample import write_sample_run
+
+    run_dir = write_sample_run(tmp_path / "run", failures=False)
+    real = files_module.write_json
+
+    def stop_at_run_json(path, obj, mode=None):
+        if str(path).endswith("run.json"):
+            raise KeyboardInterrupt
+        return real(path, obj, mode)
+
+    monkeypatch.setattr("copyprobe.record.write_json", stop_at_run_json)
+    with pytest.raises(KeyboardInterrupt):
+        rescore(run_dir)
+    monkeypatch.undo()
+    assert (run_dir / UNFINISHED).read_text() == "rescore"
+    with pytest.raises(DataError, match=f"a rescore of {run_dir} stopped while its files were written: run "
+                                        f"copyprobe rescore {run_dir} again"):
+        load_run(run_dir)
+    assert main(["report", str(run_dir)]) == 2
+    rescore(run_dir)
+    assert not (run_dir / UNFINISHED).exists() and load_run(run_dir).record.kind == "detect"

@@ -4,6 +4,8 @@ words of other scripts counted (rouge-score keeps only [a-z0-9])."""
 from __future__ import annotations
 
 import random
+import sys
+import unicodedata
 
 import pytest
 from rouge_score import rouge_scorer, tokenizers
@@ -27,6 +29,27 @@ def test_latin_script_gives_rouge_score_s_own_tokens(use_stemmer):
         assert mine.tokenize(text) == theirs.tokenize(text)
 
 
+def test_every_latin_letter_number_sign_and_symbol_is_treated_as_rouge_score_treats_it():
+    """Over every code point whose Unicode name says Latin, or that is no letter of a word (a
+    symbol, punctuation, a space, a control, a number like ½ or ①), told apart by unicodedata
+    and not by the tokenizer's own ranges: the same tokens as rouge-score's."""
+    mine, theirs = RougeTokenizer(), tokenizers.DefaultTokenizer()
+    checked, differ = 0, []
+    for code in range(0x80, sys.maxunicode + 1):
+        ch = chr(code)
+        category = unicodedata.category(ch)
+        if category in ("Cn", "Co"):  # unassigned and private use: no word in either (and 940,000 of them)
+            continue
+        name = unicodedata.name(ch, "")
+        if " LATIN " in f" {name} " or category == "No" or category[0] in "SPZC" or "FULLWIDTH" in name \
+                or name.startswith("MATHEMATICAL "):
+            checked += 1
+            text = f"ab{ch}cd {ch}"
+            if mine.tokenize(text) != theirs.tokenize(text):
+                differ.append(f"U+{code:04X} {name}")
+    assert checked > 10_000 and differ == []
+
+
 @pytest.mark.parametrize("text, tokens", [
     ("Слово за словом, running dogs", ["слово", "за", "словом", "run", "dog"]),  # stemmed: ASCII only
     ("Ελληνικά κείμενα", ["ελληνικά", "κείμενα"]),
@@ -36,6 +59,9 @@ def test_latin_script_gives_rouge_score_s_own_tokens(use_stemmer):
     ("文字 中文", ["文", "字", "中", "文"]),  # Han and kana: a token each
     ("カタカナ", ["カ", "タ", "カ", "ナ"]),
     ("abcдеф", ["abc", "деф"]),  # a change of script ends a word
+    ("ΟΔΟΣ οδος", ["οδοσ", "οδοσ"]),  # case-folded: the final sigma meets the σ of the capitals
+    ("カタカナ・テスト", ["カ", "タ", "カ", "ナ", "テ", "ス", "ト"]),  # the middle dot is punctuation
+    ("½ ① ௰ word", ["word"]),  # numbers that are no digits of a word, as rouge-score drops them
 ])
 def test_other_scripts_make_words(text, tokens):
     assert RougeTokenizer(use_stemmer=True).tokenize(text) == tokens

@@ -135,9 +135,9 @@ class ResponseCache:
                     raise BackendError(f"cache file {self.path} stayed locked by another process for "
                                        f"{BUSY_WAIT_S:g} s; retry, or use another cache file") from None
                 if _is_unwritable(exc):  # a sound cache on a read-only file or folder: not "corrupt; delete it"
-                    raise ConfigError(f"cache file {self.path} cannot be written ({exc}): the file or its folder is "
-                                      "read-only; choose a writable location for the cache, or run without the "
-                                      "cache") from None
+                    raise ConfigError(f"cache file {self.path} cannot be opened or written ({exc}): the file or its "
+                                      "folder may be read-only or unreadable; choose a location you can write to for "
+                                      "the cache, or run without the cache") from None
                 raise self._corrupt(exc) from None
             except sqlite3.DatabaseError as exc:
                 self._db.close()

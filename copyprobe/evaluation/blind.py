@@ -368,8 +368,9 @@ def blind_baseline(
     "validation", "signal", "no_signal", "warning"}``. ``auc`` is the within-fold AUC (see the
     module docstring); ``auc_low``/``auc_high`` a 95% bootstrap interval of it (documents
     resampled when ``groups`` are given, fold assignment kept). ``signal`` is False, with the
-    reason in ``no_signal``, when the AUC is not above 0.5 or its interval includes 0.5; then
-    ``warning`` is None. Too few labelled texts per class for two folds give
+    reason in ``no_signal``, when the AUC is not above 0.5, its interval includes 0.5, or
+    resamples were asked and too many had one class in a fold for an interval (a handful of
+    texts); then ``warning`` is None. With ``n_bootstrap=0`` the point estimate alone decides. Too few labelled texts per class for two folds give
     ``auc`` None and a ``skipped`` reason. ``warning`` (from :func:`blind_warning`) only
     knows the blind AUC; pass the best method's AUC to :func:`blind_warning` as well.
 

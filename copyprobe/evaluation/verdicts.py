@@ -123,7 +123,10 @@ def normality(clean: Sequence[float], alpha: float, n_suspects: int = 1) -> dict
     values = [float(v) for v in clean if v is not None and math.isfinite(v)]
     if len(values) < 3 or max(values) == min(values):
         return None
-    p = float(stats.shapiro(values).pvalue)
+    with np.errstate(all="ignore"):  # an overflow is answered by the NaN checked below
+        p = float(stats.shapiro(values).pvalue)
+    if not math.isfinite(p):  # scores so far apart that the statistic overflows: nothing to say
+        return None
     out: dict[str, Any] = {"test": "Shapiro-Wilk", "p": p}
     if p < NORMALITY_LEVEL:
         out["note"] = (f"the clean documents' scores do not look normal (Shapiro-Wilk p = {_fmt_p(p)}), which the t "
@@ -352,6 +355,7 @@ def verdicts(
     n_family = max(1, len(family))
     # Holm's smallest adjusted p is n times the family's smallest p, whichever suspect has it
     family_floor = min((smallest_adjusted_p(test_of[s], k, n_family, split.get(s, 1)) for s in raw_p), default=0.0)
+    least_split = min((split.get(s, 1) for s in raw_p), default=1)
     standings = guard(doc_passages, tested, clean, guard_test) if tested and k >= 2 else {}
 
     rows = []
@@ -387,8 +391,12 @@ def verdicts(
         my_ties = tied(my_clean) if my_test != test else 0
         if s in test_of and my_test != test:
             row["p_from"] = my_test
+        # enough clean documents for both floors: Holm's over the family (n times the smallest
+        # witness factor) and this document's own (its factor)
+        needed_here = max(clean_needed(my_test, alpha / least_split, n_family),
+                          clean_needed(my_test, alpha / split.get(s, 1)))
         verdict, reason, why = _decide(row, s, p, adjusted.get(s, math.nan), st, k, alpha, my_test,
-                                       clean_needed(my_test, alpha / split.get(s, 1), n_family),
+                                       needed_here,
                                        witness.raw_method if s in switched else method,
                                        _z(mine.get(s), my_clean), my_ties, split.get(s, 1),
                                        n_family, family_floor)
@@ -480,15 +488,19 @@ def _decisive(test: str, z: float | None, k: int, alpha: float, n_family: int = 
 
     if test != "t" or z is None or not math.isfinite(z):
         return None
-    holm_note = f" (at alpha/{n_family}, Holm's level for {n_family} suspects tested together)" if n_family > 1 else ""
-    alpha = alpha / max(1, n_family)
+    # "never" is said at alpha itself: Holm's adjusted p of a document is at least its own p,
+    # and may be no more when the other suspects' p-values are far smaller
+    holm_note = (f" (at alpha/{n_family}, enough whatever the other {n_family - 1} suspect"
+                 f"{'s' if n_family > 2 else ''} score)" if n_family > 1 else "")
     if stats.norm.sf(z) > alpha:
         where = f"{z:.2f} standard deviations of the clean documents above" if z >= 0 else \
             f"{-z:.2f} standard deviations of the clean documents below"
         return (f"no number of clean documents would make this standing significant: it is {where} their "
-                f"mean, and alpha = {alpha:.3g}{holm_note} needs more than {stats.norm.isf(alpha):.2f} above it")
+                f"mean, and alpha = {alpha:.3g} needs more than {stats.norm.isf(alpha):.2f} above it")
+    level = alpha / max(1, n_family)  # enough after Holm's adjustment, whatever the others score
+
     def reaches(n: int) -> bool:
-        return stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= alpha
+        return stats.t.sf(z / math.sqrt(1 + 1 / n), n - 1) <= level
 
     # the p falls as n grows (more degrees of freedom, a smaller prediction interval): bisect
     # for the fewest n, up to 100,000 (one by one took 35 s for an answer near 94,000)

@@ -697,7 +697,7 @@ def test_a_cache_sqlite_cannot_write_is_called_read_only_not_corrupt(tmp_path, m
     monkeypatch.setattr(ResponseCache, "_open", refuse)
     with pytest.raises(ConfigError) as caught:
         ResponseCache(path)
-    assert "cannot be written" in str(caught.value) and "read-only" in str(caught.value)
+    assert "cannot be opened or written" in str(caught.value) and "read-only" in str(caught.value)
     assert "corrupt" not in str(caught.value) and "delete" not in str(caught.value)
 
 
@@ -713,7 +713,7 @@ def test_a_read_only_cache_folder_is_said_read_only(tmp_path):
         os.chmod(folder / name, 0o444)
     os.chmod(folder, 0o555)
     try:
-        with pytest.raises(ConfigError, match="cannot be written .*read-only"):
+        with pytest.raises(ConfigError, match="cannot be opened or written .*read-only"):
             ResponseCache(folder / "c.sqlite")
     finally:
         os.chmod(folder, 0o755)

@@ -435,8 +435,13 @@ def test_decisive_count_of_clean_documents_is_the_fewest_that_reach_alpha():
     assert "at least 93857 clean documents" in _decisive("t", 2.3264, 5, 0.01)  # one n at a time: 35 s
     # three suspects tested together: the count is at Holm's level alpha/3 (enough whatever the others score)
     said = _decisive("t", 3.0, 3, 0.05, 3)
-    assert f"at least {fewest(3.0, 3, 0.05 / 3)} clean documents" in said and "alpha/3, Holm's level" in said
+    assert f"at least {fewest(3.0, 3, 0.05 / 3)} clean documents" in said
+    assert "at alpha/3, enough whatever the other 2 suspects score" in said
     assert fewest(3.0, 3, 0.05 / 3) > fewest(3.0, 3, 0.05)
+    # "never" only where alpha itself is out of reach: Holm's adjusted p of a document can be its
+    # own p (the others far smaller), so 1.8 sd (one-sided 0.036) is not "never" at 0.05
+    assert _decisive("t", 1.8, 10, 0.05, 3) is None
+    assert _decisive("t", 1.6, 10, 0.05, 3).startswith("no number of clean documents")
     assert "would be significant with at least" in _decisive("t", 2.33, 5, 0.01)
     assert _decisive("t", 2.3, 5, 0.01).startswith("no number of clean documents")
 
@@ -481,6 +486,7 @@ def test_the_t_test_s_normality_is_checked_on_the_clean_scores():
             flagged[name] += "note" in shape
     assert flagged["normal"] / 400 < 0.1 and flagged["lognormal"] / 400 > 0.6
     assert normality([1.0, 1.0, 1.0], 0.01) is None and normality([1.0, 2.0], 0.01) is None
+    assert normality([1e308, -1e308, 0.0], 0.01) is None  # the statistic overflows: NaN, no p to show
     note = normality(list(rng.lognormal(size=30) ** 3), 0.01, n_suspects=2)["note"]
     assert "do not look normal" in note and "at least 199 clean documents" in note  # 2/0.01 - 1
     # in the verdicts: the t test's block carries it, the rank test's not
