@@ -211,6 +211,7 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
     alpha the run goes on (:func:`document_floor_note` says so)."""
     import math
 
+    from copyprobe.data.tables import DOC_NAMES
     from copyprobe.evaluation.verdicts import clean_needed, smallest_adjusted_p
 
     k = len({str(e.doc_id) for e in clean})
@@ -227,8 +228,6 @@ def check_answer_not_fixed(test: str, alpha: float, suspect: list[Example], clea
     why = (f"its smallest p-value with {k} clean document{'s' * (k != 1)} is 1/{k + 1} = {1 / (k + 1):.3g}{witness}"
            f"{holm}, above alpha {alpha:g}" if test == "rank" else f"it needs a standard deviation of at least {needed} clean "
            f"documents' scores and there {'is' if k == 1 else 'are'} {k}")
-    from copyprobe.data.tables import DOC_NAMES
-
     one_file = (f" (the {len(clean)} clean passages are one document: so is a book, and a data file without a "
                 f"document column, {', '.join(DOC_NAMES[:3])}, ...)" if k == 1 and len(clean) > 1 else "")
     # the group verdict's need, where fewer clean documents than a document's would let it speak

@@ -29,9 +29,9 @@ from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from copyprobe import record, run_files
 from copyprobe.drive import DriveStats, ProgressFactory, drive
+from copyprobe.errors import Interrupted
 from copyprobe.progress import check_progress, progress_bars
 from copyprobe.session import Session
-from copyprobe.errors import Interrupted
 
 
 @dataclass

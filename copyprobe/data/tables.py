@@ -206,9 +206,8 @@ def _utf16_without_mark(raw: bytes) -> bool:
     head = raw[:4096]
     if len(head) < 8:
         return False
-    even, odd = head[0::2], head[1::2]
-    return max(even.count(0) / len(even), odd.count(0) / len(odd)) > 0.9 and \
-        min(even.count(0) / len(even), odd.count(0) / len(odd)) < 0.1
+    shares = sorted(half.count(0) / len(half) for half in (head[0::2], head[1::2]))
+    return shares[1] > 0.9 and shares[0] < 0.1
 
 
 def _decode(raw: bytes, name: str) -> str:
