@@ -19,6 +19,7 @@ before versioning (no ``format_version``) read as version 0.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -32,6 +33,11 @@ from copyprobe.errors import ConfigError, DataError
 from copyprobe.files import kind_of, read_json, read_jsonl, refuse_empty_path, utc_now, versions, write_json, write_jsonl
 from copyprobe.run_files import ANY, COPYING_METRICS, RUN, check, obj, read_checked, scores_row
 from copyprobe.text import article
+
+try:
+    import fcntl
+except ImportError:  # Windows: runs into one output directory are not guarded against each other
+    fcntl = None  # type: ignore[assignment]
 
 # the end of every message about result files that disagree with their run.json
 DAMAGED = "the run's files are damaged; run the command again (the cache makes it cheap)"
@@ -294,8 +300,29 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
         there = stat.S_IFDIR
     if not stat.S_ISDIR(there):  # else mkdir's "File exists" (of /dev/null, a named pipe, a file)
         raise ConfigError(f"cannot write to output directory {path}: it is {kind_of(there)}, not a directory")
-    if kind is not None:
-        _check_reusable(path, kind, spec_of(model))
+    scopes = getattr(_made_in, "scopes", None)
+    held = _hold(path)  # None where nothing is there yet: taken once made, below
+    try:
+        if kind is not None:
+            _check_reusable(path, kind, spec_of(model))
+        made = _make_out_dir(path)
+        if scopes:  # removed again if the run fails and they are still empty
+            scopes[-1].made.extend(made)
+        if held is None:  # made just now (or on a file system without locks: _hold says None again)
+            held = _hold(path)
+    except BaseException:
+        _release(held)
+        raise
+    if scopes:
+        scopes[-1].held.append(held)  # released when the run's entry point returns or raises
+    else:  # no run around it to hold the directory for: a check that no run is writing there
+        _release(held)
+    return path
+
+
+def _make_out_dir(path: Path) -> list[Path]:
+    """Make ``path`` and check it is writable; the directories made, deepest first (removed
+    again when this fails)."""
     made: list[Path] = []  # deepest first
     try:
         for part in reversed(_missing_dirs(path)):
@@ -311,16 +338,80 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
     except OSError as exc:
         _remove_if_empty(made)
         raise ConfigError(f"cannot write to output directory {path}: {exc.strerror or exc}") from None
-    scopes = getattr(_made_in, "scopes", None)
-    if scopes:
-        scopes[-1].extend(made)
-    return path
+    return made
+
+
+# (st_dev, st_ino) of an output directory this process holds -> [its open descriptor, holders]:
+# a run whose entry point prepares its directory again inside (detect, then the engine) holds it once
+_held: dict[tuple[int, int], list[int]] = {}
+_held_guard = threading.Lock()
+
+
+def _hold(path: Path, advice: str = "wait for it to end, or choose another output directory") -> tuple[int, int] | None:
+    """Lock the directory ``path`` against other processes (an advisory lock on the directory
+    itself, so no file is left in it; the system drops it when the process ends, however it
+    ends). Two runs writing into one directory at once would leave one run's run.json beside
+    the other's scores. The key to :func:`_release`; None where the system has no such lock."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None  # not a directory we can open: what follows names the problem
+    key = os.fstat(fd)[stat.ST_DEV], os.fstat(fd)[stat.ST_INO]
+    with _held_guard:
+        if key in _held:  # this process holds it already
+            os.close(fd)
+            _held[key][1] += 1
+            return key
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(f"another copyprobe run is writing to {path}; {advice}") from None
+        except OSError:  # a file system without locks (some network ones): not guarded
+            os.close(fd)
+            return None
+        _held[key] = [fd, 1]
+    return key
+
+
+def _release(key: tuple[int, int] | None) -> None:
+    if key is None:
+        return
+    with _held_guard:
+        entry = _held.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _held[key]
+            os.close(entry[0])  # closing the last descriptor drops the lock
+
+
+@contextlib.contextmanager
+def holding(run_dir: str | os.PathLike):
+    """Hold the run directory ``run_dir`` while rewriting it (a rescore): refused while
+    another run writes there."""
+    key = _hold(Path(run_dir), "run this again when it has ended")
+    try:
+        yield
+    finally:
+        _release(key)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# per thread: one list per running call of a discards_new_out_dir function (innermost last)
-# of the directories prepare_out_dir created during it
+@dataclass
+class _Scope:
+    """One running call of a :func:`discards_new_out_dir` function: the directories
+    prepare_out_dir created during it (deepest first) and the locks it took."""
+
+    made: list[Path] = field(default_factory=list)
+    held: list[tuple[int, int] | None] = field(default_factory=list)
+
+
+# per thread: the running calls of discards_new_out_dir functions (innermost last)
 _made_in = threading.local()
 
 
@@ -338,17 +429,19 @@ def discards_new_out_dir(function: F) -> F:
         scopes = getattr(_made_in, "scopes", None)
         if scopes is None:
             scopes = _made_in.scopes = []
-        made: list[Path] = []
-        scopes.append(made)
+        scope = _Scope()
+        scopes.append(scope)
         try:
             result = function(*args, **kwargs)
         except BaseException:
-            _remove_if_empty(made)
+            _remove_if_empty(scope.made)
             raise
         finally:
             scopes.pop()
+            for key in scope.held:
+                _release(key)
         if scopes:  # a run inside another run: the outer one's failure still removes them if empty
-            scopes[-1].extend(made)
+            scopes[-1].made.extend(scope.made)
         return result
 
     return discarding  # type: ignore[return-value]

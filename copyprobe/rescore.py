@@ -25,6 +25,11 @@ def rescore(run_dir: str | os.PathLike, *, n_bootstrap: int | None = None,
     read back."""
     # before the run is read as its kind: a relabelled run would be recomputed as what it is not
     check_kind(run_dir)
+    with record.holding(run_dir):  # a run writing there meanwhile would mix its files with these
+        return _rescore(run_dir, n_bootstrap, inputs)
+
+
+def _rescore(run_dir: str | os.PathLike, n_bootstrap: int | None, inputs: Mapping[str, Any] | None) -> record.Run:
     run = record.load_run(run_dir, derived=False)  # rewritten below: a damaged one is no obstacle
     kind = KINDS.get(run.record.kind)
     if kind is None:

@@ -203,3 +203,101 @@ def test_the_cli_refuses_bad_data_in_one_line_and_leaves_no_directory(tmp_path, 
     assert main([*argv, "--out", str(tmp_path / "kept")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
+
+
+# Two runs into one directory at once: each directory is locked while a run writes it
+# (fcntl is imported inside the helpers: Windows has no such lock, and skips these tests)
+
+
+def _locked_elsewhere(path):
+    """An advisory lock on ``path`` taken as another process would (its own open
+    descriptor: flock locks conflict between descriptors, even of one process)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _is_free(path) -> bool:
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "O_DIRECTORY"), reason="no directory locks on this system")
+def test_a_run_into_a_directory_another_run_writes_is_refused_before_any_model_work(tmp_path, demo):
+    import os
+
+    from copyprobe.rescore import rescore
+
+    out = tmp_path / "run"
+    detect_into(out, demo, tmp_path)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    fd = _locked_elsewhere(out)
+    try:
+        backend = FakeBackend(member_texts=[e.text for e in demo.examples if e.label == 1])
+        with pytest.raises(ConfigError, match=f"^another copyprobe run is writing to {re.escape(str(out))}; wait"):
+            copyprobe.detect(backend, demo, ["loss"], out=out, cache=False)
+        assert backend.calls["token_logprobs"] == 0
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+        with pytest.raises(ConfigError, match="another copyprobe run is writing to .*run this again when it has ended"):
+            rescore(out)
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    finally:
+        os.close(fd)
+    rescore(out)  # free again: nothing of this process kept it
+    assert _is_free(out)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "O_DIRECTORY"), reason="no directory locks on this system")
+def test_a_run_holds_its_directory_while_it_runs_and_lets_go_after(tmp_path, demo):
+    from copyprobe import record
+
+    out = tmp_path / "run"
+    seen = []
+
+    @record.discards_new_out_dir
+    def run(fail):
+        record.prepare_out_dir(out, "detect")
+        record.prepare_out_dir(out, "detect")  # prepared again inside (detect, then the engine): not refused
+        seen.append(_is_free(out))
+        if fail:
+            raise DataError("refused")
+
+    run(False)
+    with pytest.raises(DataError):
+        run(True)
+    assert seen == [False, False] and _is_free(out)
+    record.prepare_out_dir(tmp_path / "alone", "detect")  # no run around it: checked, not held
+    assert _is_free(tmp_path / "alone")
+    assert record._held == {}
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "O_DIRECTORY"), reason="no directory locks on this system")
+def test_the_cli_says_another_run_writes_there_in_one_line(tmp_path, capsys):
+    import os
+
+    from copyprobe.cli.commands.demo import demo_data_path
+    from copyprobe.cli.main import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    fd = _locked_elsewhere(out)
+    try:
+        code = main(["detect", "--model", "fake", "--data", str(demo_data_path()), "--methods", "loss", "--out", str(out),
+                     "--no-cache", "--no-progress"])
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "another copyprobe run is writing to" in err[0]
+    assert list(out.iterdir()) == []
