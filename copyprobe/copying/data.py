@@ -5,7 +5,9 @@ CopyBench publishes three lists (``data/data.literal.json`` ...):
 * literal: ``id``, ``title``, ``input`` (a ~200-word prefix), ``reference`` (the next ~50 words)
 * non-literal: ``id``, ``title``, ``input`` (a story beginning), ``reference_events`` (list of
   event sentences), ``reference_characters`` (list of name lists: a name and its aliases). The
-  released file stores these two lists as Python-literal *strings*; both forms are read.
+  released file stores these two lists as Python-literal *strings*; both forms are read. The
+  character list may be empty (4 of the 590 released items, works whose summary names no
+  character): such an item still gets its event score, and 0 characters of 0.
 * QA: ``id``, ``title``, ``input`` (a question), ``reference`` (the answer, or a list of answers)
 
 A file may hold one of these lists (the layout is recognised by its keys), or a bundle
@@ -14,8 +16,8 @@ directory is read as CopyBench's ``data.literal.json`` / ``data.nonliteral.json`
 ``data.qa.json``. A row that lacks a field becomes a per-item error (kept in the results,
 never silently dropped); a file that cannot be read at all is a :class:`DataError`.
 
-``protected`` texts form the MemFree corpus; when absent it is the union of the literal
-items' ``input`` + ``reference`` (B.2: "the collection of all reference texts").
+``protected`` texts form the MemFree corpus; when absent it is each literal item's ``input``
+and ``reference`` joined as one text (see :meth:`CopySet.protected_corpus`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,21 @@ class CopySet:
     source: str = ""
 
     def protected_corpus(self) -> list[str]:
+        """The MemFree corpus: the ``protected`` texts, else per literal item its prefix and
+        reference as one text.
+
+        Deviation: the paper (B.2) protects "the collection of all reference texts", and the
+        released code (scripts/generate.py) the references alone. Protected alone, a
+        reference's n-grams start at its own first token, so a model continuing the prefix
+        could still copy the reference's first n - 1 tokens (and with many tokenizers the
+        reference's first word is a different token at a text's start than after the
+        prefix). Joined to its prefix, the n-grams that run from the prefix into the
+        reference are protected too; copyprobe's filter looks at the prompt's tokens as well
+        (:mod:`copyprobe.copying.memfree`), so where the prompt ends with the prefix (the
+        first template) the reference is blocked from the first generated token. The cost:
+        the model cannot repeat n-token spans of its own prompt either (book text too,
+        though no score compares the output with it).
+        """
         if self.protected:
             return list(self.protected)
         return [f"{it.input} {it.reference}" for it in self.literal]
@@ -117,7 +134,7 @@ def _text_field(row: dict, name: str) -> str:
     return value
 
 
-def _list_field(row: dict, name: str) -> list:
+def _list_field(row: dict, name: str, may_be_empty: bool = False) -> list:
     if name not in row or row[name] is None:
         raise RowError(f"missing field {name!r}")
     value = row[name]
@@ -131,7 +148,7 @@ def _list_field(row: dict, name: str) -> list:
                 raise RowError(f"field {name!r} is neither a list nor a list literal") from None
     if not isinstance(value, (list, tuple)):
         raise RowError(f"field {name!r} must be a list, got {type(value).__name__}")
-    if not value:
+    if not value and not may_be_empty:
         raise RowError(f"field {name!r} is empty")
     return list(value)
 
@@ -166,7 +183,8 @@ def parse_nonliteral(row: dict, rid: str) -> NonLiteralItem:
     events = _list_field(row, "reference_events")
     if not all(isinstance(e, str) and e.strip() for e in events):
         raise RowError("field 'reference_events' must be a list of non-empty texts")
-    chars_raw = _list_field(row, "reference_characters")
+    # a work whose summary names no character (4 released items) still has events to score
+    chars_raw = _list_field(row, "reference_characters", may_be_empty=True)
     chars: list[tuple[str, ...]] = []
     for entry in chars_raw:
         if isinstance(entry, str):

@@ -3,7 +3,9 @@
 ROUGE-L is rouge-score's own (``RougeScorer(["rougeL"], use_stemmer=True)``) on the output
 and the reference, each first truncated to ``words`` whitespace-separated words; ``lcs`` is
 the length, in rouge-score tokens, of their longest common subsequence. An item counts as
-copied when ROUGE-L >= ``threshold`` (0.8 in the paper). The tokenizer is rouge-score's on
+copied when ROUGE-L >= ``threshold`` (0.8, the paper's value). The ``>=`` is the released
+code's rule (scripts/summary.py: ``score_rouge_l >= 0.8``); the paper (§3.3) says "greater
+than", which would not count an item at exactly 0.8. The tokenizer is rouge-score's on
 text in Latin script and also counts the words of other scripts
 (:class:`copyprobe.text.RougeTokenizer`): rouge-score's own gave a Russian or Chinese book
 copied word for word ROUGE-L 0.
@@ -51,7 +53,8 @@ def literal_scores(output: str, reference: str, words: int = DEFAULT_WORDS) -> d
 
 
 def copy_rate(values: Sequence[float], threshold: float = DEFAULT_THRESHOLD) -> float:
-    """Share of items with ROUGE-L >= threshold."""
+    """Share of items with ROUGE-L >= threshold (the released code's rule; the paper says
+    "greater than")."""
     if not values:
         raise ValueError("no scored items")
     return sum(v >= threshold for v in values) / len(values)

@@ -3,8 +3,12 @@
 At every decoding step the processor looks at the last ``n - 1`` tokens of each sequence
 (prompt included) and sets to -inf the score of every next token that would complete an
 ``n``-gram of the protected corpus, so no protected token ``n``-gram is ever emitted
-(n = 10 by default). Which tokens complete one is looked up in an index of token n-gram
-hashes:
+(n = 10 by default). Deviation: the released code's sampler (src/vllm_memfree_sampler.py)
+looks at generated tokens only, so the first ``n - 1`` tokens of an output are never
+checked; here an output that continues its prompt into protected text is blocked from its
+first token (why the default corpus joins each prefix to its reference:
+:meth:`copyprobe.copying.data.CopySet.protected_corpus`). Which tokens complete an n-gram
+is looked up in an index of token n-gram hashes:
 
 * ``kind="set"``: a dict from the 64-bit hash of each (n-1)-token prefix to the set of
   tokens that follow it in the corpus — exact up to 64-bit hash collisions, which can only

@@ -2,22 +2,32 @@
 
 **Character overlap**: a reference character counts when any of its names/aliases appears
 in the story as a whole-word sequence (the text and the name are split on non-word
-characters and compared word by word, case-insensitively by default, as CopyBench's
-``has_name``). Characters any of whose names appear in the prompt's beginning are excluded.
+characters and compared word by word). The comparison is case-insensitive by default, as
+the released code's ``has_name`` (scripts/eval_char_copying.py); the paper (§3.3) says
+"exact matches of character names". Characters any of whose names appear in the prompt's
+beginning are excluded. An item whose work has no reference characters (4 of the 590
+released items) scores 0 characters of 0, and counts in the character rate as not copied,
+as the released summary counts it.
 
 **Event overlap**: the story is cut into chunks of 128 tokens (word and punctuation tokens,
 as spaCy's tokenizer gives them); an event counts when any chunk supports it. Support is
 decided by a pluggable judge:
 
 * :class:`BackendJudge` — any backend, with the paper's Fig. 8 prompt; it answers
-  "attributable" / "not attributable". Answers that say neither are *unparseable*: an
-  item whose result depends on them gets no event score (an explicit per-item error).
+  "attributable" / "not attributable" (see :meth:`BackendJudge.parse`). Answers that say
+  neither are *unparseable*: an item whose result depends on them gets no event score (an
+  explicit per-item ``event_error``).
 * :class:`EmbeddingJudge` — offline: all-MiniLM-L6-v2 sentence embeddings; an event is
   supported by a chunk when its cosine similarity with some sentence (or pair of adjacent
   sentences) of the chunk reaches the threshold. The default threshold is calibrated on a
   labelled KJV set; see ``docs/copying.md`` and ``copyprobe.copying.calibrate``.
 
-Rates: share of items with >= 5 events and >= 3 characters.
+A judge that fails on an item leaves the item its character score: only its event score is
+missing, with the reason in ``event_error``.
+
+Rates: share of items with >= 5 events and >= 3 characters. The ``>=`` is the released
+code's rule (scripts/summary.py); the paper's words are "exceeds a threshold", which would
+not count an item with exactly 5 events or 3 characters.
 """
 
 from __future__ import annotations
@@ -54,7 +64,13 @@ def name_words(text: str, case_sensitive: bool = False) -> list[str]:
 
 
 def has_name(text: str, names: Sequence[str], case_sensitive: bool = False) -> bool:
-    """True when any of ``names`` occurs in ``text`` as a whole-word sequence."""
+    """True when any of ``names`` occurs in ``text`` as a whole-word sequence.
+
+    Case-insensitive by default, following the released code's ``has_name`` rather than the
+    paper's "exact matches". So a one-word alias that is also a common word (Will, May, Rose,
+    Mother, Guard) matches that word anywhere in the story ("you will see", "the guard"), and
+    the character counts by chance; ``case_sensitive=True`` narrows this to capitalised uses.
+    """
     tokens = name_words(text, case_sensitive)
     for name in names:
         target = name_words(name, case_sensitive)
@@ -70,14 +86,19 @@ def has_name(text: str, names: Sequence[str], case_sensitive: bool = False) -> b
 def character_overlap(
     story: str, characters: Sequence[Sequence[str]], prompt: str, case_sensitive: bool = False
 ) -> dict[str, Any]:
-    """Characters of the work that the story names, leaving out those named in the prompt."""
+    """Characters of the work that the story names, leaving out those named in the prompt.
+
+    No characters at all gives 0 of 0 (``n_reference_characters`` 0), not a missing score:
+    the released summary counts such an item in the character rate's denominator, as not
+    copied."""
     found, excluded = [], []
     for names in characters:
         if has_name(prompt, names, case_sensitive):
             excluded.append(names[0])
         elif has_name(story, names, case_sensitive):
             found.append(names[0])
-    return {"character_overlap": len(found), "characters_found": found, "characters_excluded": excluded}
+    return {"character_overlap": len(found), "characters_found": found, "characters_excluded": excluded,
+            "n_reference_characters": len(characters)}
 
 
 _TOKEN = re.compile(r"\w+(?:['\u2019]\w+)?|[^\w\s]", re.UNICODE)
@@ -96,7 +117,11 @@ def chunk_text(text: str, tokens: int = CHUNK_TOKENS) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ judges
-_VERDICT = re.compile(r"\b(not\s+)?attributable\b")
+# a verdict word: "attributable", or a negated form ("not attributable", "not-attributable",
+# "isn't attributable", "non-attributable", "non attributable", "unattributable"); the scan
+# takes the leftmost match, so "not attributable" is one negative match, never a positive too
+_VERDICT = re.compile(r"(?:(?P<neg>\bnot[\s-]+|n['\u2019]t\s+)|\b(?P<prefix>non[\s-]?|un)?)attributable\b")
+_ANSWER_MARK = re.compile(r"\banswer\s*:")
 
 
 class BackendJudge:
@@ -118,11 +143,26 @@ class BackendJudge:
 
     @staticmethod
     def parse(answer: str) -> bool | None:
-        """True for "attributable", False for "not attributable", None when it says neither."""
-        m = _VERDICT.search(answer.lower().replace("_", " "))
-        if m is None:
-            return None
-        return m.group(1) is None
+        """True for "attributable", False for "not attributable", None when it says neither.
+
+        The released code (scripts/eval_event_copying.py) counts an answer as attributable
+        only when Flan-T5's whole output equals "attributable"; anything else, an
+        unreadable answer included, counts as not attributable. Any model can judge here,
+        and chat models write sentences, so the verdict word is read where it stands (case
+        and the words around it ignored), in the spirit of that rule: only "attributable"
+        itself is True; "not attributable", "non-attributable" and "unattributable" are
+        False. When the answer has an "Answer:" marker only what follows the first one is
+        read, so an echo of the prompt's options before it does not count. An answer with
+        no verdict word, or with both kinds (the options echoed without an answer), is
+        None (unreadable) where the release would say False: an item whose count depends
+        on it gets no event score rather than a guessed one.
+        """
+        text = answer.lower().replace("_", " ")
+        mark = _ANSWER_MARK.search(text)
+        if mark is not None:
+            text = text[mark.end():]
+        verdicts = {m.group("neg") is None and m.group("prefix") is None for m in _VERDICT.finditer(text)}
+        return verdicts.pop() if len(verdicts) == 1 else None
 
     def judge(self, events: Sequence[str], chunks: Sequence[str]):
         """Runner generator: returns per event True/False/None (None: undetermined)."""
@@ -170,7 +210,14 @@ def _load_sentence_model(path: str):
         raise ConfigError("the embedding judge needs sentence-transformers: pip install sentence-transformers") from None
     if not Path(path).is_dir():
         raise ConfigError(f"embedding model directory {path} does not exist")
-    return SentenceTransformer(path, device="cpu")
+    try:
+        return SentenceTransformer(path, device="cpu")
+    except Exception as exc:  # noqa: BLE001
+        # a directory that is no model fails in many ways (ValueError for a missing config,
+        # OSError, safetensors' own errors); as a row error each item would lose its event
+        # score the same way, so it stops the run in one line, as a missing directory does
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"cannot load the embedding model in {path}: {detail}") from None
 
 
 _SENT = re.compile(r"(?<=[.!?;:])\s+|\n+")
@@ -254,6 +301,10 @@ def make_judge(spec: str | None, threshold: float | None = None):
 
 
 # ------------------------------------------------------------------------------- task
+# the exceptions copyprobe.drive takes as one row's failure (its _ROW_ERRORS)
+_JUDGE_ROW_ERRORS = (RowError, ValueError, ArithmeticError, IndexError, KeyError)
+
+
 def nonliteral_prompt(item: NonLiteralItem, template: int = 0, demos: Sequence[tuple[str, str]] = ()) -> str:
     return prompts.NONLITERAL_TEMPLATES[template].render(item.input, demos)
 
@@ -271,7 +322,12 @@ def run_nonliteral(
     chunk_tokens: int = CHUNK_TOKENS,
     case_sensitive: bool = False,
 ):
-    """Runner generator: generate a story, count characters, ask the judge about events."""
+    """Runner generator: generate a story, count characters, ask the judge about events.
+
+    The row's ``error`` is for an item with no score at all (no story). A judge that fails
+    on the item sets ``event_error`` instead and leaves ``event_overlap`` / ``event_copied``
+    None: character overlap needs no judge, so the item keeps that score, and the event
+    rate leaves it out (as an undetermined item)."""
     prompt = nonliteral_prompt(item, template, demos)
     (answer,) = yield [gen.request(prompt, max_tokens=max_tokens)]
     story = clean_completion(text_of(answer))
@@ -279,17 +335,23 @@ def run_nonliteral(
         raise RowError("empty generation")
     chars = character_overlap(story, item.reference_characters, item.input, case_sensitive)
     chunks = chunk_text(story, chunk_tokens)
-    verdicts, raw = yield from judge.judge(list(item.reference_events), chunks)
-    supported = [e for e, v in zip(item.reference_events, verdicts) if v is True]
-    undetermined = [e for e, v in zip(item.reference_events, verdicts) if v is None]
     result: dict[str, Any] = {
         "output": story,
         **chars,
         "character_copied": chars["character_overlap"] >= character_threshold,
-        "events_found": supported,
         "n_chunks": len(chunks),
-        "judge_raw": raw,
     }
+    try:
+        verdicts, raw = yield from judge.judge(list(item.reference_events), chunks)
+    except _JUDGE_ROW_ERRORS as exc:
+        # what would otherwise fail the whole row (the driver's row errors); a
+        # CopyprobeError (e.g. a judge model that cannot load) still stops the run
+        result.update(events_found=[], judge_raw=None, event_overlap=None, event_copied=None,
+                      event_error=f"the event judge failed: {str(exc) or type(exc).__name__}")
+        return result
+    supported = [e for e, v in zip(item.reference_events, verdicts) if v is True]
+    undetermined = [e for e, v in zip(item.reference_events, verdicts) if v is None]
+    result.update(events_found=supported, judge_raw=raw)
     if undetermined and len(supported) < event_threshold:
         # the count, and whether it reaches the threshold, depends on unreadable answers
         result["event_overlap"] = None

@@ -235,3 +235,12 @@ def test_a_title_that_is_a_number_or_absent_is_text():
             {"id": "e", "input": "a b", "reference": "c"}]
     out = D.rows_to_set("literal", rows)
     assert [item.title for item in out.literal] == ["1984", "2.5", "0", "", ""] and not out.errors
+
+
+def test_an_empty_character_list_is_an_item_a_missing_one_an_error(tmp_path):
+    rows = [{"id": "n0", "input": "x", "reference_events": ["e"], "reference_characters": "[]"},  # the release's form
+            {"id": "n1", "input": "x", "reference_events": ["e"], "reference_characters": []},
+            {"id": "n2", "input": "x", "reference_events": ["e"]}]
+    s = D.load_copyset(_write(tmp_path / "n.json", rows))
+    assert [(i.id, i.reference_characters) for i in s.nonliteral] == [("n0", ()), ("n1", ())]
+    assert [(e.id, e.reason) for e in s.errors] == [("n2", "missing field 'reference_characters'")]

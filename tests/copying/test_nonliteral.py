@@ -1,11 +1,15 @@
+import json
+
 import pytest
 
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.copying import nonliteral as nl
 from copyprobe.copying.common import GenConfig
-from copyprobe.copying.data import NonLiteralItem
+from copyprobe.copying.data import CopySet, NonLiteralItem, load_copyset
 from copyprobe.copying.prompts import EVENT_JUDGE
+from copyprobe.copying.runner import CopyConfig, run_copying
 from copyprobe.drive import Failure, drive
+from copyprobe.errors import ConfigError, RowError
 
 
 @pytest.mark.parametrize("text,names,expected", [
@@ -57,10 +61,28 @@ def test_chunks_of_128_tokens_cover_the_text():
 @pytest.mark.parametrize("answer,verdict", [
     ("attributable", True), ("Attributable.", True), ("not attributable", False),
     ("Not Attributable", False), ("The claim is attributable to the reference.", True),
-    ("not_attributable", False), ("yes", None), ("", None), ("unattributable", None),
+    ("not_attributable", False), ("yes", None), ("", None),
+    # negated forms are not attributable (the release counts only an answer equal to "attributable")
+    ("unattributable", False), ("Non-attributable", False), ("non attributable", False),
+    ("Nonattributable.", False), ("not-attributable", False), ("It isn't attributable.", False),
+    ("misattributable", None),  # no verdict word
+    # the prompt's options echoed: only what follows "Answer:" is the answer
+    ("Options: 'attributable' or 'not attributable'. Answer: not attributable", False),
+    ("Options: 'attributable' or 'not attributable'. Answer: attributable", True),
+    ("Options: 'attributable' or 'not attributable'.", None),  # both, no answer: unreadable
+    ("Answer:\nNot attributable", False),
 ])
 def test_backend_judge_parse(answer, verdict):
     assert nl.BackendJudge.parse(answer) is verdict
+
+
+def test_negated_answers_do_not_count_events():
+    item = NonLiteralItem("x", "t", "Joseph travels to Bethlehem.", EVENTS, CHARS)
+    answers = {EVENTS[0]: "attributable", EVENTS[1]: "Non-attributable", EVENTS[2]: "unattributable",
+               EVENTS[3]: "Options: 'attributable' or 'not attributable'. Answer: not attributable"}
+    fb = FakeBackend(generate_fn=_judge_fn(lambda c: answers.get(c, "not attributable")))
+    res = drive({"x": nl.run_nonliteral(item, GenConfig(), nl.BackendJudge(None))}, lambda s: fb)["x"]
+    assert res["events_found"] == [EVENTS[0]] and res["event_overlap"] == 1 and res["event_copied"] is False
 
 
 EVENTS = ("A king orders a census.", "A child is born in a stable.", "Shepherds see angels.",
@@ -102,6 +124,72 @@ def test_unparseable_judgements_are_reported_not_guessed():
     fb = FakeBackend(generate_fn=_judge_fn(lambda c: "maybe" if c == EVENTS[5] else "attributable"))
     res = drive({"x": nl.run_nonliteral(item, GenConfig(), nl.BackendJudge(None))}, lambda s: fb)["x"]
     assert res["event_copied"] is True and res["event_overlap"] is None and res["event_overlap_at_least"] == 5
+
+
+class _BrokenJudge:
+    """A judge that fails on every item, as a row error (the driver's kind)."""
+
+    def describe(self):
+        return {"judge": "broken"}
+
+    def judge(self, events, chunks):
+        raise RowError("the judge's answer was cut off")
+        yield  # a generator
+
+
+def test_a_failing_judge_leaves_the_character_score():
+    item = NonLiteralItem("x", "t", "Joseph travels.", EVENTS, CHARS)
+    fb = FakeBackend(generate_fn=_judge_fn(lambda c: "attributable"))
+    res = drive({"x": nl.run_nonliteral(item, GenConfig(), _BrokenJudge())}, lambda s: fb)["x"]
+    assert not isinstance(res, Failure)
+    assert res["character_overlap"] == 3 and res["character_copied"] is True
+    assert res["characters_found"] == ["Mary", "Herod", "Jesus"]
+    assert res["event_overlap"] is None and res["event_copied"] is None
+    assert res["event_error"] == "the event judge failed: the judge's answer was cut off"
+
+
+def test_a_failing_judge_counts_in_the_character_rate_not_in_the_errors():
+    data = CopySet(nonliteral=[NonLiteralItem("x", "t", "Joseph travels.", EVENTS, CHARS),
+                               NonLiteralItem("y", "t", "Mary and Joseph travel.", EVENTS, CHARS)])
+    fb = FakeBackend(generate_fn=_judge_fn(lambda c: "attributable"))
+    config = CopyConfig(tasks=("nonliteral",), judge=_BrokenJudge(), nonliteral_max_tokens=50)
+    rows, metrics = run_copying(data, lambda s: fb, config)
+    assert [r["error"] for r in rows] == [None, None]
+    block = metrics["nonliteral"]
+    assert block["n"] == 2 and block["n_errors"] == 0
+    assert block["character_rate"] == 0.5  # x names Mary, Herod, the child; y's beginning names Mary and Joseph
+    assert block["event_rate"] is None and block["n_event_undetermined"] == 2
+
+
+def test_an_embedding_model_that_cannot_load_stops_the_run(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    (tmp_path / "config.json").write_text("{}")  # a directory, but no model in it
+    item = NonLiteralItem("x", "t", "Joseph travels.", EVENTS, CHARS)
+    fb = FakeBackend(generate_fn=_judge_fn(lambda c: "attributable"))
+    judge = nl.EmbeddingJudge(model_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^cannot load the embedding model in .+: "):
+        drive({"x": nl.run_nonliteral(item, GenConfig(), judge)}, lambda s: fb)
+
+
+def test_an_item_without_characters_is_scored_zero_of_zero(tmp_path):
+    rows = [{"id": "n0", "title": "herzog", "input": "Joseph travels.", "reference_events": str(list(EVENTS)),
+             "reference_characters": "[]"},  # as 4 of the released items
+            {"id": "n1", "title": "t", "input": "Joseph travels.", "reference_events": list(EVENTS),
+             "reference_characters": [list(c) for c in CHARS]}]
+    path = tmp_path / "data.nonliteral.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    data = load_copyset(path)
+    assert data.errors == [] and data.nonliteral[0].reference_characters == ()
+    fb = FakeBackend(generate_fn=_judge_fn(lambda c: "attributable" if c in EVENTS[:5] else "not attributable"))
+    out, metrics = run_copying(data, lambda s: fb, CopyConfig(tasks=("nonliteral",), judge=nl.BackendJudge(None)))
+    empty = out[0]
+    assert empty["error"] is None and empty["event_overlap"] == 5 and empty["event_copied"] is True
+    assert empty["character_overlap"] == 0 and empty["n_reference_characters"] == 0
+    assert empty["character_copied"] is False
+    # in the character rate as not copied, as the released summary counts it
+    block = metrics["nonliteral"]
+    assert block["n"] == 2 and block["n_errors"] == 0
+    assert block["character_rate"] == 0.5 and block["event_rate"] == 1.0
 
 
 def test_empty_story_is_a_per_item_error():
