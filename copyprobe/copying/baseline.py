@@ -4,7 +4,8 @@ have seen, and the difference with a bootstrap CI (docs/copying.md, "Baseline").
 A model completing any 200-word prefix with 50 plausible words already shares some
 words, in order, with the true continuation: ROUGE-L around 0.2 on text it never read.
 So a protected book's ROUGE-L means something only beside the same number on unseen
-text, cut the same way. The clean text is the user's (``--clean``: a .txt/.epub file, or
+text, cut the same way; and the conclusion rests on the copy rate (ROUGE-L at the
+threshold), because the mean also measures how alike the two texts are (:func:`comparison`). The clean text is the user's (``--clean``: a .txt/.epub file, or
 CopyBench literal JSON) or the default shipped in ``copyprobe/copying/data/clean/``
 (prose written for copyprobe in 2026, CC0). A book's clean items are cut with the prefix
 and reference lengths of the suspect items (their medians), windows starting every
@@ -106,27 +107,47 @@ def difference(suspect: Sequence[float], clean: Sequence[float], n_bootstrap: in
     return out
 
 
+def per_item(rows: Sequence[dict], key: str, threshold: float) -> list[float]:
+    """One value per item: the mean over its rows (one row per prompt template), so that
+    the bootstrap resamples items, not templates (three templates of one item are not three
+    independent items). ``key`` "copied": the share of its rows at or above ``threshold``."""
+    by_item: dict[str, list[float]] = {}
+    for row in rows:
+        value = float(row["rouge_l"] >= threshold) if key == "copied" else float(row[key])
+        by_item.setdefault(str(row["id"]), []).append(value)
+    return [float(np.mean(values)) for values in by_item.values()]
+
+
 def comparison(suspect_rows: list[dict], clean_rows: list[dict], threshold: float, n_bootstrap: int = 1000,
                seed: int = 0) -> dict[str, Any]:
-    """The baseline block of metrics.json for literal copying."""
-    def values(rows: list[dict], key: str) -> list[float]:
-        if key == "copied":
-            return [float(r["rouge_l"] >= threshold) for r in rows]
-        return [float(r[key]) for r in rows]
+    """The baseline block of metrics.json for literal copying.
 
-    block = {metric: difference(values(suspect_rows, key), values(clean_rows, key), n_bootstrap, seed)
+    The conclusion rests on the copy rate (the share of items whose ROUGE-L reaches the
+    threshold), CopyBench's measure (§4.2: "the proportion of cases above a threshold
+    rather than the average score"), not on mean ROUGE-L. Mean ROUGE-L against unseen text
+    also measures how alike the two texts are: a model that has read neither continues a
+    repetitive or formulaic book (the KJV's "and the LORD spake unto Moses, saying") with
+    more of its words than fresh prose, so a higher mean is said, not read as copying."""
+    block = {metric: difference(per_item(suspect_rows, key, threshold), per_item(clean_rows, key, threshold),
+                                n_bootstrap, seed)
              for metric, key in COMPARED}
-    head = block["mean_rouge_l"]
+    head = block["rate"]
+
+    def said(d: dict[str, Any]) -> str:
+        return f"difference {d['difference']:+.3f} (95% CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f})"
+
     if head["more"] is None:
         sentence = "cannot tell: too few scored items in the book or in the clean baseline to compare"
-    elif head["more"]:
-        sentence = (f"{MORE}: mean ROUGE-L {head['suspect']:.3f} against {head['clean']:.3f} on unseen text, "
-                    f"difference {head['difference']:+.3f} (95% CI {head['ci_low']:+.3f} to {head['ci_high']:+.3f})")
     else:
-        sentence = (f"{NOT_MORE}: mean ROUGE-L {head['suspect']:.3f} against {head['clean']:.3f} on unseen text, "
-                    f"difference {head['difference']:+.3f} (95% CI {head['ci_low']:+.3f} to {head['ci_high']:+.3f})")
+        sentence = (f"{MORE if head['more'] else NOT_MORE}: {head['suspect']:.1%} of the book's items copied "
+                    f"(ROUGE-L >= {threshold}) against {head['clean']:.1%} on unseen text, {said(head)}")
+        mean = block["mean_rouge_l"]
+        if not head["more"] and mean["more"]:
+            sentence += (f"; mean ROUGE-L is higher than on unseen text ({mean['suspect']:.3f} against "
+                         f"{mean['clean']:.3f}, {said(mean)}), which the book's style gives as well as "
+                         "memorisation (a repetitive text is easier to continue), so it is not read as copying")
     return {"literal": block, "n_bootstrap": n_bootstrap, "seed": seed, "conclusion": sentence}
 
 
 __all__ = ["CLEAN_PREFIX", "DEFAULT_CLEAN", "MORE", "NOT_MORE", "clean_literal_items", "comparison", "difference",
-           "longest_common_span"]
+           "longest_common_span", "per_item"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from statistics import mean
+from statistics import mean, median
 from typing import Any
 
 from copyprobe.copying import literal as lit
@@ -356,6 +356,20 @@ def compute_metrics(rows: list[dict], config: CopyConfig, n_bootstrap: int | Non
     return out
 
 
+def _unmatched_prefix(suspect: Sequence[lit.LiteralItem], clean: Sequence[lit.LiteralItem]) -> str | None:
+    """A note when the clean items' prefixes are shorter than the book's (a clean text
+    too short for one item at the book's lengths is cut with shorter prefixes): a model
+    given less context copies less, so the baseline is then not matched."""
+    if not suspect or not clean:
+        return None
+    book = median(len(i.input.split()) for i in suspect)
+    unseen = median(len(i.input.split()) for i in clean)
+    if unseen >= book:
+        return None
+    return (f"the clean text is too short for the book's prefix length: its prefixes have {unseen:g} words against "
+            f"the book's {book:g}, so the baseline is not matched in prefix length (give a longer clean text)")
+
+
 # ------------------------------------------------------------------ the run kind
 class CopyingCollection:
     """collect for ``copying``: one generator per (task, item, template)."""
@@ -496,6 +510,9 @@ def copying(
         clean_items = clean_literal_items(clean, copyset.literal[:config.limit], config.limit)
         source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
         data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}
+        shortfall = _unmatched_prefix(copyset.literal[:config.limit], clean_items)
+        if shortfall:
+            notes.append(shortfall)
     memfree = None
     load_start = time.perf_counter()
     target: Any = model

@@ -34,6 +34,8 @@ def summary_lines(metrics: dict, run: dict) -> list[str]:
             out.append(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}")
     if run.get("failures"):
         out.append(f"  {len(run['failures'])} item(s) not scored: see failures in run.json / error in results.jsonl")
+    for note in run.get("notes") or []:  # what changed the run's meaning (an unmatched baseline, MemFree idle)
+        out.append(f"note: {note}")
     return out
 
 

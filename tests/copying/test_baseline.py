@@ -146,3 +146,56 @@ def test_demo_prints_the_copying_table_with_its_baseline_column(tmp_path, capsys
     assert NOT_MORE in out  # a model answering the same words everywhere copies nothing
     metrics = json.loads((tmp_path / "demo" / "copying" / "metrics.json").read_text())
     assert metrics["baseline"]["literal"]["mean_rouge_l"]["n_clean"] == 24
+
+
+def _echo(req):
+    """A model that has read nothing: it repeats the last 60 words of its prompt."""
+    prompt = req.prompt or req.messages[-1][1]
+    return " ".join(prompt.split()[-60:])
+
+
+def test_a_formulaic_book_echoed_is_not_copying_and_the_higher_mean_is_said(tmp_path, capsys):
+    # a book of few words in random order: any continuation of it shares many of its words
+    rng = np.random.default_rng(3)
+    vocab = "and the lord spake unto moses saying of israel children hand upon them he said".split()
+    book = tmp_path / "formulaic.txt"
+    book.write_text(" ".join(rng.choice(vocab, 3000)))
+    cfg = CopyConfig(tasks=("literal",), n_bootstrap=500)
+    res = copying(FakeBackend(generate_fn=_echo), book, cfg, cache=False, out=tmp_path / "echo",
+                  book_options={"prefix_words": 100, "reference_words": 40})
+    base = res["metrics"]["baseline"]
+    assert base["literal"]["mean_rouge_l"]["more"] is True  # the style alone lifts the mean
+    assert base["literal"]["rate"]["suspect"] == 0 and base["literal"]["rate"]["more"] is False
+    assert base["conclusion"].startswith(NOT_MORE) and "book's style" in base["conclusion"]
+
+
+def test_the_bootstrap_resamples_items_not_templates():
+    from copyprobe.copying.baseline import comparison
+
+    rng = np.random.default_rng(0)
+    suspect = [{"id": f"b{i}", "rouge_l": float(v), "lcs": float(10 * v)} for i, v in enumerate(rng.uniform(0.1, 0.9, 8))]
+    clean = [{"id": f"c{i}", "rouge_l": float(v), "lcs": float(10 * v)} for i, v in enumerate(rng.uniform(0, 0.5, 8))]
+    once = comparison(suspect, clean, 0.8, n_bootstrap=400, seed=2)
+    thrice = comparison([r for r in suspect for _ in range(3)], [r for r in clean for _ in range(3)], 0.8,
+                        n_bootstrap=400, seed=2)  # the same items under three prompt templates
+    for metric, block in once["literal"].items():  # equal up to rounding ((v + v + v) / 3 may not be v)
+        assert thrice["literal"][metric] == pytest.approx(block, abs=1e-12), metric
+    assert once["literal"]["rate"]["n_suspect"] == 8
+    # templates of one item that differ are averaged: the item's copy rate is its share of copied templates
+    mixed = [{"id": "x", "rouge_l": 0.9, "lcs": 1.0}, {"id": "x", "rouge_l": 0.1, "lcs": 3.0},
+             {"id": "y", "rouge_l": 0.85, "lcs": 2.0}]
+    block = comparison(mixed, clean, 0.8, n_bootstrap=0)["literal"]
+    assert block["rate"]["suspect"] == pytest.approx((0.5 + 1.0) / 2)
+    assert block["mean_lcs"]["suspect"] == pytest.approx((2.0 + 2.0) / 2) and block["rate"]["n_suspect"] == 2
+
+
+def test_a_clean_text_too_short_for_the_prefix_is_said(tmp_path, capsys):
+    book = _book(tmp_path)
+    clean = tmp_path / "short.txt"
+    clean.write_text(" ".join(f"word{i}" for i in range(120)))
+    assert main(["copying", "--model", "generic", "--data", str(book), "--tasks", "literal", "--clean", str(clean),
+                 "--prefix-words", "100", "--reference-words", "40", "--out", str(tmp_path / "a"), "--no-cache",
+                 "--no-progress", "--limit", "2"]) == 0
+    notes = json.loads((tmp_path / "a" / "run.json").read_text())["notes"]
+    assert any("its prefixes have 80 words against the book's 100" in n for n in notes)
+    assert "note: the clean text is too short for the book's prefix length" in capsys.readouterr().out
