@@ -29,24 +29,30 @@ and leaves those rows out of its metrics, as a learning method's training rows a
 (:meth:`~copyprobe.methods.base.Method.hold_out`). The prefix always ends with a blank
 line, so the scored text starts a new paragraph.
 
-**Token alignment.** LL(x | P) is the mean over *every* token of x, read after the
-prefix's tokens (:class:`~copyprobe.backends.base.TokenLogprobsRequest` with
-``context``); LL(x) is the plain request's mean, which cannot score x's first token (it
-has no context; tokenizers without a BOS, like SmolLM2's, give it none). The prefix is
-computed once per batch of texts (HF: one KV cache; see docs/more-methods.md).
+**Token alignment.** Both means are over the same tokens of x. LL(x) is the plain
+request's mean, which cannot score x's first token where the tokenizer puts no special
+token before it (SmolLM2's, GPT-2's, Qwen's); LL(x | P) is read after the prefix's
+tokens (:class:`~copyprobe.backends.base.TokenLogprobsRequest` with ``context``), which
+scores every token of x, and its first is then left out (:func:`conditional_loglik`).
+The authors' code (and this method before 2026-12-02) kept it: one more token in the
+numerator than in the denominator, the least predictable one, weighing 1/T, so the
+ratio moved with the text's length and first word. The prefix is computed once per batch
+of texts (HF: one KV cache; see docs/more-methods.md).
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+
+import numpy as np
 from typing import Any, ClassVar, Sequence
 
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
 from copyprobe.errors import ConfigError, DataError, RowError
 from copyprobe.methods.base import GREY_BOX, Method
-from copyprobe.methods.likelihood import mean_loglik
+from copyprobe.methods.likelihood import mean, mean_loglik, token_logprobs
 from copyprobe.params import COUNT, Optional, Real, Text, param
 from copyprobe.registry import register
 
@@ -83,12 +89,26 @@ def draw_rows(examples: Sequence[Example], label: int, count: int, seed: int, ow
     return sorted(random.Random(f"{seed}:{owner}:{label}").sample(rows, count))
 
 
+def conditional_loglik(conditional: TokenLogprobs, plain: TokenLogprobs) -> float:
+    """LL(x | P) over the tokens that LL(x) scores: the two means of the ratio are of the
+    same tokens. A tokenizer without a leading special token leaves x's first token
+    unscored alone but scored after P; kept, that one token (read right after the
+    prefix's last token, the least predictable of x's) would move the ratio by its own
+    weight, 1/T, whatever the membership. Where the two responses' tokens differ (a server
+    that tokenizes P + x as one text), the whole conditional mean is kept."""
+    values = token_logprobs(conditional)
+    n = len(token_logprobs(plain))
+    if len(values) > n and np.array_equal(conditional.array("token_ids")[-n:], plain.array("token_ids")[-n:]):
+        values = values[-n:]
+    return mean(values)
+
+
 def conditional_ratio(conditional: TokenLogprobs, plain: TokenLogprobs) -> tuple[float, float]:
-    """(LL(x | P), LL(x)) from the two responses."""
+    """(LL(x | P), LL(x)) from the two responses, over the same tokens."""
     ll = mean_loglik(plain)
     if ll == 0:
         raise RowError("text has zero loss: ratio undefined")
-    return mean_loglik(conditional), ll
+    return conditional_loglik(conditional, plain), ll
 
 
 class _PrefixMethod(Method):
@@ -171,5 +191,5 @@ class ConReCaLL(_PrefixMethod):
 
     def score(self, example: Example, responses: Sequence[TokenLogprobs]) -> float:
         non_member, plain = conditional_ratio(responses[1], responses[0])
-        member = float(mean_loglik(responses[2]))
+        member = conditional_loglik(responses[2], responses[0])
         return (non_member - self.gamma * member) / plain

@@ -111,10 +111,39 @@ def test_recall_needs_enough_non_members_or_a_file():
 
 
 def test_recall_on_fake_ranks_members_higher():
-    # the fake lowers members' log-probs more under a context (see FakeBackend)
-    examples = labelled(16)
-    backend = FakeBackend(member_texts=[e.text for e in examples if e.label == 1 and e.id != "e0"])
+    # the fake lowers members' log-probs more under a context (see FakeBackend); members'
+    # and non-members' words differ, so only membership tells them apart (rotations of one
+    # word list would make every word a member's)
+    words = [f"w{i}" for i in range(40)]
+    examples = [Example(id=f"e{i}", text=" ".join(words[i:i + 10]), label=int(i % 2 == 0)) for i in range(16)]
+    examples = [Example(id=e.id, text=e.text if e.label else e.text.replace("w", "v"), label=e.label)
+                for e in examples]
+    backend = FakeBackend(member_texts=[e.text for e in examples if e.label == 1])
     session = Session(backend, cache=False)
     result = copyprobe.detect(session, examples, ["recall"], params={"recall": {"n_prefix": 2}}, n_bootstrap=0,
                               blind_baseline=False)
     assert result.metrics["passage"]["recall"]["auc"] > 0.5
+
+
+def test_both_means_are_over_the_same_tokens_where_the_first_has_no_context():
+    # the fake has no leading special token: alone, a text's first word is not scored;
+    # after the prefix it is, and ReCaLL leaves it out so that LL(x | P) and LL(x) average
+    # the same words (computed here from the fake's own per-word rule)
+    examples = [Example(id=f"e{i}", text=f"alpha{i} beta gamma delta{i} epsilon", label=i % 2) for i in range(6)]
+    backend = FakeBackend(member_texts=[e.text for e in examples if e.label == 1])
+    result = copyprobe.detect(Session(backend, cache=False), examples, ["recall", "con_recall"],
+                              params={"recall": {"n_prefix": 1}, "con_recall": {"n_prefix": 1, "gamma": 0.5}},
+                              n_bootstrap=0, blind_baseline=False)
+    scores = result.scores.set_index("id")
+
+    def ll(text: str, boost) -> float:
+        words = text.split()
+        return sum(backend._word_logprob(a, b, boost) for a, b in zip(words, words[1:])) / (len(words) - 1)
+
+    held = result.record.train_ids
+    for example in examples:
+        if example.id in held["recall"] or example.id in held["con_recall"]:
+            continue
+        plain, after = ll(example.text, None), ll(example.text, backend.boost / 2)
+        assert scores.loc[example.id, "recall"] == pytest.approx(after / plain, abs=1e-12)
+        assert scores.loc[example.id, "con_recall"] == pytest.approx((after - 0.5 * after) / plain, abs=1e-12)
