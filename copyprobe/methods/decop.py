@@ -389,7 +389,8 @@ class DECOP(Method):
     score: str = param(
         "accuracy", OneOf("accuracy", "probability"),
         "accuracy (the paper: fraction of orderings answered correctly) or probability (logit mode: mean "
-        "probability of the verbatim option over the orderings; calibration offsets sum to 0, so they do not change it)",
+        "probability of the verbatim option over the orderings, from the uncalibrated probabilities: "
+        "decop.calibration does not change it)",
     )
     short_tokens: int = param(
         128, COUNT,

@@ -134,8 +134,10 @@ def min_k_pp_values(response: TokenLogprobs) -> np.ndarray:
         raise RowError("backend returned no next-token distribution statistics")
     mu = answer_array(response, "mu")
     sigma = answer_array(response, "sigma")
-    # A (near-)deterministic position has sigma ~ 0; the authors' code divides anyway
-    # and gets inf/nan. Clamp so one such token cannot dominate or poison the mean.
+    # The clamp only guards sigma = 0 (a one-hot next-token distribution), where the
+    # authors' code divides by zero and gets inf/nan. It does not bound z: sigma >=
+    # sqrt(p) * |log p - mu|, so |z| is bounded only by 1/sqrt(p): a confident position
+    # with an unlikely true token can give z = -31,571, as the authors' formula does.
     return (values - mu) / np.maximum(sigma, 1e-6)
 
 

@@ -11,7 +11,7 @@ the gap between the far (confidently predicted) and local (least likely) regions
 **Augment calibration** (§3.3): the text is compared with ``n_augment`` augmented copies
 made as the paper makes them, by EDA random swap (Wei & Zou 2019): copy j swaps two
 randomly chosen words, ``max(1, floor(alpha * W))`` times for a text of W
-space-separated words, with a generator seeded by (``seed``, j, text)::
+whitespace-separated words, with a generator seeded by (``seed``, j, text)::
 
     pac(x) = mean_j PD(x~_j) - PD(x)
 
@@ -24,18 +24,27 @@ AUC 0.675 after one epoch and 0.938 after three. PD is taken over
 token log-probabilities, as in that code. Defaults: k_min = 0.3, k_max = 0.05,
 alpha = 0.3, n_augment = 5 (the authors' settings). Every copy is one more
 TokenLogprobsRequest, batched and cached with all the others.
+
+Deviation from the authors' EDA (``src/eda.py``), which splits on single spaces and
+rejoins with one: words are runs of non-whitespace swapped between the text's own
+separators, so newlines stay in place and a text whose words are separated only by
+newlines is augmented too (for single-spaced text the copies are the same). A text with
+fewer than 2 words (e.g. CJK without spaces), or whose copies all equal it, fails for
+this method only, where EDA returns it unchanged and the score is 0.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 from typing import Sequence
 
 import numpy as np
 
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
+from copyprobe.errors import RowError
 from copyprobe.methods.base import GREY_BOX, Method, Score
 from copyprobe.methods.likelihood import token_logprobs
 from copyprobe.params import FRACTION, PER_TEXT, SEED, param
@@ -51,14 +60,25 @@ def polarized_distance(values: np.ndarray, k_max: float, k_min: float) -> float:
 
 def random_swap(text: str, alpha: float, rng: random.Random) -> str:
     """EDA random swap: ``max(1, floor(alpha * W))`` swaps of two distinct random word
-    positions (words split on single spaces, as EDA does)."""
-    words = text.split(" ")
-    if len(words) < 2:
-        return text
+    positions. Words are the text's runs of non-whitespace (``str.split()``); the
+    authors' EDA splits on single spaces, which gives the same words, swaps and output
+    for single-spaced text."""
+    # Words are swapped between the original separators, which stay where they were:
+    # joining with " " would flatten newlines and paragraph breaks, and splitting on " "
+    # alone left a text without spaces (CJK, one word per line) with nothing to swap, so
+    # every copy equalled the original and the score was rounding noise.
+    spans = [m.span() for m in re.finditer(r"\S+", text)]
+    if len(spans) < 2:
+        raise RowError(f"text has {len(spans)} whitespace-separated word(s): fewer than 2 words to swap")
+    words = [text[a:b] for a, b in spans]
     for _ in range(max(1, int(alpha * len(words)))):
         i, j = rng.sample(range(len(words)), 2)
         words[i], words[j] = words[j], words[i]
-    return " ".join(words)
+    parts, end = [], 0
+    for (a, b), word in zip(spans, words):
+        parts += [text[end:a], word]
+        end = b
+    return "".join(parts) + text[end:]
 
 
 def augmentations(text: str, n: int, alpha: float, seed: int) -> list[str]:
@@ -66,6 +86,9 @@ def augmentations(text: str, n: int, alpha: float, seed: int) -> list[str]:
     for j in range(n):
         digest = hashlib.sha256(f"pac\x1f{seed}\x1f{j}\x1f{text}".encode()).hexdigest()
         out.append(random_swap(text, alpha, random.Random(int(digest[:16], 16))))
+    if all(copy == text for copy in out):
+        # nothing to calibrate against: the score would be 0 whatever the model
+        raise RowError("every word-swapped copy equals the text (e.g. its words are all alike)")
     return out
 
 

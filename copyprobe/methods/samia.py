@@ -6,7 +6,7 @@ continues the prefix ``n_samples`` times by sampling (temperature ``temperature`
 sample with its own seed derived from ``seed``, so samples are cached and reproducible),
 and each continuation is compared with the true remainder by ROUGE-N recall::
 
-    candidate  = the continuation's first |reference| words
+    candidate  = the continuation's words, all of them
     rouge_n    = |n-grams(candidate) & n-grams(reference)| / |n-grams(reference)|   (multiset overlap)
     samia(x)   = mean over samples of rouge_n          (zlib = true: rouge_n * zlib bytes of the candidate)
 
@@ -14,8 +14,14 @@ A model that saw the text tends to continue it with the true words. Higher = mem
 Defaults follow the paper's main setting: ROUGE-1 (n = 1), temperature 1.0, top-k 50
 and 10 samples (§4.1; fast-mia uses 5). ``top_k`` = 0 samples from the full
 distribution, for an API that refuses a ``top_k`` field (OpenAI's own; vLLM and
-llama.cpp's server read it). Words are whitespace-separated; ``max_tokens`` bounds each
-continuation.
+llama.cpp's server read it). Words are whitespace-separated.
+
+As in the authors' code (nlp-titech/samia, ``src/eval_samia.py``) the candidate is the
+whole continuation, not cut to the reference's length, for ROUGE and for the zlib size
+alike, so a continuation that finds the true words a few words late still counts them.
+Deviations: ``max_tokens`` (128) bounds each continuation, where the authors generate up
+to 1024 tokens with the prompt; for n > 1 the recall divides by the reference's n-gram
+count (ROUGE-N), where their script divides by its word count (the same for n = 1).
 """
 
 from __future__ import annotations
@@ -80,7 +86,7 @@ class SaMIA(Method):
         _, reference = split_text(example.text, self.prefix_ratio)
         values = []
         for generation in responses:
-            candidate = generation.text.split()[:len(reference)]
+            candidate = generation.text.split()
             value = rouge_n_recall(candidate, reference, self.n)
             if self.zlib:
                 value *= len(zlib_module.compress(" ".join(candidate).encode("utf-8")))

@@ -7,13 +7,18 @@ training is less often surprised this way, so the true tokens at such positions 
 higher log-probs for members. Per text, over its scored tokens t::
 
     H_t   = entropy of the next-token distribution at t       (= -mu_t, same pass as Min-K%++)
-    S     = { t : H_t < max_entropy  and  log p(x_t) <= q_k }   q_k = the k-quantile of the
-                                                                text's token log-probs
+    L     = the max(1, floor(k * T)) of the T scored tokens with the lowest log p(x_t)
+    S     = { t in L : H_t < max_entropy }
     surp(x) = mean_{t in S} log p(x_t)
 
-Higher = member. Defaults (k = 0.2, max_entropy = 2.0 nats) are the SoK benchmark's
-(computationalprivacy/mia_llms_benchmark). A text with no surprising token fails for
-this method only (recorded as a row failure).
+Higher = member. Defaults (k = 0.2, max_entropy = 2.0 nats) and the selection are the
+SoK benchmark's (computationalprivacy/mia_llms_benchmark, ``attacks/surp.py``): the
+floor(k * T) lowest-log-prob tokens of the whole text (``topk``), then of those the ones
+below the entropy threshold, so the entropy filter can leave fewer than floor(k * T).
+Deviations from that code: at least one token is taken where floor(k * T) = 0 (it takes
+none), ties in log-prob go to the earlier token (``topk`` leaves them unspecified), and a
+text with no surprising token fails for this method only (recorded as a row failure)
+where it scores -100.
 """
 
 from __future__ import annotations
@@ -37,8 +42,11 @@ def surprising(response: TokenLogprobs, k: float, max_entropy: float) -> np.ndar
     if response.mu is None:
         raise RowError("backend returned no next-token distribution statistics")
     entropy = np.asarray(entropies(response), dtype=np.float64)
-    threshold = np.quantile(values, k)
-    return (entropy < max_entropy) & (values <= threshold)
+    # a count, as the benchmark's topk: a threshold at np.quantile(values, k) keeps
+    # floor(k(T-1)) + 1 tokens, often one more than its floor(k * T)
+    lowest = np.zeros(len(values), dtype=bool)
+    lowest[np.argsort(values, kind="stable")[:max(1, int(k * len(values)))]] = True
+    return lowest & (entropy < max_entropy)
 
 
 @register
@@ -47,7 +55,7 @@ class Surp(Method):
     access = GREY_BOX_FULL
     summary = "Mean log-prob of surprising tokens: low entropy, low true-token probability (Zhang & Wu 2024, SURP)"
 
-    k: float = param(0.2, FRACTION, "quantile of the text's token log-probs below which a token can be surprising")
+    k: float = param(0.2, FRACTION, "fraction of the text's tokens, those with the lowest log-probs, that can be surprising")
     max_entropy: float = param(2.0, POSITIVE, "entropy (nats) below which the model counts as confident")
 
     def requests(self, example: Example) -> list[TokenLogprobsRequest]:

@@ -485,3 +485,17 @@ def test_probability_score_is_the_mean_probability_of_the_verbatim_option():
     assert score.value == pytest.approx(expected)
     # accuracy on the same answers is 0.25 (A always wins); the probability still sees the boost
     assert score.details["n_correct"] == 1 and score.value > 0.25
+
+
+def test_probability_score_ignores_calibration_offsets_even_unbalanced_ones():
+    # the `score` help says decop.calibration does not change it: offsets that do not sum
+    # to 0 (hand-set) would move a calibrated probability, but the score reads the raw ones
+    bias = {"A": 1.0, "B": 0.0, "C": 0.0, "D": 0.0}
+    backend = LetterBiasBackend(bias, boost=0.5, originals={ORIGINAL})
+    plain = run_one(DECOP(mode="logit", score="probability", orderings_asked="rotations"),
+                    Example(id="p", text=ORIGINAL), backend)
+    calibrated = run_one(DECOP(mode="logit", score="probability", orderings_asked="rotations",
+                               calibration="A:-0.9,B:0.3,C:0.2,D:0.1"),
+                         Example(id="p", text=ORIGINAL), backend)
+    assert calibrated.details["answers"] != plain.details["answers"]  # the offsets do act on the argmax
+    assert calibrated.value == plain.value

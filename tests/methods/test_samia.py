@@ -3,6 +3,8 @@ samples: values computed by hand, the seeded sample requests, the bigram/zlib va
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from model_helpers import score_texts
@@ -41,6 +43,21 @@ def test_samia_bigram_and_zlib():
     text = "the cat sat on the mat the end"
     backend = FakeBackend(generate_fn=lambda request: "the mat the dog and more words")
     scores, _ = score_texts(backend, "samia", {"n_samples": 1, "n": 2, "zlib": True}, texts=[text])
-    candidate = "the mat the dog".split()
+    candidate = "the mat the dog and more words"  # the whole continuation, as the authors' zlib
     # reference "the mat the end": bigrams (the mat) (mat the) (the end); candidate shares 2
-    assert scores["0"] == pytest.approx(2 / 3 * len(zlib.compress(" ".join(candidate).encode())))
+    assert scores["0"] == pytest.approx(2 / 3 * len(zlib.compress(candidate.encode())))
+
+
+def test_samia_candidate_is_the_whole_continuation():
+    # The authors' rule: overlap with the whole continuation / reference length. A
+    # continuation that reaches the true words late still counts them all.
+    text = "a b c d e f g h"
+    outputs = iter(["x y e f g h", "e f g h e f g h", "x y z w"])
+    backend = FakeBackend(generate_fn=lambda request: next(outputs))
+    scores, result = score_texts(backend, "samia", {"n_samples": 3}, texts=[text])
+    reference = Counter("e f g h".split())
+    expected = [sum((Counter(o.split()) & reference).values()) / 4
+                for o in ["x y e f g h", "e f g h e f g h", "x y z w"]]
+    assert expected == [1.0, 1.0, 0.0]
+    assert result.rows[0]["details"]["samia"]["rouge"] == expected
+    assert scores["0"] == pytest.approx(2 / 3)
