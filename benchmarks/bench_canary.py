@@ -197,7 +197,8 @@ def stage_make(args, work: Path) -> None:
         kit_dir = work / "kits" / name
         if not (kit_dir / MANIFEST).exists():
             make_kit(base, kit_dir, n_candidates=args.n_candidates, style="sentences", repeat=r,
-                     seed=f"bench:{r}:{name}", command=["benchmarks/bench_canary.py", "--stage", "make"])
+                     seed=f"bench:{r}:{name}", command=["benchmarks/bench_canary.py", "--stage", "make"],
+                     bind_to_document=False)  # each seed names its document; the committed kits were drawn so
         marked = (kit_dir / "publish" / f"{name}.txt").read_text(encoding="utf-8")
         rendering = RENDERINGS[int(name.rsplit("-", 1)[1]) % len(RENDERINGS)]
         published = marked if args.no_reformat else render(marked, rendering, work / "published" / name)
@@ -448,7 +449,8 @@ def stage_null(args, results_dir: Path, command: str) -> dict[str, Any]:
             first = len(ranks)
             chunk = range(first, min(args.null_kits, first + args.null_chunk))
             kits = [kit_from_manifest(draw_kit(NULL_DOC, "doc.txt", n_candidates=args.null_candidates,
-                                               seed=f"null:{i}")[1]) for i in chunk]
+                                               seed=f"null:{i}", bind_to_document=False)[1])  # as committed
+                    for i in chunk]
             examples = [e for i, kit in zip(chunk, kits) for e in kit_examples(kit, prefix=f"k{i}:")]
             if session is None:
                 rows = [{"id": e.id, args.null_method: zlib_score(e.text)} for e in examples]

@@ -275,7 +275,9 @@ def candidates(rng: Drbg, style: str, n: int, n_words: int | None = None,
     while len(out) < n:
         attempts += 1
         if attempts > 50 * n + 1000:
-            raise ValueError(f"could not draw {n} distinct {style} candidates")
+            length = "" if n_words is None else f" of {n_words} word{'s' * (n_words != 1)}"
+            raise ConfigError(f"could not draw {n} distinct {style} candidates{length}: the style has too few "
+                              "different texts of that length (fewer candidates, or longer ones)")
         text = candidate(rng, style, n_words)
         key = normalised_text(text)
         if key not in seen and not (reject is not None and reject(text)):

@@ -118,12 +118,30 @@ def insert(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[tup
     return "".join(pieces), where
 
 
+RNG = "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)"
+# how a kit's generator is keyed since 2026-12-02: by the seed and the source document together
+BOUND_RNG = RNG + ", keyed by sha256(seed bytes + the source document's sha256)"
+
+
+def document_bound(raw_seed: bytes, text: str) -> bytes:
+    """The generator's key for ``text``: one seed given for two documents draws two
+    unrelated kits. Without it, a publisher who marks every book with one secret seed
+    publishes the same canary in each, and a model trained on one book "finds" it in all
+    (a review's fake model trained on one document got p = 0.01 on another's kit, 5 seeds
+    of 5)."""
+    return hashlib.sha256(b"copyprobe-canary-document:" + raw_seed + bytes.fromhex(sha256_text(text))).digest()
+
+
 def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sentences", repeat: int = 1,
              seed: str | int | None = None, n_canaries: int = 1,
-             n_words: int | None = None) -> tuple[str, dict[str, Any]]:
-    """The random part of a kit, in memory: (marked text, manifest without checksum)."""
+             n_words: int | None = None, bind_to_document: bool = True) -> tuple[str, dict[str, Any]]:
+    """The random part of a kit, in memory: (marked text, manifest without checksum).
+    ``bind_to_document``: key the generator by the seed and ``text`` together
+    (:func:`document_bound`); False only where each document has a seed of its own by
+    construction (the benchmark's seeds name their document, and its committed draws
+    were made so)."""
     raw_seed, seed_record = seed_bytes(seed)
-    root = Drbg(raw_seed)
+    root = Drbg(document_bound(raw_seed, text) if bind_to_document else raw_seed)
     drawn: list[tuple[list[str], int]] = []
     source = normalise(text)
     for k in range(n_canaries):
@@ -162,7 +180,7 @@ def draw_kit(text: str, name: str, *, n_candidates: int = 100, style: str = "sen
     manifest: dict[str, Any] = {
         "format": KIT_FORMAT, "format_version": KIT_VERSION, "warning": PRIVATE_WARNING,
         "seed": seed_record, "style": style, "repeat": repeat, "n_words": n_words,
-        "n_candidates": n_candidates, "rng": "HMAC-SHA256 counter-mode DRBG (copyprobe.canary.generate.Drbg)",
+        "n_candidates": n_candidates, "rng": BOUND_RNG if bind_to_document else RNG,
         "normalisation": "copyprobe.canary.normalise v1 (markup, NFKD without accents, lower case, dashes, "
                          "punctuation and whitespace)",
         "document": {"file": doc_rel.as_posix(), "sha256": sha256_text(marked), "n_chars": len(marked)},
@@ -195,8 +213,9 @@ MAX_KIT_WORDS = 10_000_000
 
 def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: int = 100, style: str = "sentences",
              repeat: int | None = None, seed: str | int | None = None, n_canaries: int = 1,
-             n_words: int | None = None, command: list[str] | None = None) -> Kit:
-    """Draw the canaries, mark the document, write the kit; returns the loaded kit."""
+             n_words: int | None = None, command: list[str] | None = None, bind_to_document: bool = True) -> Kit:
+    """Draw the canaries, mark the document, write the kit; returns the loaded kit
+    (``bind_to_document``: see :func:`draw_kit`)."""
     if style not in STYLES:
         raise ConfigError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
     repeat = DEFAULT_REPEAT[style] if repeat is None else repeat
@@ -234,7 +253,7 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
         raise ConfigError(f"{out_dir} already holds a kit; choose another output directory (a kit is never overwritten)")
 
     marked, manifest = draw_kit(text, source.name, n_candidates=n_candidates, style=style, repeat=repeat,
-                                seed=seed, n_canaries=n_canaries, n_words=n_words)
+                                seed=seed, n_canaries=n_canaries, n_words=n_words, bind_to_document=bind_to_document)
     manifest.update({"created": utc_now(), "command": command or [], "versions": versions(),
                      "source": {"path": str(source), "sha256": sha256_text(text), "n_chars": len(text)}})
     manifest["checksum"] = _checksum(manifest)

@@ -85,6 +85,32 @@ def test_make_kit_writes_marked_document_and_private_manifest(doc, tmp_path):
     assert again.document.read_text() == marked
 
 
+def test_one_seed_for_two_documents_draws_two_unrelated_kits(doc, tmp_path):
+    # a publisher who marks every book with one secret seed must not publish one canary in
+    # all of them: a model trained on one book would "find" it in every other
+    other = tmp_path / "other.txt"
+    other.write_text(DOC.replace("Winston", "Julia"), encoding="utf-8")
+    first = make_kit(doc, tmp_path / "a", n_candidates=50, seed="one secret for all books")
+    second = make_kit(other, tmp_path / "b", n_candidates=50, seed="one secret for all books")
+    assert not set(first.canaries[0].candidates) & set(second.canaries[0].candidates)
+    assert "source document's sha256" in first.manifest["rng"]
+    # the same seed and document draw the same kit again (the manifest's seed reproduces it)
+    again = make_kit(doc, tmp_path / "c", n_candidates=50, seed="one secret for all books")
+    assert [c.to_json() for c in again.canaries] == [c.to_json() for c in first.canaries]
+    # unbound (the benchmark's committed draws), the two documents share their candidates
+    from copyprobe.canary.kit import draw_kit
+
+    shared = [draw_kit(text, "d.txt", n_candidates=50, seed="s", bind_to_document=False)[1]["canaries"][0]
+              for text in (DOC, other.read_text())]
+    assert shared[0]["candidates"] == shared[1]["candidates"]
+
+
+def test_a_style_with_too_few_texts_for_the_candidates_is_refused_in_one_line(doc, tmp_path):
+    with pytest.raises(ConfigError, match="could not draw 500 distinct words candidates of 1 word: the style has"):
+        make_kit(doc, tmp_path / "k", n_candidates=500, style="words", n_words=1, seed="s")
+    assert not (tmp_path / "k").exists()
+
+
 def test_published_choice_is_uniform_over_seeds(doc, tmp_path):
     from scipy.stats import chisquare
 
