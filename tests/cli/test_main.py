@@ -162,3 +162,18 @@ def test_out_of_memory_names_only_what_the_command_can_lower(monkeypatch, capsys
     err = capsys.readouterr().err.strip()
     assert err.startswith("copyprobe: error: out of memory; try a smaller") and named in err
     assert not_named is None or not_named not in err
+
+
+def test_python_dash_m_copyprobe_is_the_program(tmp_path):
+    # for an environment whose scripts folder is not on PATH: the same program, the same exit codes
+    import subprocess
+    import sys
+
+    import copyprobe
+
+    done = subprocess.run([sys.executable, "-m", "copyprobe", "--version"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and copyprobe.__version__ in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "copyprobe", "rescore", str(tmp_path / "no-such-run")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "does not exist" in bad.stderr
