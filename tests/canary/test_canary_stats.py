@@ -108,3 +108,19 @@ def test_a_nan_score_counts_as_unscored_and_not_as_a_tie_in_the_summary():
     counts = summary["canaries"][0]
     assert counts["n_unscored"] == 4 and counts["n_ties"] == 0
     assert summary["verdict"] == CANNOT_TELL  # 4 of 5 held-out candidates unscored
+
+
+def test_the_counts_up_to_a_sum_are_the_full_counts_cut_there():
+    sizes = [7, 3, 9, 4]
+    full = stats.sum_of_ranks_counts(sizes)
+    for upto in range(0, len(full) + 3):
+        assert stats.sum_of_ranks_counts(sizes, upto) == full[:upto + 1]
+
+
+def test_a_p_value_too_small_for_a_float_is_its_upper_bound_not_zero():
+    # 200 canaries all ranked first among 100: p = 1 / 100^200 = 1e-400, below any float
+    exact = stats.sum_of_ranks_p_value([1] * 200, [100] * 200, exact=True)
+    assert exact == Fraction(1, 100 ** 200)
+    p = stats.combine([1] * 200, [100] * 200)["sum_of_ranks_p"]
+    assert 0 < p == stats.SMALLEST_P and exact < p  # conservative: the test stays valid
+    assert stats.sum_of_ranks_p_value([100] * 200, [100] * 200) == 1.0
