@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -674,7 +675,29 @@ def _exposure_record(settings: PlantSettings, mix: _Mix, token_ids: list[list[in
         "passages_per_epoch": len(mix.members) * mix.repeats + len(mix.background),
         "steps_per_epoch": mix.steps_per_epoch(settings.batch_size),
         "max_steps": settings.max_steps,
+        **_exposures_given(settings, mix),
     }
+
+
+def _exposures_given(settings: PlantSettings, mix: _Mix) -> dict[str, Any]:
+    """What a ``max_steps`` that ends training early leaves of the planned exposure: the
+    members' fewest and most times trained on, and how many were never trained on (still
+    labelled members: what was planned, not what happened). Counted from the same seeded
+    batches that training draws; empty when every step runs."""
+    steps_per_epoch = mix.steps_per_epoch(settings.batch_size)
+    if settings.max_steps is None or settings.max_steps >= steps_per_epoch * settings.epochs:
+        return {}
+    seen = Counter({i: 0 for i in mix.members})
+    left = settings.max_steps
+    for epoch in range(settings.epochs):
+        batches = _batches([], mix.order(settings, epoch), settings.batch_size)[:left]
+        seen.update(i for batch in batches for i in batch if i in seen)
+        left -= len(batches)
+        if left <= 0:
+            break
+    counts = list(seen.values())
+    return {"exposures_per_member": None, "exposures_given": {"min": min(counts), "max": max(counts)},
+            "members_never_trained": sum(c == 0 for c in counts)}
 
 
 def _first_record(settings: PlantSettings, prepared: _Prepared, out: Path, key: str, command: list[str] | None,

@@ -300,6 +300,14 @@ def test_python_api_returns_the_record(tiny, tmp_path):
                              passage_tokens=16, epochs=1, batch_size=4, max_steps=2, progress=False)
     record = plant(settings, log=lambda m: None)
     assert record["steps"] == 2 and record["training"]["max_steps"] == 2
+    assert "exposures_given" not in record["exposure"]  # 2 steps are the whole epoch here
+    # one step of 4 passages of one epoch, no background: 4 members trained once, the others never
+    short = plant(PlantSettings(**{**settings.__dict__, "out": str(tmp_path / "short"), "max_steps": 1}),
+                  log=lambda m: None)
+    n_members, exposure = short["split"]["n_members"], short["exposure"]
+    assert n_members > 4 and exposure["exposures_per_member"] is None
+    assert exposure["exposures_given"] == {"min": 0, "max": 1}
+    assert exposure["members_never_trained"] == n_members - 4
     with pytest.raises(ConfigError):
         PlantSettings(model="x", corpus="y", out="z", lora_r=0).validate()
 
@@ -389,3 +397,12 @@ def test_peak_memory_on_cuda_adds_the_allocator_peak_of_the_training_device(monk
     assert on_gpu["cuda_max_allocated_bytes"] == 3 * 2**30 and asked == ["cuda:1"]
     assert 0 < on_gpu["max_rss_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert set(finetune.peak_memory("cpu")) == {"max_rss_bytes"} and asked == ["cuda:1"]
+
+
+def test_max_steps_that_leave_members_untrained_are_said(tiny, tmp_path, capsys):
+    # batch 2, one step: 2 members trained on once, the others never, yet labelled members
+    assert main(args(tiny, tmp_path / "o", "--max-steps", "1")) == 0
+    captured = capsys.readouterr()
+    n_members = sum(r["label"] == 1 for r in read_jsonl(tmp_path / "o" / "data.jsonl"))
+    assert "training stopped at 1 step (" in captured.out and "trained on 0 to 1 times" in captured.out
+    assert f"warning: {n_members - 2} of {n_members} members were never trained on" in captured.err

@@ -85,7 +85,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"background: {background['n_passages']} passages, {background['n_tokens']} tokens = "
               f"{exposure.get('dilution')} x the members' tokens ({background['n_overlap_dropped']} passages "
               "overlapping the corpus dropped)")
-    if exposure:
+    if exposure.get("exposures_given"):
+        given = exposure["exposures_given"]
+        steps = exposure["max_steps"]
+        print(f"exposure: training stopped at {steps} step{'s' * (steps != 1)} ({exposure['steps_per_epoch']} per epoch): "
+              f"members trained on {given['min']} to {given['max']} times")
+        if exposure.get("members_never_trained"):
+            print(f"warning: {exposure['members_never_trained']} of {split['n_members']} members were never trained on; "
+                  "data.jsonl still labels them members (what was planned), so detection scores understate power",
+                  file=sys.stderr)
+    elif exposure:
         epochs = exposure['epochs']
         print(f"exposure: each member {exposure['exposures_per_member']} times ({epochs} epoch{'s' * (epochs != 1)} x "
               f"{exposure['member_repeats']}), {exposure['steps_per_epoch']} steps per epoch")
