@@ -239,12 +239,32 @@ def _drive(runs: dict[Hashable, Any], backend_for: Callable[[str | None], Backen
         def resume(key: Hashable) -> None:
             gen, _requests = current.pop(key)
             responses = [answers[slot] for slot in slots[key]]
-            for response in responses:
-                if isinstance(response, RequestFailed):
-                    gen.close()
-                    results[key] = _failed(response)
-                    return
-            advance(key, gen, responses)
+            failed = next((r for r in responses if isinstance(r, RequestFailed)), None)
+            if failed is None:
+                advance(key, gen, responses)
+            elif type(gen) is OneStep:
+                results[key] = _failed(failed)
+            else:
+                fail(key, gen, _failed(failed))
+
+        def fail(key: Hashable, gen: Any, failure: Failure) -> None:
+            """A failed request of a multi-step run, raised in it as a row error: a run that
+            has a use for its row without that answer (non-literal copying keeps its
+            character score when the event judge's requests fail) catches it and goes on;
+            any other ends with the failure, as before."""
+            try:
+                requests = list(gen.throw(RowError(failure.reason)))
+            except StopIteration as stop:
+                results[key] = stop.value
+            except CopyprobeError:
+                raise
+            except _ROW_ERRORS:
+                results[key] = failure
+            else:
+                if requests:
+                    pending[key] = (gen, requests)
+                else:
+                    advance(key, gen, [])
 
         def answered(slot: int, response: Any) -> None:
             if answers[slot] is not _UNANSWERED:  # a backend that hands an answer over twice

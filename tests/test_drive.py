@@ -81,6 +81,39 @@ def test_failed_requests_fail_their_rows_with_the_reason():
     assert stats.failed_requests[0]["reason"] == "HTTP 500 after 5 retries"
 
 
+def test_a_run_that_catches_a_failed_request_goes_on_and_others_fail_as_before():
+    # a failed request is raised in a multi-step run as a RowError: one that has a use for
+    # its row without the answer (non-literal copying keeps its character score when the
+    # judge's requests fail) catches it, may ask more, and returns; one that does not fails
+    class Flaky(FakeBackend):
+        def _answer_generate(self, requests, progress=None):
+            return [RequestFailed("HTTP 500") if r.prompt.startswith("judge") else
+                    super(Flaky, self)._answer_generate([r])[0] for r in requests]
+
+    flaky = Flaky()
+    closed = []
+
+    def keeps_going():
+        (story,) = yield [GenerateRequest(prompt="story")]
+        try:
+            yield [GenerateRequest(prompt="judge 1")]
+        except RowError as exc:
+            (again,) = yield [GenerateRequest(prompt="after")]  # it may still ask
+            return {"story": story.text, "judge_error": str(exc), "again": again.text}
+        return {"story": story.text}
+
+    def gives_up():
+        try:
+            yield [GenerateRequest(prompt="judge 2")]
+        finally:
+            closed.append(True)  # ended, as a closed generator is
+
+    results = drive({"keeps": keeps_going(), "gives_up": gives_up()}, lambda spec: flaky)
+    assert results["keeps"] == {"story": "story", "judge_error": "request failed: HTTP 500", "again": "after"}
+    assert isinstance(results["gives_up"], Failure) and results["gives_up"].reason == "request failed: HTTP 500"
+    assert closed == [True]
+
+
 def test_missing_capability_fails_before_any_work():
     text_only = FakeBackend(capabilities=[TOKEN_LOGPROBS])
     def run():

@@ -161,6 +161,24 @@ def test_a_failing_judge_counts_in_the_character_rate_not_in_the_errors():
     assert block["event_rate"] is None and block["n_event_undetermined"] == 2
 
 
+def test_a_judge_whose_requests_fail_leaves_the_character_score():
+    # the judge's server answers each of its requests with a failure (HTTP 500 after the
+    # retries): the driver raises it in the run, which keeps the story's character score
+    from copyprobe.backends.base import RequestFailed
+
+    class JudgeDown(FakeBackend):
+        def _answer_generate(self, requests, progress=None, on_result=None):
+            return [RequestFailed("HTTP 500 after 5 retries") if r.prompt.startswith("### Instruction:")
+                    else super(JudgeDown, self)._answer_generate([r])[0] for r in requests]
+
+    item = NonLiteralItem("x", "t", "Joseph travels.", EVENTS, CHARS)
+    fb = JudgeDown(generate_fn=_judge_fn(lambda c: "attributable"))
+    res = drive({"x": nl.run_nonliteral(item, GenConfig(), nl.BackendJudge(None), max_tokens=50)}, lambda s: fb)["x"]
+    assert not isinstance(res, Failure)
+    assert res["character_overlap"] == 3 and res["event_overlap"] is None
+    assert res["event_error"] == "the event judge failed: request failed: HTTP 500 after 5 retries"
+
+
 def test_an_embedding_model_that_cannot_load_stops_the_run(tmp_path):
     pytest.importorskip("sentence_transformers")
     (tmp_path / "config.json").write_text("{}")  # a directory, but no model in it
