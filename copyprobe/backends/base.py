@@ -105,9 +105,10 @@ class TokenLogprobsRequest(Request):
     ``context``: text the model reads before ``text`` whose own tokens are not scored
     (ReCaLL's prefix). With a context every token of ``text`` is scored (the first one
     given the context), so the lists have ``len(token_ids)`` entries instead of
-    ``len(token_ids) - 1``; the context is tokenized on its own (with the tokenizer's
-    leading special tokens) and the text without them. An empty context is the plain
-    request, with the same cache key as before the field existed.
+    ``len(token_ids) - 1``; the context is tokenized (with the tokenizer's leading special
+    tokens) as it is split before a word (its trailing blank line as two newlines where
+    that is what a following word gives), and the text on its own without them. An empty
+    context is the plain request, with the same cache key as before the field existed.
     ``stats``: also return mu, sigma and rank of the full next-token distribution (off by
     default: not every backend can give them; one that can answers every request with
     them anyway, see ``Backend.canonical``).
@@ -126,6 +127,8 @@ class TokenLogprobsRequest(Request):
         data = super().payload()
         if not self.context:  # requests without a context keep their old cache keys
             del data["context"]
+        else:  # answered since 2026-12-02 with the context's end split as before a word
+            data["context_end"] = "before a word"
         if not self.ngram_drop_short:  # so do requests that keep the short-context tokens
             del data["ngram_drop_short"]
         return data

@@ -422,9 +422,12 @@ class LlamaCppBackend(Backend):
     def _context_logprobs(self, request: TokenLogprobsRequest) -> TokenLogprobs:
         """Every token of the text (tokenized without BOS) scored after the context's
         tokens (with BOS): the HF backend's ``_plan_context``, window by window."""
-        from copyprobe.backends.hf.scoring import ScoreBuffer, check_context, context_windows
+        from copyprobe.backends.hf.scoring import (
+            WORD_AFTER, ScoreBuffer, check_context, context_before_word, context_windows,
+        )
 
-        context_ids = self.tokenize(request.context)
+        context_ids = context_before_word(self.tokenize(request.context), self.tokenize(request.context + WORD_AFTER),
+                                          self.detokenize)
         ids = self.tokenize(request.text, add_special=False)
         check_context(context_ids, request.context, self.max_length, len(ids))
         buffer = ScoreBuffer(len(ids))

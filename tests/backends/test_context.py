@@ -45,9 +45,15 @@ def test_fake_scores_every_word_after_the_context():
 
 
 def reference_logprobs(backend, context: str, text: str) -> list[float]:
-    """One forward pass of the model over context + text, no cache, no batching."""
-    context_ids = backend.tokenizer(context).input_ids
+    """One forward pass of the model over context + text, no cache, no batching; the
+    context's tokens are those of context + text tokenized as one, where the text's own
+    tokens end them (else, a text that merges into the context's end, the context's own)."""
     text_ids = backend.tokenizer(text, add_special_tokens=False).input_ids
+    joined = backend.tokenizer(context + text).input_ids
+    if text_ids and joined[len(joined) - len(text_ids):] == text_ids:
+        context_ids = joined[:len(joined) - len(text_ids)]
+    else:
+        context_ids = backend.tokenizer(context).input_ids
     with torch.no_grad():
         logits = backend.model(torch.tensor([context_ids + text_ids])).logits[0].float()
     logprobs = torch.log_softmax(logits, -1)
@@ -86,13 +92,30 @@ def test_hf_tokenizes_texts_in_batches_and_each_context_once(monkeypatch):
     requests += [TokenLogprobsRequest("", context=CONTEXT), TokenLogprobsRequest(TEXTS[2])]
     answers = backend.answer(requests)
     # each distinct text once, though each comes after two contexts
-    assert calls == [([TEXTS[2]], True), ([*TEXTS, ""], False), ([CONTEXT, "Another context. "], True)]
+    assert calls == [([TEXTS[2]], True), ([*TEXTS, ""], False), ([CONTEXT, "Another context. "], True),
+                     ([CONTEXT + "x", "Another context. x"], True)]  # each context's end as before a word
     for request, answer in zip(requests[:-1], answers):
         expected = reference_logprobs(backend, request.context, request.text)
         assert answer.logprobs == pytest.approx(expected, abs=2e-6)
     assert answers[-2].token_ids == [] and answers[-2].logprobs == []
     first, again = answers[0].token_ids, answers[len(TEXTS)].token_ids  # one text after each context
     assert first == again and first is not again
+
+
+@pytest.mark.model
+def test_a_text_after_a_blank_line_is_read_as_in_one_text(smollm2):
+    # SmolLM2 (GPT-2's rules) tokenizes "...\n\n" alone as one token, but "...\n\nThe" as
+    # two newlines and "The": the text after ReCaLL's prefix is scored as it is when the
+    # two are one text (the tokens a plain pass over context + text gives it)
+    context, text = "The ship sailed at dawn.\n\n", "The harbour was quiet and grey."
+    tokenizer = smollm2.tokenizer
+    alone = tokenizer(context, add_special_tokens=False).input_ids
+    joined = tokenizer(context + text, add_special_tokens=False).input_ids
+    text_ids = tokenizer(text, add_special_tokens=False).input_ids
+    assert joined[:len(alone)] != alone and joined[len(joined) - len(text_ids):] == text_ids  # the case at hand
+    after, whole = smollm2.answer([TokenLogprobsRequest(text, context=context), TokenLogprobsRequest(context + text)])
+    assert after.token_ids == text_ids
+    assert after.logprobs == pytest.approx(list(whole.logprobs)[-len(text_ids):], abs=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma2"])

@@ -22,10 +22,16 @@ TEXTS = ["The cat sat on the mat and looked at the rain.",
 
 
 def mean_ll(model, tokenizer, context: str | None, text: str) -> float:
-    """Mean log-prob of text's tokens, after the context's tokens (all of the text's
-    tokens) or alone (all but the first), from one plain forward pass."""
+    """Mean log-prob of text's tokens, after the context (all of the text's tokens, the
+    two read as one text: context + text tokenized together) or alone (all but the
+    first), from one plain forward pass."""
     text_ids = tokenizer(text, add_special_tokens=context is None).input_ids
-    context_ids = tokenizer(context).input_ids if context is not None else []
+    if context is None:
+        context_ids = []
+    else:
+        joined = tokenizer(context + text).input_ids
+        assert joined[len(joined) - len(text_ids):] == text_ids  # the text splits alike after the context
+        context_ids = joined[:len(joined) - len(text_ids)]
     ids = context_ids + text_ids
     with torch.no_grad():
         logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)

@@ -295,6 +295,27 @@ def windows(ids: list[int], lead: list[int], length: int) -> list[Window]:
     return out
 
 
+# a character that starts a word: a context's end is tokenized as it is before one
+WORD_AFTER = "x"
+
+
+def context_before_word(alone: list[int], followed: list[int], decode: Callable[[list[int]], str]) -> list[int]:
+    """A context's token ids as the tokenizer splits it before a text that starts with a
+    word, from ``alone`` (the context tokenized on its own) and ``followed`` (context +
+    :data:`WORD_AFTER`). On its own a context's trailing whitespace can become a token that
+    the same context never ends with before a word: GPT-2's rules (SmolLM2, Qwen) read
+    "end.\n\n" as ``end . ĊĊ`` but "end.\n\nThe" as ``end . Ċ Ċ The``, so a text scored
+    after the first (ReCaLL's prefix ends in a blank line) followed a token pair that no
+    text gives, and its first tokens were read as unlikely. The split of ``followed`` is
+    taken when its last token is the probe's alone and the tokens before it decode to the
+    context; else (a context ending inside a word, a tokenizer that splits alike) ``alone``."""
+    if followed[:len(alone)] == alone:
+        return alone
+    if len(followed) >= 2 and decode(followed[-1:]) == WORD_AFTER and decode(followed[:-1]) == decode(alone):
+        return followed[:-1]
+    return alone
+
+
 def check_context(context_ids: list[int], context: str, max_length: int, n_text: int) -> None:
     """Refuse a context without tokens, or one too long to leave room for a text of
     ``n_text`` > 0 tokens (a text without tokens has nothing to score)."""
@@ -633,7 +654,10 @@ class TokenLogprobsMixin:
                 token_ids[i] = list(by_text[text]) if text in given else by_text[text]
                 given.add(text)
         contexts = list(dict.fromkeys(requests[i].context for i in after))
-        return token_ids, dict(zip(contexts, batch_token_ids(self.tokenizer, contexts)))
+        alone = batch_token_ids(self.tokenizer, contexts)
+        followed = batch_token_ids(self.tokenizer, [context + WORD_AFTER for context in contexts])
+        return token_ids, {context: context_before_word(a, f, self.tokenizer.decode)
+                           for context, a, f in zip(contexts, alone, followed)}
 
     def _token_answer(self, request: TokenLogprobsRequest, ids: list[int], result: ArrayBuffer) -> TokenLogprobs:
         assert result.complete(), "every token must be scored exactly once"
