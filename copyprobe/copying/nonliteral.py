@@ -117,11 +117,22 @@ def chunk_text(text: str, tokens: int = CHUNK_TOKENS) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ judges
-# a verdict word: "attributable", or a negated form ("not attributable", "not-attributable",
-# "isn't attributable", "non-attributable", "non attributable", "unattributable"); the scan
-# takes the leftmost match, so "not attributable" is one negative match, never a positive too
-_VERDICT = re.compile(r"(?:(?P<neg>\bnot[\s-]+|n['\u2019]t\s+)|\b(?P<prefix>non[\s-]?|un)?)attributable\b")
-_ANSWER_MARK = re.compile(r"\banswer\s*:")
+# a verdict word, "attributable", possibly "non-attributable" / "non attributable" /
+# "unattributable"; a negation among the few words before it in its sentence ("not
+# attributable", "isn't attributable", "not directly attributable") makes it a negative
+_VERDICT = re.compile(r"\b(?P<prefix>non[\s-]?|un)?attributable\b")
+_NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n['\u2019]t\b")
+NEGATION_WORDS = 4  # how many words before the verdict word a negation may stand
+# where an answer starts: "Answer:", or the Fig. 8 prompt's own last line "### Output:"
+# (an echo of the prompt and its options comes before it)
+_ANSWER_MARK = re.compile(r"\b(?:answer|output)\s*:")
+
+
+def _verdict(text: str, match: re.Match) -> bool:
+    if match.group("prefix"):
+        return False
+    sentence = re.split(r"[.!?;:\n]", text[:match.start()])[-1]
+    return _NEGATION.search(" ".join(sentence.split()[-NEGATION_WORDS:])) is None
 
 
 class BackendJudge:
@@ -151,17 +162,20 @@ class BackendJudge:
         and chat models write sentences, so the verdict word is read where it stands (case
         and the words around it ignored), in the spirit of that rule: only "attributable"
         itself is True; "not attributable", "non-attributable" and "unattributable" are
-        False. When the answer has an "Answer:" marker only what follows the first one is
-        read, so an echo of the prompt's options before it does not count. An answer with
+        False, and so is one with a negation among the four words before it in its
+        sentence ("not directly attributable", "isn't attributable"). When the answer has
+        an "Answer:" or "Output:" marker (the prompt's own last line is "### Output:"),
+        only what follows the last one is read, so an echo of the prompt and its options
+        before it does not count. An answer with
         no verdict word, or with both kinds (the options echoed without an answer), is
         None (unreadable) where the release would say False: an item whose count depends
         on it gets no event score rather than a guessed one.
         """
         text = answer.lower().replace("_", " ")
-        mark = _ANSWER_MARK.search(text)
-        if mark is not None:
-            text = text[mark.end():]
-        verdicts = {m.group("neg") is None and m.group("prefix") is None for m in _VERDICT.finditer(text)}
+        marks = list(_ANSWER_MARK.finditer(text))
+        if marks:
+            text = text[marks[-1].end():]
+        verdicts = {_verdict(text, m) for m in _VERDICT.finditer(text)}
         return verdicts.pop() if len(verdicts) == 1 else None
 
     def judge(self, events: Sequence[str], chunks: Sequence[str]):

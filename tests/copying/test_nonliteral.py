@@ -71,9 +71,21 @@ def test_chunks_of_128_tokens_cover_the_text():
     ("Options: 'attributable' or 'not attributable'. Answer: attributable", True),
     ("Options: 'attributable' or 'not attributable'.", None),  # both, no answer: unreadable
     ("Answer:\nNot attributable", False),
+    # a negation a few words before the verdict word, in its sentence
+    ("It is not directly attributable to the passage.", False), ("The event is not fully attributable.", False),
+    ("It cannot be called attributable.", False), ("Not in the story. It is attributable.", True),
 ])
 def test_backend_judge_parse(answer, verdict):
     assert nl.BackendJudge.parse(answer) is verdict
+
+
+@pytest.mark.parametrize("reply,verdict", [(" attributable", True), (" not attributable", False), ("", None)])
+def test_a_judge_that_echoes_the_prompt_is_read_after_its_output_line(reply, verdict):
+    # the Fig. 8 prompt names both options and ends with "### Output:"; a model that
+    # repeats it before answering is read from that line on
+    prompt = nl.BackendJudge(None).request(EVENTS[0], "Mary and Joseph went to Bethlehem.").prompt
+    assert prompt.rstrip().endswith("### Output:")
+    assert nl.BackendJudge.parse(prompt + reply) is verdict
 
 
 def test_negated_answers_do_not_count_events():
