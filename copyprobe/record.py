@@ -306,10 +306,10 @@ def prepare_out_dir(out: str | os.PathLike, kind: str | None = None, model: Any 
         if kind is not None:
             _check_reusable(path, kind, spec_of(model))
         made = _make_out_dir(path)
-        if scopes:  # removed again if the run fails and they are still empty
-            scopes[-1].made.extend(made)
         if held is None:  # made just now (or on a file system without locks: _hold says None again)
-            held = _hold(path)
+            held = _hold(path)  # refused if another run took it since: then it is that run's, kept
+        if scopes:  # removed again if this run fails and they are still empty
+            scopes[-1].made.extend(made)
     except BaseException:
         _release(held)
         raise
@@ -341,8 +341,9 @@ def _make_out_dir(path: Path) -> list[Path]:
     return made
 
 
-# (st_dev, st_ino) of an output directory this process holds -> [its open descriptor, holders]:
-# a run whose entry point prepares its directory again inside (detect, then the engine) holds it once
+# (st_dev, st_ino) of an output directory this process holds -> [its open descriptor, holders,
+# the holding thread]: a run whose entry point prepares its directory again inside (detect,
+# then the engine) holds it once; another thread's run is refused as another process's is
 _held: dict[tuple[int, int], list[int]] = {}
 _held_guard = threading.Lock()
 
@@ -360,10 +361,13 @@ def _hold(path: Path, advice: str = "wait for it to end, or choose another outpu
         return None  # not a directory we can open: what follows names the problem
     key = os.fstat(fd)[stat.ST_DEV], os.fstat(fd)[stat.ST_INO]
     with _held_guard:
-        if key in _held:  # this process holds it already
+        if key in _held and _held[key][2] == threading.get_ident():  # this run holds it already
             os.close(fd)
             _held[key][1] += 1
             return key
+        if key in _held:
+            os.close(fd)
+            raise ConfigError(f"another copyprobe run is writing to {path}; {advice}")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -372,7 +376,7 @@ def _hold(path: Path, advice: str = "wait for it to end, or choose another outpu
         except OSError:  # a file system without locks (some network ones): not guarded
             os.close(fd)
             return None
-        _held[key] = [fd, 1]
+        _held[key] = [fd, 1, threading.get_ident()]
     return key
 
 

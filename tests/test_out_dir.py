@@ -301,3 +301,39 @@ def test_the_cli_says_another_run_writes_there_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "another copyprobe run is writing to" in err[0]
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "O_DIRECTORY"), reason="no directory locks on this system")
+def test_a_run_on_another_thread_is_refused_as_another_process_would_be(tmp_path):
+    import threading
+
+    from copyprobe import record
+
+    out = tmp_path / "run"
+    inside, leave = threading.Event(), threading.Event()
+    errors = []
+
+    @record.discards_new_out_dir
+    def holds():
+        record.prepare_out_dir(out, "detect")
+        inside.set()
+        leave.wait(30)
+
+    worker = threading.Thread(target=holds)
+    worker.start()
+    try:
+        assert inside.wait(30)
+
+        @record.discards_new_out_dir
+        def second():
+            record.prepare_out_dir(out, "detect")
+
+        try:
+            second()
+        except ConfigError as exc:
+            errors.append(str(exc))
+    finally:
+        leave.set()
+        worker.join(30)
+    assert len(errors) == 1 and errors[0].startswith(f"another copyprobe run is writing to {out}")
+    assert out.is_dir() and _is_free(out) and record._held == {}

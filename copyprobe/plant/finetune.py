@@ -49,7 +49,7 @@ from copyprobe.plant.background import (OVERLAP_WORDS, Background, BackgroundTex
                                         read_background, select_background)
 from copyprobe.plant.corpus import Corpus, CorpusText, cut_corpus, read_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
-from copyprobe.record import RunRecord, utc_now, versions, write_json, write_jsonl, write_run
+from copyprobe.record import RunRecord, holding, utc_now, versions, write_json, write_jsonl, write_run
 from copyprobe.run_files import read_checked
 
 PLANT_FORMAT = 1
@@ -496,22 +496,28 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                                              f"{MAX_EPOCH_ITEMS:,} one epoch's order can hold; use fewer repeats")
     background_sha = prepared.background.sha256 if prepared.background is not None else None
     key = _settings_key(settings, prepared.fingerprint, prepared.corpus.sha256, background_sha)
-    state_of_out, previous = _prepare_out(found, key, settings.force)
-    if state_of_out == "done":
-        log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
-        return {**previous, "reused": True}
-    resume_from = previous if state_of_out == "resume" else None
-    # data.jsonl first: an interrupted run still has its labelled passages (never the background)
-    write_jsonl(out / "data.jsonl", data_rows(prepared.corpus.passages, set(members), settings.split_by, settings.seed))
-    first = len(token_ids)
-    mix = _Mix(members, list(range(first, first + len(chosen.token_ids))) if chosen else [], settings.member_repeats)
-    token_ids = token_ids + (chosen.token_ids if chosen else [])
-    record = _first_record(settings, prepared, out, key, command, members, nonmembers, n_truncated)
-    record["background"] = _background_record(settings, prepared.background, chosen)
-    record["exposure"] = _exposure_record(settings, mix, token_ids)
-    write_json(out / "plant.json", record)  # an interrupted run says what it was doing
-    trained = _train(settings, prepared, out, key, token_ids, mix, nonmembers, record, resume_from, log)
-    return _final_record(settings, out, record, trained, token_ids, members, started)
+    # two plants into one directory would train over each other's checkpoint: the second is
+    # refused (held before _prepare_out when the directory is there, else once it is made)
+    with holding(out):
+        state_of_out, previous = _prepare_out(found, key, settings.force)
+        with holding(out):
+            if state_of_out == "done":
+                log(f"plant: {out} already holds this plant (same model, corpus and settings); reusing it")
+                return {**previous, "reused": True}
+            resume_from = previous if state_of_out == "resume" else None
+            # data.jsonl first: an interrupted run still has its labelled passages (never the background)
+            write_jsonl(out / "data.jsonl",
+                        data_rows(prepared.corpus.passages, set(members), settings.split_by, settings.seed))
+            first = len(token_ids)
+            mix = _Mix(members, list(range(first, first + len(chosen.token_ids))) if chosen else [],
+                       settings.member_repeats)
+            token_ids = token_ids + (chosen.token_ids if chosen else [])
+            record = _first_record(settings, prepared, out, key, command, members, nonmembers, n_truncated)
+            record["background"] = _background_record(settings, prepared.background, chosen)
+            record["exposure"] = _exposure_record(settings, mix, token_ids)
+            write_json(out / "plant.json", record)  # an interrupted run says what it was doing
+            trained = _train(settings, prepared, out, key, token_ids, mix, nonmembers, record, resume_from, log)
+            return _final_record(settings, out, record, trained, token_ids, members, started)
 
 
 @dataclass

@@ -406,3 +406,18 @@ def test_max_steps_that_leave_members_untrained_are_said(tiny, tmp_path, capsys)
     n_members = sum(r["label"] == 1 for r in read_jsonl(tmp_path / "o" / "data.jsonl"))
     assert "training stopped at 1 step (" in captured.out and "trained on 0 to 1 times" in captured.out
     assert f"warning: {n_members - 2} of {n_members} members were never trained on" in captured.err
+
+
+def test_a_plant_into_a_directory_another_run_writes_is_refused(tiny, tmp_path, capsys):
+    import fcntl
+    import os
+
+    out = tmp_path / "o"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another copyprobe process holds it
+    try:
+        line = run_error(args(tiny, out), capsys)
+    finally:
+        os.close(fd)
+    assert "another copyprobe run is writing to" in line and not (out / "plant.json").exists()
