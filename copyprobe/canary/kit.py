@@ -126,9 +126,7 @@ BOUND_RNG = RNG + ", keyed by sha256(seed bytes + the source document's sha256)"
 def document_bound(raw_seed: bytes, text: str) -> bytes:
     """The generator's key for ``text``: one seed given for two documents draws two
     unrelated kits. Without it, a publisher who marks every book with one secret seed
-    publishes the same canary in each, and a model trained on one book "finds" it in all
-    (a review's fake model trained on one document got p = 0.01 on another's kit, 5 seeds
-    of 5)."""
+    publishes the same canary in each, and a model trained on one book "finds" it in all."""
     return hashlib.sha256(b"copyprobe-canary-document:" + raw_seed + bytes.fromhex(sha256_text(text))).digest()
 
 

@@ -6,7 +6,7 @@ CopyBench publishes three lists (``data/data.literal.json`` ...):
 * non-literal: ``id``, ``title``, ``input`` (a story beginning), ``reference_events`` (list of
   event sentences), ``reference_characters`` (list of name lists: a name and its aliases). The
   released file stores these two lists as Python-literal *strings*; both forms are read. The
-  character list may be empty (4 of the 590 released items, works whose summary names no
+  character list may be empty (a few of the released items, works whose summary names no
   character): such an item still gets its event score, and 0 characters of 0.
 * QA: ``id``, ``title``, ``input`` (a question), ``reference`` (the answer, or a list of answers)
 

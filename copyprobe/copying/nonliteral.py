@@ -5,7 +5,7 @@ in the story as a whole-word sequence (the text and the name are split on non-wo
 characters and compared word by word). The comparison is case-insensitive by default, as
 the released code's ``has_name`` (scripts/eval_char_copying.py); the paper (§3.3) says
 "exact matches of character names". Characters any of whose names appear in the prompt's
-beginning are excluded. An item whose work has no reference characters (4 of the 590
+beginning are excluded. An item whose work has no reference characters (a few of the
 released items) scores 0 characters of 0, and counts in the character rate as not copied,
 as the released summary counts it.
 

@@ -137,7 +137,7 @@ def min_k_pp_values(response: TokenLogprobs) -> np.ndarray:
     # The clamp only guards sigma = 0 (a one-hot next-token distribution), where the
     # authors' code divides by zero and gets inf/nan. It does not bound z: sigma >=
     # sqrt(p) * |log p - mu|, so |z| is bounded only by 1/sqrt(p): a confident position
-    # with an unlikely true token can give z = -31,571, as the authors' formula does.
+    # with an unlikely true token gives a z far below -1000, as the authors' formula does.
     return (values - mu) / np.maximum(sigma, 1e-6)
 
 

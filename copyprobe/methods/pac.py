@@ -28,7 +28,7 @@ TokenLogprobsRequest, batched and cached with all the others.
 Deviation from the authors' EDA (``src/eda.py``), which splits on single spaces and
 rejoins with one: words are runs of non-whitespace swapped between the text's own
 separators, so newlines stay in place and a text whose words are separated only by
-newlines is augmented too (for single-spaced text the copies are the same). A text with
+newlines is augmented too (for words separated by single spaces, none at either end, the copies are the same). A text with
 fewer than 2 words (e.g. CJK without spaces), or whose copies all equal it, fails for
 this method only, where EDA returns it unchanged and the score is 0.
 """
@@ -62,7 +62,7 @@ def random_swap(text: str, alpha: float, rng: random.Random) -> str:
     """EDA random swap: ``max(1, floor(alpha * W))`` swaps of two distinct random word
     positions. Words are the text's runs of non-whitespace (``str.split()``); the
     authors' EDA splits on single spaces, which gives the same words, swaps and output
-    for single-spaced text."""
+    for words separated by single spaces with none at either end."""
     # Words are swapped between the original separators, which stay where they were:
     # joining with " " would flatten newlines and paragraph breaks, and splitting on " "
     # alone left a text without spaces (CJK, one word per line) with nothing to swap, so
