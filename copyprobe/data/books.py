@@ -22,6 +22,9 @@ formats and the cleaning; in short:
 * ``.docx`` (python-docx): the body paragraphs and table rows in order (headers,
   footers and footnotes are not part of the body).
 
+A Project Gutenberg file keeps only the book: what stands between its "*** START OF THE
+PROJECT GUTENBERG EBOOK ..." and "*** END OF ..." lines (:func:`strip_gutenberg`).
+
 Then, for every format: Unicode fixed with ftfy (mojibake, ligatures, character width;
 quotes are left as they are) and NFKC-normalised; in PDF and text files a word broken
 across lines with a hyphen is joined ("exam-/ple" -> "example") unless the hyphen is
@@ -631,10 +634,31 @@ def book_paragraphs(raw: bytes, name: str) -> list[str]:
         paragraphs = _plain_text(markdown_to_text(_decode_text(raw, name)))
     else:
         paragraphs = _plain_text(_decode_text(raw, name))
-    paragraphs = [p for p in (_finish(p) for p in paragraphs) if p]
+    paragraphs = strip_gutenberg([p for p in (_finish(p) for p in paragraphs) if p], name)
     if not paragraphs:
         raise DataError(f"{name} has no text")
     return paragraphs
+
+
+_GUTENBERG_START = re.compile(r"\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.IGNORECASE)
+_GUTENBERG_END = re.compile(r"\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK", re.IGNORECASE)
+
+
+def strip_gutenberg(paragraphs: list[str], name: str) -> list[str]:
+    """The paragraphs between a Project Gutenberg file's START and END lines, said in a
+    warning; all of them when there is no START line. The header and the licence after
+    the book are the same words in tens of thousands of files, which every model trained
+    on the web has read many times: left in, they would be passages "found" in any
+    Gutenberg book (an audit's evidence of training that is the licence's, not the
+    book's), and a copying test's first items would be the header."""
+    start = next((i for i, p in enumerate(paragraphs) if _GUTENBERG_START.search(p)), None)
+    if start is None:
+        return paragraphs
+    end = next((i for i in range(start + 1, len(paragraphs)) if _GUTENBERG_END.search(paragraphs[i])),
+               len(paragraphs))
+    warnings.warn(DataWarning(f"{name}: a Project Gutenberg file: its header ({start + 1} paragraph(s)) and what "
+                              f"follows its END line ({len(paragraphs) - end} paragraph(s)) are left out"))
+    return paragraphs[start + 1:end]
 
 
 def code_text(raw: bytes, name: str) -> str:

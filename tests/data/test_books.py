@@ -68,3 +68,40 @@ def test_unreadable_package_file_falls_back_to_name_order(tmp_path):
     write_epub(book, {"c.opf": "<package><manifest>not xml", "b.htm": "<p>B</p>", "a.xhtml": "<p>A</p>"},
                opf_path="c.opf")
     assert read_epub(book) == "A\n\nB"
+
+
+GUTENBERG = """The Project Gutenberg eBook of A Tale, by Someone
+
+This eBook is for the use of anyone anywhere in the United States and most other parts
+of the world at no cost and with almost no restrictions whatsoever.
+
+*** START OF THE PROJECT GUTENBERG EBOOK A TALE ***
+
+Chapter One
+
+It was a quiet morning in the valley, and the river ran slow and brown.
+
+*** END OF THE PROJECT GUTENBERG EBOOK A TALE ***
+
+Section 1. General Terms of Use and Redistributing Project Gutenberg electronic works
+"""
+
+
+def test_a_gutenberg_file_keeps_only_the_book(tmp_path):
+    from copyprobe.errors import DataWarning
+
+    book = tmp_path / "tale.txt"
+    book.write_text(GUTENBERG, encoding="utf-8")
+    with pytest.warns(DataWarning, match=r"tale.txt: a Project Gutenberg file: its header \(3 paragraph\(s\)\) and "
+                                          r"what follows its END line \(2 paragraph\(s\)\) are left out"):
+        text = read_book(book)
+    assert text == "Chapter One\n\nIt was a quiet morning in the valley, and the river ran slow and brown."
+    # no START line: nothing is left out, whatever the words
+    plain = tmp_path / "plain.txt"
+    plain.write_text(GUTENBERG.replace("*** START", "START"), encoding="utf-8")
+    assert "Section 1. General Terms" in read_book(plain) and "This eBook is for" in read_book(plain)
+    # a START line without an END line: the book runs to the file's end
+    open_ended = tmp_path / "open.txt"
+    open_ended.write_text(GUTENBERG.split("*** END")[0], encoding="utf-8")
+    with pytest.warns(DataWarning):
+        assert read_book(open_ended).endswith("river ran slow and brown.")
