@@ -300,8 +300,14 @@ def _literal_block(ok: list[dict], config: CopyConfig) -> dict[str, Any]:
 def _nonliteral_block(ok: list[dict], config: CopyConfig) -> dict[str, Any]:
     ev = [r for r in ok if r.get("event_copied") is not None]
     ch = [r for r in ok if r.get("character_overlap") is not None]
+    undetermined = len(ok) - len(ev)
+    copied = sum(bool(r["event_copied"]) for r in ev)
     return {
         "event_rate": _mean([float(r["event_copied"]) for r in ev]),
+        # an item is undetermined only while its count is below the threshold (one at or
+        # above it is copied whatever the unreadable answers say), so the rate over the
+        # determined ones leans high: its bounds count the undetermined as not copied / copied
+        "event_rate_bounds": [copied / len(ok), (copied + undetermined) / len(ok)] if ok else None,
         "event_threshold": config.event_threshold,
         "character_rate": _mean([float(r["character_overlap"] >= config.character_threshold) for r in ch]),
         "character_threshold": config.character_threshold,

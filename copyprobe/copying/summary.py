@@ -25,6 +25,11 @@ def summary_lines(metrics: dict, run: dict) -> list[str]:
         out.append(f"  non-literal: events {_f(nl['event_rate'], True)} (>= {nl['event_threshold']}), "
                    f"characters {_f(nl['character_rate'], True)} (>= {nl['character_threshold']}), "
                    f"n={nl['n']}, undetermined={nl['n_event_undetermined']}, errors={nl['n_errors']}")
+        bounds = nl.get("event_rate_bounds")
+        if nl["n_event_undetermined"] and bounds:
+            out.append(f"    {nl['n_event_undetermined']} item(s) undetermined (unreadable judge answers or a "
+                       f"failed judge): the event rate is {_f(bounds[0], True)} to {_f(bounds[1], True)} counting them "
+                       "as not copied / as copied")
     qa = metrics.get("qa")
     if qa:
         out.append(f"  fact recall: F1 {_f(qa['f1'])}, EM {_f(qa['exact_match'])}, n={qa['n']}, errors={qa['n_errors']}")

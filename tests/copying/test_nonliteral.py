@@ -171,6 +171,22 @@ def test_a_failing_judge_counts_in_the_character_rate_not_in_the_errors():
     assert block["n"] == 2 and block["n_errors"] == 0
     assert block["character_rate"] == 0.5  # x names Mary, Herod, the child; y's beginning names Mary and Joseph
     assert block["event_rate"] is None and block["n_event_undetermined"] == 2
+    assert block["event_rate_bounds"] == [0.0, 1.0]  # nothing determined: anything from none to all
+
+
+def test_the_event_rate_has_bounds_for_its_undetermined_items():
+    from copyprobe.copying.runner import _nonliteral_block
+    from copyprobe.copying.summary import summary_lines
+
+    # 2 copied, 3 not, 3 undetermined (each below the threshold, where unreadable answers decide)
+    rows = ([{"event_copied": True, "event_overlap": 6, "character_overlap": 1}] * 2
+            + [{"event_copied": False, "event_overlap": 1, "character_overlap": 0}] * 3
+            + [{"event_copied": None, "event_overlap": None, "character_overlap": 0}] * 3)
+    block = _nonliteral_block(rows, CopyConfig(tasks=("nonliteral",)))
+    assert block["event_rate"] == pytest.approx(2 / 5)  # the determined ones: leans high
+    assert block["event_rate_bounds"] == pytest.approx([2 / 8, 5 / 8]) and block["n_event_undetermined"] == 3
+    lines = summary_lines({"nonliteral": {**block, "n": 8, "n_errors": 0}}, {})
+    assert any("3 item(s) undetermined" in line and "25.0% to 62.5%" in line for line in lines)
 
 
 def test_a_judge_whose_requests_fail_leaves_the_character_score():
