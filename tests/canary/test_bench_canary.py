@@ -52,7 +52,8 @@ def test_publisher_format_reformats_yet_canary_find_sees_every_copy():
     doc = "\n\n".join(["The harbour at Kellmouth had been quiet for most of that winter. The fishing boats stayed "
                        "tied to the wall, and the nets hung drying above the slipway. Nobody in the village "
                        "expected the storm that came in the second week of February."] * 3)
-    marked, manifest = draw_kit(doc, "d.txt", n_candidates=5, seed="bench-format", repeat=3)
+    marked, manifest = draw_kit(doc, "d.txt", n_candidates=5, seed="bench-format", repeat=3,
+                                bind_to_document=False)  # as the benchmark draws
     printed = bench_canary.publisher_format(marked)
     assert printed != marked and "\ufb01" in printed  # ligatures set
     assert max(len(line) for line in printed.splitlines()) <= 61
