@@ -47,8 +47,13 @@ def test_context_on_smollm2_matches_one_forward_pass(request):
     answers = smollm2.answer([TokenLogprobsRequest(t, context=prefix) for t in texts])
     tokenizer = smollm2.tokenizer
     for text, answer in zip(texts, answers):
-        context_ids = tokenizer(prefix).input_ids
-        ids = context_ids + tokenizer(text, add_special_tokens=False).input_ids
+        # the prefix's tokens as context + text tokenized as one gives them (its closing blank
+        # line is two newline tokens before a word, not the one token it is alone)
+        text_ids = tokenizer(text, add_special_tokens=False).input_ids
+        joined = tokenizer(prefix + text).input_ids
+        assert joined[len(joined) - len(text_ids):] == text_ids
+        context_ids = joined[:len(joined) - len(text_ids)]
+        ids = context_ids + text_ids
         with torch.no_grad():
             logprobs = torch.log_softmax(smollm2.model(torch.tensor([ids])).logits[0].float(), -1)
         expected = [logprobs[p - 1, ids[p]].item() for p in range(len(context_ids), len(ids))]
