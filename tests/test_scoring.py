@@ -160,3 +160,20 @@ def test_put_score_keeps_finite_numbers_and_the_reason_for_anything_else():
     assert all(row[name] is None for name in ("failed", "nan", "inf", "word"))
     assert row["errors"] == {"failed": "no answer", "nan": "score is nan", "inf": "score is -inf",
                              "word": "method returned a non-number: 'high'"}
+
+
+def test_few_bootstrap_resamples_are_said_in_the_notes():
+    from copyprobe.scoring import ROUGH_BOOTSTRAP, summarize
+
+    rng = random.Random(3)
+    rows = [{"id": f"p{i}", "label": i % 2, "loss": rng.random() + (i % 2)} for i in range(40)]
+    texts = {r["id"]: f"text {r['id']}" for r in rows}
+
+    def said(n):
+        metrics, notes = summarize(rows, texts, ["loss"], n_bootstrap=n, blind_baseline=False)
+        assert metrics["passage"]["loss"]["auc"] > 0.5  # scored either way
+        return [note for note in notes if "bootstrap resample" in note]
+
+    assert said(7) == [f"the 95% intervals rest on 7 bootstrap resample(s): their ends move with the seed "
+                       f"(the default is {ROUGH_BOOTSTRAP:,})"]
+    assert said(ROUGH_BOOTSTRAP) == [] and said(0) == []  # the default, and no intervals at all
