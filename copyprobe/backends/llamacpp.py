@@ -366,10 +366,11 @@ class LlamaCppBackend(Backend):
         order = sorted((i for i in range(len(requests)) if requests[i].context),
                        key=lambda i: (requests[i].context, i))
         order += sorted(plain, key=lambda i: (plain[i], i))
+        context_ids: dict[str, list[int]] = {}  # each distinct context tokenized once (twice: alone, with the probe)
         for index in order:
             request = requests[index]
             if request.context:
-                answers[index] = self._context_logprobs(request)
+                answers[index] = self._context_logprobs(request, context_ids)
             else:
                 ids = plain[index]
                 buffer = ScoreBuffer(max(len(ids) - 1, 0))
@@ -419,15 +420,20 @@ class LlamaCppBackend(Backend):
             rank=buffer.values["rank"] if request.stats else None,
             tokens=[self.token_text(t) for t in ids])
 
-    def _context_logprobs(self, request: TokenLogprobsRequest) -> TokenLogprobs:
+    def _context_logprobs(self, request: TokenLogprobsRequest,
+                          memo: dict[str, list[int]] | None = None) -> TokenLogprobs:
         """Every token of the text (tokenized without BOS) scored after the context's
-        tokens (with BOS): the HF backend's ``_plan_context``, window by window."""
+        tokens (with BOS): the HF backend's ``_plan_context``, window by window. ``memo``
+        keeps each context's tokens across the requests of one call."""
         from copyprobe.backends.hf.scoring import (
             WORD_AFTER, ScoreBuffer, check_context, context_before_word, context_windows,
         )
 
-        context_ids = context_before_word(self.tokenize(request.context), self.tokenize(request.context + WORD_AFTER),
-                                          self.detokenize)
+        memo = {} if memo is None else memo
+        if request.context not in memo:
+            memo[request.context] = context_before_word(
+                self.tokenize(request.context), self.tokenize(request.context + WORD_AFTER), self.detokenize)
+        context_ids = memo[request.context]
         ids = self.tokenize(request.text, add_special=False)
         check_context(context_ids, request.context, self.max_length, len(ids))
         buffer = ScoreBuffer(len(ids))

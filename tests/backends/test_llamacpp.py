@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from copyprobe.backends.base import GenerateRequest, TokenLogprobsRequest
+from copyprobe.backends.hf.scoring import WORD_AFTER
 from copyprobe.errors import BackendError, CapabilityError, ConfigError
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'copyprobe[llamacpp]'")
@@ -286,11 +287,15 @@ def test_context_requests_score_the_text_after_the_context(tiny_gguf, hf_tiny_gg
     full = load_backend(f"llamacpp:{tiny_gguf}", chunk=5, kv_type="f32")
     short = load_backend(f"llamacpp:{tiny_gguf}", max_length=24, chunk=5, kv_type="f32")  # windows
     try:
-        decoded = []
-        set_batch = full._batch.set_batch
+        decoded, tokenized = [], []
+        set_batch, tokenize = full._batch.set_batch, full.tokenize
         full._batch.set_batch = lambda part, **kw: decoded.append(len(part)) or set_batch(part, **kw)
+        full.tokenize = lambda text, *a, **kw: tokenized.append(text) or tokenize(text, *a, **kw)
         answers = full.answer(requests)
-        full._batch.set_batch = set_batch
+        full._batch.set_batch, full.tokenize = set_batch, tokenize
+        # each text once, each context twice (alone, and before a word) in one call
+        assert sorted(tokenized) == sorted([r.text for r in requests]
+                                           + [c + s for c in contexts for s in ("", WORD_AFTER)])
         # each context is decoded once, then each of its texts with the context's tokens from
         # the last multiple of the chunk (5; the resume alignment) before its last token on
         resumed = {c: len(c) - (len(c) - 1) // 5 * 5 for c in contexts}
