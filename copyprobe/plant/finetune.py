@@ -46,7 +46,7 @@ from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_loca
 from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
 from copyprobe.params import SEED
 from copyprobe.plant.background import (OVERLAP_WORDS, Background, BackgroundText, cut_background, epoch_order,
-                                        read_background, select_background)
+                                        overlapping, read_background, select_background)
 from copyprobe.plant.corpus import Corpus, CorpusText, cut_corpus, read_corpus, tokenizer_counter
 from copyprobe.plant.split import split_documents, split_passages
 from copyprobe.record import RunRecord, holding, utc_now, versions, write_json, write_jsonl, write_run
@@ -483,6 +483,11 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         read_background(settings.background, text_column=settings.text_column)
     prepared = _prepare(settings, source, corpus_text, background_text)
     members, nonmembers = _split(settings, prepared.corpus)
+    n_shared = _nonmembers_sharing_runs(prepared.corpus, members, nonmembers)
+    if n_shared:
+        _warn(f"{n_shared} non-member passage(s) share a run of {OVERLAP_WORDS} words with a member passage "
+              "(boilerplate, a repeated verse): training on the member trains on part of them, so they are "
+              "labelled non-members but were partly seen, and detection results on them read low")
     token_ids, n_truncated = _tokenize(prepared, [p.text for p in prepared.corpus.passages])
     if n_truncated:
         _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
@@ -513,6 +518,7 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
                        settings.member_repeats)
             token_ids = token_ids + (chosen.token_ids if chosen else [])
             record = _first_record(settings, prepared, out, key, command, members, nonmembers, n_truncated)
+            record["split"]["n_nonmembers_sharing_member_runs"] = n_shared
             record["background"] = _background_record(settings, prepared.background, chosen)
             record["exposure"] = _exposure_record(settings, mix, token_ids)
             write_json(out / "plant.json", record)  # an interrupted run says what it was doing
@@ -550,6 +556,14 @@ def _prepare(settings: PlantSettings, source: LocalModel, corpus_text: CorpusTex
             _warn(f"{background.n_overlap} background passage(s) overlap the corpus (a shared run of "
                   f"{OVERLAP_WORDS} words) and are not trained on")
     return _Prepared(source, tokenizer, context, corpus, hash_weights(source.kind, source.path), background)
+
+
+def _nonmembers_sharing_runs(corpus: Corpus, members: list[int], nonmembers: list[int]) -> int:
+    """How many non-members hold part of a run of OVERLAP_WORDS words that a member holds:
+    exact duplicates are dropped when the corpus is read, near ones are only counted (which
+    to drop is the user's choice of corpus, and dropping changes the split)."""
+    texts = [p.text for p in corpus.passages]
+    return sum(overlapping([texts[i] for i in nonmembers], [texts[i] for i in members]))
 
 
 def _split(settings: PlantSettings, corpus: Corpus) -> tuple[list[int], list[int]]:

@@ -49,7 +49,9 @@ def test_plant_end_to_end(tiny, tmp_path, capsys):
 
     record = json.loads((out / "plant.json").read_text())
     assert record["status"] == "done"
-    assert record["split"] == {"by": "passage", "seed": 0, "member_fraction": 0.5, "n_members": 6, "n_nonmembers": 6}
+    # random words from 60: no run of 13 is shared
+    assert record["split"] == {"by": "passage", "seed": 0, "member_fraction": 0.5, "n_members": 6, "n_nonmembers": 6,
+                               "n_nonmembers_sharing_member_runs": 0}
     assert record["training"]["method"] == "full" and record["training"]["epochs"] == 2
     assert record["base_model"]["spec"] == f"hf:{tiny / 'model'}" and len(record["base_model"]["fingerprint"]) == 64
     assert record["steps"] == 6 and record["steps_per_epoch"] == 3
@@ -421,3 +423,23 @@ def test_a_plant_into_a_directory_another_run_writes_is_refused(tiny, tmp_path, 
     finally:
         os.close(fd)
     assert "another copyprobe run is writing to" in line and not (out / "plant.json").exists()
+
+
+def test_non_members_sharing_a_run_with_a_member_are_counted_and_said(tiny, tmp_path, capsys):
+    rng = random.Random(5)
+    shared = " ".join(rng.choice(WORDS) for _ in range(13))  # a line of boilerplate
+    rows = [{"id": f"r{i}", "text": (shared + " " if i < 6 else "") + " ".join(rng.choice(WORDS) for _ in range(3 if i < 6 else 16))}
+            for i in range(12)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = args(tiny, tmp_path / "o", "--epochs", "1")
+    argv[argv.index("--corpus") + 1] = str(corpus)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    label = {r["id"]: r["label"] for r in read_jsonl(tmp_path / "o" / "data.jsonl")}
+    with_run = [label[f"r{i}"] for i in range(6)]
+    expected = with_run.count(0) if 1 in with_run else 0  # the random tails share no 13 words
+    assert 0 < expected < 6  # the seed split the six between the classes
+    split = json.loads((tmp_path / "o" / "plant.json").read_text())["split"]
+    assert split["n_nonmembers_sharing_member_runs"] == expected
+    assert f"warning: {expected} non-member passage(s) share a run of 13 words with a member passage" in err
