@@ -43,7 +43,7 @@ from copyprobe.backends.hf.loading import (
     resolve_device,
 )
 from copyprobe.backends.specs import ALIASES, PREFIXES, LocalModel, resolve_local
-from copyprobe.errors import ConfigError, Interrupted, SettingError, one_line
+from copyprobe.errors import ConfigError, DataError, Interrupted, SettingError, one_line
 from copyprobe.params import SEED
 from copyprobe.plant.background import (OVERLAP_WORDS, Background, BackgroundText, cut_background, epoch_order,
                                         overlapping, read_background, select_background)
@@ -489,6 +489,11 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
               "(boilerplate, a repeated verse): training on the member trains on part of them, so they are "
               "labelled non-members but were partly seen, and detection results on them read low")
     token_ids, n_truncated = _tokenize(prepared, [p.text for p in prepared.corpus.passages])
+    untrainable = [p.id for p, ids in zip(prepared.corpus.passages, token_ids) if len(ids) < 2]
+    if untrainable:  # no next token to predict: such a member would be a member in name only
+        raise DataError(f"{len(untrainable)} corpus passage(s) are a single token (first: {untrainable[0]!r}); "
+                        "training predicts each token from the ones before it, so nothing is learned from "
+                        "them: remove them or join them to longer ones")
     if n_truncated:
         _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
               "truncated for training; detection still sees their full text")

@@ -443,3 +443,16 @@ def test_non_members_sharing_a_run_with_a_member_are_counted_and_said(tiny, tmp_
     split = json.loads((tmp_path / "o" / "plant.json").read_text())["split"]
     assert split["n_nonmembers_sharing_member_runs"] == expected
     assert f"warning: {expected} non-member passage(s) share a run of 13 words with a member passage" in err
+
+
+def test_single_token_passages_are_refused_before_training(tiny, tmp_path, capsys):
+    rng = random.Random(2)
+    rows = [{"id": f"r{i}", "text": WORDS[i] if i in (3, 8) else " ".join(rng.choice(WORDS) for _ in range(16))}
+            for i in range(12)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = args(tiny, tmp_path / "o", "--epochs", "1")
+    argv[argv.index("--corpus") + 1] = str(corpus)
+    line = run_error(argv, capsys)
+    assert "2 corpus passage(s) are a single token (first: 'r3')" in line
+    assert not (tmp_path / "o").exists()  # refused before the plant directory is made
