@@ -157,7 +157,8 @@ METRICS = obj(required={"passage": dict_of(_METRIC_BLOCK)}, optional={
 # task -> its block: numbers or null, as compute_metrics writes, and the fluency block
 # "baseline": the same metrics on unseen text and the differences with their CIs (nested)
 COPYING_METRICS = obj(optional={"baseline": obj()},
-                      rest=obj(optional={"fluency": dict_of(opt(NUM))}, rest=opt(NUM)))
+                      rest=obj(optional={"fluency": dict_of(opt(NUM)), "event_rate_bounds": opt(lst(opt(NUM)))},
+                               rest=opt(NUM)))
 
 # verdicts.json: format 2 (copyprobe.evaluation.verdicts) and the older layouts the report
 # still reads (the audit's "score"/"mann_whitney_p", the report's own "mean_score"/...)

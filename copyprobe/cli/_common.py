@@ -211,15 +211,22 @@ def scored_exit_code(rows: Any, names: list[str]) -> int:
     from copyprobe.detect import unscored
 
     missing = unscored(rows, names)
+    return unscored_exit_code(missing, [item.method for item in missing], "scores.jsonl")
+
+
+def unscored_exit_code(missing: list[Any], names: list[str], where: str) -> int:
+    """Warnings for the parts of a run that scored some rows, and the error line for the
+    first that scored none (exit 2); ``names`` name each part, ``where`` the file that
+    holds every reason."""
     for item in missing:
         if not item.nothing:
-            print(f"copyprobe: warning: {item.line()}", file=sys.stderr)
-    empty = [item for item in missing if item.nothing]
+            print(f"copyprobe: warning: {' '.join(item.line().split())}", file=sys.stderr)
+    empty = [(item, name) for item, name in zip(missing, names) if item.nothing]
     if not empty:
         return 0
-    others = f" (and {', '.join(item.method for item in empty[1:])} too)" if len(empty) > 1 else ""
-    print(f"copyprobe: error: {' '.join(empty[0].line().split())}{others}; the run is written (every "
-          "reason in its scores.jsonl; a rerun asks again only for what failed)", file=sys.stderr)
+    others = f" (and {', '.join(name for _, name in empty[1:])} too)" if len(empty) > 1 else ""
+    print(f"copyprobe: error: {' '.join(empty[0][0].line().split())}{others}; the run is written (every "
+          f"reason in its {where}; a rerun asks again only for what failed)", file=sys.stderr)
     return 2
 
 

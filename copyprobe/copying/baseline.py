@@ -16,6 +16,7 @@ many).
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,20 +32,38 @@ MORE = "more copying than on unseen text"
 COMPARED = (("mean_rouge_l", "rouge_l"), ("mean_lcs", "lcs"), ("rate", "copied"))
 
 
+@dataclass(frozen=True)
+class CleanItems:
+    """The clean items matched to the suspect ones, and ``note``: why they are not matched
+    in prefix length, or None."""
+
+    items: list[LiteralItem]
+    note: str | None
+
+
 def clean_literal_items(clean: str | Path | CopySet | None, suspect: Sequence[LiteralItem],
                         limit: int | None = None) -> list[LiteralItem]:
     """Literal items of the clean text, matched to ``suspect`` in length and number."""
+    return matched_clean_items(clean, suspect, limit).items
+
+
+def matched_clean_items(clean: str | Path | CopySet | None, suspect: Sequence[LiteralItem],
+                        limit: int | None = None) -> CleanItems:
+    """:func:`clean_literal_items` with the note of a prefix shortfall: the median prefix
+    of the suspect items, which cuts a clean book, is also what the clean items are held
+    against (one number, not two computations of it)."""
     from copyprobe.copying.data import load_copyset
     from copyprobe.data.books import read_book
 
     if not suspect:
-        return []
+        return CleanItems([], None)
     wanted = min(len(suspect), limit) if limit is not None else len(suspect)
+    book_prefix = statistics.median(len(i.input.split()) for i in suspect)
     source = DEFAULT_CLEAN if clean is None else clean
     if isinstance(source, CopySet):
         items = list(source.literal)
     elif Path(source).suffix.lower() in (".txt", ".epub", ".md"):
-        prefix = max(1, round(statistics.median(len(i.input.split()) for i in suspect)))
+        prefix = max(1, round(book_prefix))
         reference = max(1, round(statistics.median(len(i.reference.split()) for i in suspect)))
         text = read_book(source)
         n_words = len(text.split())
@@ -56,8 +75,20 @@ def clean_literal_items(clean: str | Path | CopySet | None, suspect: Sequence[Li
         items = list(load_copyset(source).literal)
     if not items:
         raise DataError(f"the clean set {source} has no literal items to compare with")
-    return [LiteralItem(id=CLEAN_PREFIX + i.id, title=i.title, input=i.input, reference=i.reference)
-            for i in items[:wanted]]
+    matched = [LiteralItem(id=CLEAN_PREFIX + i.id, title=i.title, input=i.input, reference=i.reference)
+               for i in items[:wanted]]
+    return CleanItems(matched, _prefix_shortfall(book_prefix, matched))
+
+
+def _prefix_shortfall(book_prefix: float, clean: Sequence[LiteralItem]) -> str | None:
+    """A note when the clean items' prefixes are shorter than the book's (a clean text
+    too short for one item at the book's lengths is cut with shorter prefixes): a model
+    given less context copies less, so the baseline is then not matched."""
+    unseen = statistics.median(len(i.input.split()) for i in clean)
+    if unseen >= book_prefix:
+        return None
+    return (f"the clean text is too short for the book's prefix length: its prefixes have {unseen:g} words against "
+            f"the book's {book_prefix:g}, so the baseline is not matched in prefix length (give a longer clean text)")
 
 
 def longest_common_span(output: str, reference: str) -> tuple[int, str]:
@@ -149,5 +180,5 @@ def comparison(suspect_rows: list[dict], clean_rows: list[dict], threshold: floa
     return {"literal": block, "n_bootstrap": n_bootstrap, "seed": seed, "conclusion": sentence}
 
 
-__all__ = ["CLEAN_PREFIX", "DEFAULT_CLEAN", "MORE", "NOT_MORE", "clean_literal_items", "comparison", "difference",
-           "longest_common_span", "per_item"]
+__all__ = ["CLEAN_PREFIX", "DEFAULT_CLEAN", "MORE", "NOT_MORE", "CleanItems", "clean_literal_items", "comparison",
+           "difference", "longest_common_span", "matched_clean_items", "per_item"]

@@ -23,7 +23,8 @@ decided by a pluggable judge:
   labelled KJV set; see ``docs/copying.md`` and ``copyprobe.copying.calibrate``.
 
 A judge that fails on an item leaves the item its character score: only its event score is
-missing, with the reason in ``event_error``.
+missing, with the reason in ``event_error`` (starting with :data:`JUDGE_FAILED`; run.json
+lists such items in ``partial_failures``, see :func:`event_judge_failed`).
 
 Rates: share of items with >= 5 events and >= 3 characters. The ``>=`` is the released
 code's rule (scripts/summary.py); the paper's words are "exceeds a threshold", which would
@@ -54,6 +55,17 @@ CHUNK_TOKENS = 128
 EMBEDDING_THRESHOLD = 0.53
 
 _WORD = re.compile(r"\W+", re.UNICODE)
+
+# how event_error starts when the judge failed (not when its answers were unreadable);
+# rows of runs written before partial_failures existed say it the same way
+JUDGE_FAILED = "the event judge failed"
+
+
+def event_judge_failed(row: dict[str, Any]) -> bool:
+    """Whether a scored non-literal row lost its event score to a failed judge (a request
+    that failed, or an error of the judge), as opposed to answers that could not be read."""
+    return (row.get("task") == "nonliteral" and row.get("error") is None
+            and str(row.get("event_error") or "").startswith(JUDGE_FAILED))
 
 
 def name_words(text: str, case_sensitive: bool = False) -> list[str]:
@@ -361,7 +373,7 @@ def run_nonliteral(
         # what would otherwise fail the whole row (the driver's row errors); a
         # CopyprobeError (e.g. a judge model that cannot load) still stops the run
         result.update(events_found=[], judge_raw=None, event_overlap=None, event_copied=None,
-                      event_error=f"the event judge failed: {str(exc) or type(exc).__name__}")
+                      event_error=f"{JUDGE_FAILED}: {str(exc) or type(exc).__name__}")
         return result
     supported = [e for e, v in zip(item.reference_events, verdicts) if v is True]
     undetermined = [e for e, v in zip(item.reference_events, verdicts) if v is None]

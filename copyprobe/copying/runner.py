@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from statistics import mean, median
+from statistics import mean
 from typing import Any
 
 from copyprobe.copying import literal as lit
@@ -32,6 +32,7 @@ from copyprobe.params import (
     NON_NEGATIVE_INT,
     POSITIVE,
     PROBABILITY,
+    SEED,
     Boolean,
     Constraint,
     Integer,
@@ -105,7 +106,9 @@ SETTINGS = Settings(
     Setting("repetition_penalty", 1.1, POSITIVE, "repetition penalty of generations (1.1 as the paper)"),
     Setting("literal_max_tokens", 100, COUNT, "max new tokens of literal completions"),
     Setting("nonliteral_max_tokens", 1024, COUNT, "max new tokens of stories (1024 as the paper)"),
-    Setting("limit", None, Optional(COUNT), "only the first N items of each task (a quick try-out)"),
+    Setting("limit", None, Optional(COUNT),
+            "only N items of each task, a seeded random sample kept in data order (a quick try-out)"),
+    Setting("sample_seed", 0, SEED, "seed of the random sample of items that a limit keeps"),
     Setting("baseline", True, Boolean(), "also score literal copying on clean text"),
     Setting("n_bootstrap", 1000, BOOTSTRAP_COUNT, "bootstrap resamples of the CI of the difference to the baseline"),
 )
@@ -140,7 +143,8 @@ class CopyConfig:
     judge: Any = None  # an EmbeddingJudge / BackendJudge; default EmbeddingJudge()
     fluency_judge: FluencyJudge | None = None  # default: the evaluated model itself
     demos: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    limit: int | None = SETTINGS.default("limit")  # at most this many items per task
+    limit: int | None = SETTINGS.default("limit")  # at most this many items per task (sample_items)
+    sample_seed: int = SETTINGS.default("sample_seed")
     baseline: bool = SETTINGS.default("baseline")  # literal copying also on clean text (copying.baseline)
     n_bootstrap: int = SETTINGS.default("n_bootstrap")  # resamples of the CI of the difference to the baseline
     bootstrap_seed: int = 0
@@ -166,6 +170,7 @@ class CopyConfig:
             "event_threshold": self.event_threshold, "character_threshold": self.character_threshold,
             "chunk_tokens": self.chunk_tokens, "event_judge": judge, "fluency_judge": fj,
             "n_demos": {k: len(v) for k, v in self.demos.items()}, "limit": self.limit,
+            "sample_seed": self.sample_seed,
             "baseline": self.baseline, "n_bootstrap": self.n_bootstrap, "bootstrap_seed": self.bootstrap_seed,
         }
 
@@ -176,9 +181,28 @@ class CopyConfig:
         (judges and demos are not needed to recompute metrics from saved results)."""
         keys = ("literal_threshold", "literal_words", "event_threshold", "character_threshold",
                 "literal_max_tokens", "nonliteral_max_tokens", "qa_max_tokens", "chunk_tokens", "limit",
-                "baseline", "n_bootstrap", "bootstrap_seed")
+                "sample_seed", "baseline", "n_bootstrap", "bootstrap_seed")
         return cls(tasks=tuple(described["tasks"]), templates=tuple(described.get("templates", (0,))),
                    **{k: described[k] for k in keys if k in described})
+
+
+def sample_items(items: Sequence[Any], limit: int | None, seed: int = 0) -> list[Any]:
+    """``limit`` of ``items`` drawn at random with ``seed``, in their order in ``items``
+    (all of them when ``limit`` is None or not below their number).
+
+    CopyBench samples its snippets at random (§3.2); the first items of a book are its
+    first pages (front matter, one chapter), and a file's first items may all be one book's.
+    Each item gets a key from ``random.Random(seed).random()``, whose sequence Python keeps
+    the same across versions, and the ``limit`` smallest keys are kept: the same seed gives
+    the same items, and a larger limit keeps the items of a smaller one."""
+    import random
+
+    if limit is None or limit >= len(items):
+        return list(items)
+    rng = random.Random(seed)
+    keys = [rng.random() for _ in items]
+    kept = sorted(range(len(items)), key=keys.__getitem__)[:limit]
+    return [items[i] for i in sorted(kept)]
 
 
 def _with_fluency(inner, judge: FluencyJudge | None):
@@ -198,11 +222,13 @@ def build_runs(data: CopySet, config: CopyConfig,
     gen = config.gen
     runs: dict[tuple, Any] = {}
     rows: dict[tuple, dict] = {}
-    lim = config.limit
+
+    def sample(items: Sequence[Any]) -> list[Any]:
+        return sample_items(items, config.limit, config.sample_seed)
 
     if "literal" in config.tasks:
         g = GenConfig(config.literal_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
-        literal = [(item, "suspect") for item in data.literal[:lim]] + [(item, "clean") for item in clean]
+        literal = [(item, "suspect") for item in sample(data.literal)] + [(item, "clean") for item in clean]
         for item, which in literal:
             for t in config.templates:
                 key = ("literal", item.id, t)
@@ -214,7 +240,7 @@ def build_runs(data: CopySet, config: CopyConfig,
                                     words=config.literal_words, threshold=config.literal_threshold), fj)
     if "nonliteral" in config.tasks:
         g = GenConfig(config.nonliteral_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
-        for item in data.nonliteral[:lim]:
+        for item in sample(data.nonliteral):
             for t in config.templates:
                 key = ("nonliteral", item.id, t)
                 rows[key] = {"task": "nonliteral", "id": item.id, "title": item.title,
@@ -226,7 +252,7 @@ def build_runs(data: CopySet, config: CopyConfig,
                                       chunk_tokens=config.chunk_tokens), fj)
     if "qa" in config.tasks:
         g = GenConfig(config.qa_max_tokens, gen.repetition_penalty, gen.chat, gen.mitigation)
-        for item in data.qa[:lim]:
+        for item in sample(data.qa):
             key = ("qa", item.id, 0)
             rows[key] = {"task": "qa", "id": item.id, "title": item.title, "template": prompts.QA_TEMPLATE.name,
                          "reference": list(item.reference)}
@@ -362,20 +388,6 @@ def compute_metrics(rows: list[dict], config: CopyConfig, n_bootstrap: int | Non
     return out
 
 
-def _unmatched_prefix(suspect: Sequence[lit.LiteralItem], clean: Sequence[lit.LiteralItem]) -> str | None:
-    """A note when the clean items' prefixes are shorter than the book's (a clean text
-    too short for one item at the book's lengths is cut with shorter prefixes): a model
-    given less context copies less, so the baseline is then not matched."""
-    if not suspect or not clean:
-        return None
-    book = median(len(i.input.split()) for i in suspect)
-    unseen = median(len(i.input.split()) for i in clean)
-    if unseen >= book:
-        return None
-    return (f"the clean text is too short for the book's prefix length: its prefixes have {unseen:g} words against "
-            f"the book's {book:g}, so the baseline is not matched in prefix length (give a longer clean text)")
-
-
 # ------------------------------------------------------------------ the run kind
 class CopyingCollection:
     """collect for ``copying``: one generator per (task, item, template)."""
@@ -393,11 +405,21 @@ class CopyingCollection:
         rows = result_rows(self.data, self.config, self.skeleton, results)
         fields = dict(self.fields, copying=self.config.describe(),
                       failures=[{"task": r["task"], "id": r["id"], "template": r.get("template"),
-                                 "error": r["error"]} for r in rows if r.get("error")])
+                                 "error": r["error"]} for r in rows if r.get("error")],
+                      partial_failures=partial_failures(rows))
         if self.memfree is not None:  # every generation is done: the filter's count is final
             info, proc = self.memfree
             info["rejections"] = proc.n_rejections
         return Collected(files={"results.jsonl": rows}, record=fields)
+
+
+def partial_failures(rows: list[dict]) -> list[dict]:
+    """run.json's ``partial_failures``: the scored rows that lost one of their scores to a
+    failed judge (today the event score of a non-literal row, whose character score stands).
+    Apart from ``failures``, which lists the rows without any score (``n_errors``); nothing
+    derived reads it, so a run written before it existed rescores as before."""
+    return [{"task": r["task"], "id": r["id"], "template": r.get("template"), "missing": "event score",
+             "error": r["event_error"]} for r in rows if nl.event_judge_failed(r)]
 
 
 def derive_copying(run: Run) -> Derived:
@@ -511,14 +533,14 @@ def copying(
         raise DataError(f"the data has no items for the tasks asked ({', '.join(wanted)}); it has {copyset.counts()}")
     clean_items: list = []
     if config.baseline and "literal" in config.tasks and copyset.literal:
-        from copyprobe.copying.baseline import DEFAULT_CLEAN, clean_literal_items
+        from copyprobe.copying.baseline import DEFAULT_CLEAN, matched_clean_items
 
-        clean_items = clean_literal_items(clean, copyset.literal[:config.limit], config.limit)
+        matched = matched_clean_items(clean, sample_items(copyset.literal, config.limit, config.sample_seed))
+        clean_items = matched.items
         source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
         data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}
-        shortfall = _unmatched_prefix(copyset.literal[:config.limit], clean_items)
-        if shortfall:
-            notes.append(shortfall)
+        if matched.note:
+            notes.append(matched.note)
     memfree = None
     load_start = time.perf_counter()
     target: Any = model

@@ -1,6 +1,11 @@
-"""The console summary of a copying run, shared by `copyprobe copying` and the demo."""
+"""The console summary of a copying run, shared by `copyprobe copying` and the demo, and
+the rule for a run that scored nothing (:func:`unscored`)."""
 
 from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 
 def _f(value, pct: bool = False) -> str:
@@ -39,6 +44,13 @@ def summary_lines(metrics: dict, run: dict) -> list[str]:
             out.append(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}")
     if run.get("failures"):
         out.append(f"  {len(run['failures'])} item(s) not scored: see failures in run.json / error in results.jsonl")
+    partial = run.get("partial_failures") or []  # absent from runs written before it existed
+    if partial:
+        from copyprobe.copying.nonliteral import JUDGE_FAILED
+
+        first = str(partial[0].get("error")).removeprefix(f"{JUDGE_FAILED}: ")
+        out.append(f"  {len(partial)} item(s) kept their character score but the event judge failed (first reason: "
+                   f"{first}): see partial_failures in run.json / event_error in results.jsonl")
     for note in run.get("notes") or []:  # what changed the run's meaning (an unmatched baseline, MemFree idle)
         out.append(f"note: {note}")
     return out
@@ -60,3 +72,63 @@ def baseline_lines(metrics: dict) -> list[str]:
         out.append(f"    {label:<26} {_f(d['suspect'], pct):>9} {_f(d['clean'], pct):>9} {ci:>28}")
     out.append(f"  {base['conclusion']}")
     return out
+
+
+@dataclass(frozen=True)
+class Unscored:
+    """The rows of one task (or of the clean baseline, or the event judgements of the
+    non-literal task) without a score in one run, and why (the commonest reason first)."""
+
+    what: str  # "literal", "literal (clean baseline)", "nonliteral", "nonliteral events", "qa"
+    n_failed: int
+    n: int
+    unit: str  # "items", or "(item, template) rows" with several templates
+    reasons: tuple[tuple[str, int], ...]  # (reason, rows) by count
+    lost: str = "have no score"
+
+    @property
+    def nothing(self) -> bool:
+        return self.n_failed == self.n and self.n > 0
+
+    def why(self) -> str:
+        top, count = self.reasons[0]
+        more = len(self.reasons) - 1
+        return (f"{top} ({count} of them" + (f"; {more} other reason{'s' * (more > 1)} in results.jsonl" if more else "")
+                + ")")
+
+    def line(self) -> str:
+        if self.nothing:
+            return f"{self.what} scored none of {self.n} {self.unit}: {self.why()}"
+        return f"{self.what}: {self.n_failed} of {self.n} {self.unit} {self.lost}: {self.why()}"
+
+
+def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
+    """The one rule for a copying run that produced nothing, as :func:`copyprobe.detect.unscored`
+    is for scoring runs, per task of ``rows`` (results.jsonl): the literal items of the book,
+    those of the clean baseline, the non-literal and the QA items, each counted with the
+    reasons in ``error``; and the non-literal items scored whose event judge failed (their
+    character score stands, their event score is missing). A part with every row unscored
+    produced nothing (:attr:`Unscored.nothing`)."""
+    from copyprobe.copying.nonliteral import event_judge_failed
+
+    parts: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        what = "literal (clean baseline)" if row.get("set") == "clean" else str(row.get("task"))
+        parts.setdefault(what, []).append(row)
+    out = []
+    for what, part in parts.items():
+        out.extend(_count(what, part, [str(r["error"]) for r in part if r.get("error") is not None]))
+        if what == "nonliteral":
+            scored = [r for r in part if r.get("error") is None]
+            out.extend(_count("nonliteral events", scored,
+                              [str(r["event_error"]) for r in scored if event_judge_failed(r)],
+                              lost="kept their character score but have no event score"))
+    return out
+
+
+def _count(what: str, part: Sequence[Mapping[str, Any]], reasons: list[str], lost: str = "have no score"):
+    if not reasons:
+        return []
+    ids = [r.get("id") for r in part]
+    unit = "items" if len(set(map(str, ids))) == len(ids) else "(item, template) rows"
+    return [Unscored(what, len(reasons), len(part), unit, tuple(Counter(reasons).most_common()), lost)]

@@ -199,3 +199,26 @@ def test_a_clean_text_too_short_for_the_prefix_is_said(tmp_path, capsys):
     notes = json.loads((tmp_path / "a" / "run.json").read_text())["notes"]
     assert any("its prefixes have 80 words against the book's 100" in n for n in notes)
     assert "note: the clean text is too short for the book's prefix length" in capsys.readouterr().out
+
+
+def test_the_prefix_shortfall_note_comes_with_the_clean_items(tmp_path):
+    from copyprobe.copying import CopySet, LiteralItem
+    from copyprobe.copying.baseline import matched_clean_items
+
+    suspect = literal_items_from_text(_book(tmp_path).read_text(), prefix_words=100, reference_words=40)[:3]
+    short = tmp_path / "short.txt"
+    short.write_text(" ".join(f"word{i}" for i in range(120)))  # 120 words: 80 of prefix, the 40 of reference
+    matched = matched_clean_items(short, suspect)
+    assert {len(c.input.split()) for c in matched.items} == {80}
+    assert matched.items == clean_literal_items(short, suspect)
+    assert matched.note == ("the clean text is too short for the book's prefix length: its prefixes have 80 words "
+                            "against the book's 100, so the baseline is not matched in prefix length (give a longer "
+                            "clean text)")
+    assert matched_clean_items(None, suspect).note is None  # the default clean text is long enough
+    # a clean CopySet is used as it is: the medians of its prefixes and of the book's decide
+    given = CopySet(literal=[LiteralItem(f"c{k}", "", " ".join(["w"] * n), "r r") for k, n in enumerate((10, 90, 95))])
+    odd = [LiteralItem(f"s{k}", "", " ".join(["w"] * n), "r") for k, n in enumerate((99, 100, 102, 103))]
+    note = matched_clean_items(given, odd).note
+    assert "its prefixes have 90 words against the book's 101" in note  # medians: of 10, 90, 95; of 99 .. 103
+    shorter = [LiteralItem(f"s{k}", "", " ".join(["w"] * n), "r") for k, n in enumerate((99, 80, 60))]
+    assert matched_clean_items(given, shorter).note is None  # 90 against the book's 80

@@ -41,6 +41,7 @@ EDITS = [
     ("templates", [7], "'copying.templates' has template index 7 out of range"),
     ("tasks", ["fluency"], "'copying.tasks' is only fluency"),
     ("limit", 0, "'copying.limit' must be an integer >= 1, got 0"),  # not "results.jsonl has 4 literal rows"
+    ("sample_seed", -1, "'copying.sample_seed' must be an integer in [0, 4294967295], got -1"),
     ("n_bootstrap", -4, "'copying.n_bootstrap' must be an integer in [0, 10000], got -4"),
     ("baseline", "yes", "'copying.baseline' must be true or false, got 'yes'"),
 ]

@@ -5,7 +5,7 @@ import pytest
 
 from copyprobe.backends.fake import FakeBackend
 from copyprobe.cli.main import main
-from copyprobe.copying import CopyConfig, GenConfig, compute_metrics, load_copyset
+from copyprobe.copying import CopyConfig, GenConfig, compute_metrics, load_copyset, run_copying
 from copyprobe.copying.nonliteral import BackendJudge
 from copyprobe.copying.runner import copying
 from copyprobe.errors import ConfigError
@@ -160,3 +160,102 @@ def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
     assert main(base) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "\x1b" not in err
+
+
+def test_a_failed_event_judge_is_in_partial_failures_and_an_old_run_without_them_derives(tmp_path):
+    from copyprobe.backends.base import RequestFailed
+    from copyprobe.copying.summary import summary_lines
+    from copyprobe.engine import derive_run
+    from copyprobe.kinds import KINDS
+    from copyprobe.record import load_run
+
+    kjv = load_copyset("kjv")
+    down = set(kjv.nonliteral[2].reference_events)
+
+    class JudgeDown(FakeBackend):  # the judge's requests about one story fail for good
+        def _answer_generate(self, requests, progress=None, on_result=None):
+            return [RequestFailed("HTTP 503") if (r.prompt or "").startswith("### Instruction:")
+                    and r.prompt.split("Claim: ", 1)[1].split("\n\nReference: ", 1)[0] in down
+                    else super(JudgeDown, self)._answer_generate([r])[0] for r in requests]
+
+    fb = JudgeDown(generate_fn=lambda r: "not attributable" if r.prompt.startswith("### Instruction:")
+                   else "Noah and Shem built an ark; Ham watched.")
+    cfg = CopyConfig(tasks=("nonliteral",), judge=BackendJudge(None), nonliteral_max_tokens=60)
+    res = copying(fb, kjv, cfg, out=tmp_path / "run", cache=False)
+    judged = [r for r in res["rows"] if r.get("event_error")]
+    assert judged and all(r["error"] is None and r["event_error"] == "the event judge failed: request failed: HTTP 503"
+                          for r in judged)
+    assert {r["id"] for r in judged} == {i.id for i in kjv.nonliteral if down & set(i.reference_events)}
+    run_json = tmp_path / "run" / "run.json"
+    record = json.loads(run_json.read_text())
+    assert record["failures"] == []  # every item has a score: its characters
+    assert record["partial_failures"] == [{"task": "nonliteral", "id": r["id"], "template": r["template"],
+                                           "missing": "event score", "error": r["event_error"]} for r in judged]
+    assert res["metrics"]["nonliteral"]["n_event_undetermined"] == len(judged)
+    lines = summary_lines(res["metrics"], res["run"])
+    assert f"  {len(judged)} item(s) kept their character score but the event judge failed (first reason: " \
+           "request failed: HTTP 503): see partial_failures in run.json / event_error in results.jsonl" in lines
+    # a run written before partial_failures existed: derived as before, and said nothing of
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert len(metrics["nonliteral"]["event_rate_bounds"]) == 2
+    del record["partial_failures"]
+    run_json.write_text(json.dumps(record))
+    old = load_run(tmp_path / "run", derived=False)
+    KINDS["copying"].check_recorded(old)
+    assert json.loads(json.dumps(derive_run(KINDS["copying"], old).files["metrics.json"])) == metrics
+    assert not any("event judge" in line for line in summary_lines(metrics, old.record.to_json()))
+    # and through rescore, which reads metrics.json back (its shape had refused the bounds' list)
+    from copyprobe.rescore import rescore
+
+    assert rescore(tmp_path / "run").metrics == metrics
+
+
+def test_sample_items_is_a_seeded_uniform_sample_in_data_order():
+    from collections import Counter
+
+    from copyprobe.copying.runner import sample_items
+
+    items = [f"i{k}" for k in range(40)]
+    a = sample_items(items, 10, seed=0)
+    assert len(a) == 10 == len(set(a)) and a == [i for i in items if i in a]  # in data order
+    assert a == sample_items(items, 10, seed=0) and a != items[:10]  # reproducible, not the first ten
+    assert sample_items(items, 10, seed=1) != a
+    assert set(a) <= set(sample_items(items, 25, seed=0))  # a larger limit keeps a smaller one's items
+    assert sample_items(items, None, 3) == items and sample_items(items, 40, 3) == items == sample_items(items, 99, 3)
+    # uniform: over 4,000 seeds each item is drawn about 10/40 of the time (binomial sd ~0.007)
+    counts = Counter(i for seed in range(4000) for i in sample_items(items, 10, seed))
+    assert set(counts) == set(items)
+    assert all(abs(counts[i] / 4000 - 0.25) < 0.035 for i in items), counts
+
+
+def test_limit_samples_the_items_of_every_task_and_the_baseline_is_matched(tmp_path):
+    from copyprobe.copying.runner import sample_items
+    from copyprobe.rescore import rescore
+
+    kjv = load_copyset("kjv")
+    fb, _ = _fake()
+    # by default too (seed 0), a limit is not the first items; pinned, as Python keeps the
+    # sequence of random() for a seed: a recorded seed names the same items in later versions
+    rows, _ = run_copying(kjv, lambda spec: fb, CopyConfig(tasks=("qa",), limit=4))
+    assert [r["id"] for r in rows] == ["kjv.qa.2", "kjv.qa.3", "kjv.qa.5", "kjv.qa.7"] != [i.id for i in kjv.qa[:4]]
+    cfg = CopyConfig(tasks=("literal", "nonliteral", "qa"), limit=4, sample_seed=11, judge=BackendJudge(None),
+                     nonliteral_max_tokens=60)
+    res = copying(fb, kjv, cfg, out=tmp_path / "run", cache=False)
+    for task in ("literal", "nonliteral", "qa"):
+        every = [i.id for i in getattr(kjv, task)]
+        ids = [r["id"] for r in res["rows"] if r["task"] == task and r.get("set") != "clean"]
+        assert len(ids) == 4 and ids == [i for i in every if i in ids]  # in data order
+        assert ids == [i.id for i in sample_items(getattr(kjv, task), 4, 11)]
+    picked = {r["id"] for r in res["rows"]}
+    assert not all(i.id in picked for i in kjv.qa[:4])  # not the first four
+    assert sum(r.get("set") == "clean" for r in res["rows"]) == 4
+    assert res["run"]["copying"]["sample_seed"] == 11 and res["run"]["copying"]["limit"] == 4
+    # a run recorded before sample_seed existed (it kept the first items) still rescores
+    # (literal and qa: a non-literal run's metrics.json is refused when read back, see above)
+    cfg = CopyConfig(tasks=("literal", "qa"), limit=4, sample_seed=11, judge=BackendJudge(None))
+    res = copying(fb, kjv, cfg, out=tmp_path / "lq", cache=False)
+    run_json = tmp_path / "lq" / "run.json"
+    record = json.loads(run_json.read_text())
+    del record["copying"]["sample_seed"]
+    run_json.write_text(json.dumps(record))
+    assert rescore(tmp_path / "lq").metrics == json.loads(json.dumps(res["metrics"]))

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings(parser, SETTINGS, ("templates",))
     parser.add_argument("--chat", action="store_true", help=SETTINGS["chat"].help)
     add_settings(parser, SETTINGS, ("literal_threshold", "event_threshold", "character_threshold", "repetition_penalty",
-                                    "literal_max_tokens", "nonliteral_max_tokens", "limit"))
+                                    "literal_max_tokens", "nonliteral_max_tokens", "limit", "sample_seed"))
     parser.add_argument("--demos", help="JSON file {task: [{input, output}, ...]} of few-shot demonstrations")
     add_settings(parser, MEMFREE_SETTINGS)
     parser.add_argument("--prefix-words", type=option_type(COUNT, "--prefix-words"), default=PREFIX_WORDS, help=f"book input: words of each prefix (default {PREFIX_WORDS})")
@@ -147,6 +147,8 @@ def _refuse_unused(args: argparse.Namespace, config: Any) -> None:
         "--prefix-words": (args.prefix_words != PREFIX_WORDS, _book_only(args, literal, without)),
         "--reference-words": (args.reference_words != REFERENCE_WORDS, _book_only(args, literal, without)),
         "--no-baseline": (not args.baseline, no_literal),
+        "--sample-seed": (args.sample_seed != default("sample_seed"),
+                          None if args.limit is not None else "it draws the items --limit keeps, and --limit is not given"),
         "--clean": (args.clean is not None, baseline("the clean text is read")),
         # 0 asks for no resamples, which a run without the baseline draws anyway
         "--bootstrap": (args.n_bootstrap not in (default("n_bootstrap"), 0), baseline("the resamples are drawn")),
@@ -208,10 +210,22 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"report written to {write_report(result['out'])}")
     print(f"run written to {result['out']}")
-    return 0
+    return exit_code(result["rows"])
 
 
 def print_summary(metrics: dict, run: dict) -> None:
     from copyprobe.copying.summary import summary_lines
 
     print("\n".join(summary_lines(metrics, run)))
+
+
+def exit_code(rows: list[dict]) -> int:
+    """detect's rule (copyprobe.cli._common.scored_exit_code) per task of the run: a task (or
+    the clean baseline, or the event judge) that scored nothing -> one error line naming the
+    cause, exit 2; one that scored some -> one warning line each, exit 0. The run is
+    written either way."""
+    from copyprobe.cli._common import unscored_exit_code
+    from copyprobe.copying.summary import unscored
+
+    missing = unscored(rows)
+    return unscored_exit_code(missing, [item.what for item in missing], "results.jsonl")
