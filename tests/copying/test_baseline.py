@@ -148,6 +148,18 @@ def test_demo_prints_the_copying_table_with_its_baseline_column(tmp_path, capsys
     assert metrics["baseline"]["literal"]["mean_rouge_l"]["n_clean"] == 24
 
 
+def test_a_demo_whose_copying_part_scored_nothing_exits_2(tmp_path, capsys, monkeypatch):
+    from copyprobe.backends.base import RequestFailed
+
+    monkeypatch.setattr(FakeBackend, "_answer_generate",
+                        lambda self, requests, progress=None, on_result=None: [RequestFailed("HTTP 503")] * len(requests))
+    assert main(["demo", "--model", "generic", "--methods", "loss", "--out", str(tmp_path / "demo"), "--no-cache",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "copyprobe: error: literal scored none of 24 items: request failed: HTTP 503" in err
+    assert (tmp_path / "demo" / "copying" / "results.jsonl").exists()  # written first
+
+
 def _echo(req):
     """A model that has read nothing: it repeats the last 60 words of its prompt."""
     prompt = req.prompt or req.messages[-1][1]
