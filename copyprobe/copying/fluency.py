@@ -2,7 +2,8 @@
 
 The score is read from "[RESULT] n" (n an integer 1-5; the last such mark counts). A
 judgement without one is reported as unparseable — never guessed — and the item gets no
-fluency score.
+fluency score. A judge request that fails leaves the item the scores it has (its
+``fluency_error`` starts with :data:`JUDGE_FAILED`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from typing import Any
 
 from copyprobe.backends.base import GenerateRequest
 from copyprobe.copying import prompts
+from copyprobe.errors import RowError
+
+JUDGE_FAILED = "the fluency judge failed"
 
 _RESULT = re.compile(r"\[RESULT\]\s*\(?\s*([1-5])(?:\.0+)?\s*\)?(?![\d.])", re.IGNORECASE)
 
@@ -36,10 +40,13 @@ class FluencyJudge:
 
     def judge(self, response: str):
         """Runner generator: {"fluency": n} or {"fluency": None, "fluency_error": ...}."""
-        (answer,) = yield [self.request(response)]
+        try:
+            (answer,) = yield [self.request(response)]
+        except RowError as exc:  # the driver's failed request: it would fail the graded item's row
+            return {"fluency": None, "fluency_error": f"{JUDGE_FAILED}: {exc}"}
         text = getattr(answer, "text", None)
-        if text is None:
-            return {"fluency": None, "fluency_error": f"judge request failed: {getattr(answer, 'reason', '?')}"}
+        if text is None:  # a failed answer handed over as it is (a caller other than the driver)
+            return {"fluency": None, "fluency_error": f"{JUDGE_FAILED}: {getattr(answer, 'reason', '?')}"}
         score = parse_fluency(text)
         if score is None:
             return {"fluency": None, "fluency_error": "judgement has no '[RESULT] n' (n in 1-5)",

@@ -41,16 +41,22 @@ def summary_lines(metrics: dict, run: dict) -> list[str]:
     for task in ("literal", "nonliteral"):
         fl = (metrics.get(task) or {}).get("fluency")
         if fl:
-            out.append(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}")
+            failed = f", judge failed={fl['n_judge_failed']}" if fl.get("n_judge_failed") else ""
+            out.append(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}{failed}")
     if run.get("failures"):
         out.append(f"  {len(run['failures'])} item(s) not scored: see failures in run.json / error in results.jsonl")
     partial = run.get("partial_failures") or []  # absent from runs written before it existed
-    if partial:
-        from copyprobe.copying.nonliteral import JUDGE_FAILED
+    from copyprobe.copying.fluency import JUDGE_FAILED as FLUENCY_FAILED
+    from copyprobe.copying.nonliteral import JUDGE_FAILED
 
-        first = str(partial[0].get("error")).removeprefix(f"{JUDGE_FAILED}: ")
-        out.append(f"  {len(partial)} item(s) kept their character score but the event judge failed (first reason: "
-                   f"{first}): see partial_failures in run.json / event_error in results.jsonl")
+    for missing, kept, judge, failed, field in (
+            ("event score", "their character score", "event", JUDGE_FAILED, "event_error"),
+            ("fluency score", "their copying scores", "fluency", FLUENCY_FAILED, "fluency_error")):
+        these = [f for f in partial if f.get("missing", "event score") == missing]
+        if these:
+            first = str(these[0].get("error")).removeprefix(f"{failed}: ")
+            out.append(f"  {len(these)} item(s) kept {kept} but the {judge} judge failed (first reason: "
+                       f"{first}): see partial_failures in run.json / {field} in results.jsonl")
     for note in run.get("notes") or []:  # what changed the run's meaning (an unmatched baseline, MemFree idle)
         out.append(f"note: {note}")
     return out
@@ -107,8 +113,10 @@ def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
     is for scoring runs, per task of ``rows`` (results.jsonl): the literal items of the book,
     those of the clean baseline, the non-literal and the QA items, each counted with the
     reasons in ``error``; and the non-literal items scored whose event judge failed (their
-    character score stands, their event score is missing). A part with every row unscored
+    character score stands, their event score is missing), and the graded items whose fluency
+    judge failed. A part with every row unscored
     produced nothing (:attr:`Unscored.nothing`)."""
+    from copyprobe.copying.fluency import JUDGE_FAILED as FLUENCY_FAILED
     from copyprobe.copying.nonliteral import event_judge_failed
 
     parts: dict[str, list[Mapping[str, Any]]] = {}
@@ -118,11 +126,16 @@ def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
     out = []
     for what, part in parts.items():
         out.extend(_count(what, part, [str(r["error"]) for r in part if r.get("error") is not None]))
+        scored = [r for r in part if r.get("error") is None]
         if what == "nonliteral":
-            scored = [r for r in part if r.get("error") is None]
             out.extend(_count("nonliteral events", scored,
                               [str(r["event_error"]) for r in scored if event_judge_failed(r)],
                               lost="kept their character score but have no event score"))
+        graded = [r for r in scored if "fluency" in r]
+        out.extend(_count(f"{what} fluency", graded,
+                          [str(r["fluency_error"]) for r in graded
+                           if str(r.get("fluency_error") or "").startswith(FLUENCY_FAILED)],
+                          lost="kept their copying scores but have no fluency score"))
     return out
 
 
