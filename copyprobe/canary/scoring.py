@@ -20,7 +20,7 @@ from copyprobe.canary import stats
 from copyprobe.canary.kit import Kit, load_kit
 from copyprobe.data.example import Example
 from copyprobe.engine import Derived, RunKind, execute
-from copyprobe.errors import DataError, DataSettingError
+from copyprobe.errors import DataError, DataSettingError, RowError
 from copyprobe.params import SEED_SETTING, Real, Setting, Settings, Text
 from copyprobe.evaluation.vocabulary import CANNOT_TELL, EVIDENCE, NO_EVIDENCE
 from copyprobe.evaluation.vocabulary import ordinal
@@ -64,10 +64,110 @@ def check_answer_not_fixed(kit: Kit, alpha: float) -> None:
                         "candidates")
 
 
-def verdict_word(result: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary)."""
+class _NeedsTheModel(Exception):
+    """A method's first step cannot run before the model is known (a parameter still ``auto``)."""
+
+
+def _first_step_refusal(method: Any, example: Example) -> str | None:
+    """Why ``method`` refuses ``example`` before it asks the model anything (its first step
+    raises RowError: a passage too short for it), or None when it asks. Raises
+    :class:`_NeedsTheModel` when the first step cannot run yet: then only the run can tell."""
+    from copyprobe.methods.base import Method
+
+    try:
+        if type(method).run is Method.run:  # asks once: its requests are its first step
+            method.requests(example)
+        else:
+            steps = method.run(example)
+            try:
+                next(steps)
+            except StopIteration:  # scored without the model
+                pass
+            finally:
+                steps.close()
+    except RowError as exc:
+        return str(exc) or type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - not the text's fault: the run will say it, after the load
+        raise _NeedsTheModel from exc
+    return None
+
+
+def check_method_can_score(kit: Kit, method: Any, seed: int) -> None:
+    """One line before any model work when ``method`` cannot test this kit: it learns
+    from labelled passages or takes passages from the data (candidates have no labels),
+    or its first step refuses the candidates' text (a probe needing more words than they
+    have), so the test would fail ("the published canary has no score") or be 'cannot
+    tell' only after every candidate was scored. What depends on the model's answers
+    (paraphrases, surprising tokens) only the run can tell."""
+    name = method.name
+    if method.trains:
+        raise DataError(f"method {name!r} cannot score canaries: it learns from labelled passages, and a kit's "
+                        "candidates have no labels")
+    examples = kit_examples(kit)
+    try:
+        held = method.hold_out(examples, seed)
+    except DataError as exc:  # the data lacks what it draws (a file it cannot read is the file's error)
+        raise DataError(f"method {name!r} cannot score canaries as set: a kit's candidates have no labels, "
+                        f"and {exc}") from None
+    if held:  # it would score candidates against other candidates, held out of the test
+        raise DataError(f"method {name!r} cannot score canaries as set: it takes {len(held)} passages of the data "
+                        "for itself, and a kit's passages are all candidates")
+    by_id = {e.id: e for e in examples}
+    refused: dict[tuple[int, int], str] = {}
+    try:
+        for c in kit.canaries:
+            for j in range(len(c.candidates)):
+                why = _first_step_refusal(method, by_id[f"c{c.index}:{j}"])
+                if why is not None:
+                    refused[c.index, j] = why
+    except _NeedsTheModel:
+        return
+    if not refused:
+        return
+    first = next(iter(refused.values()))
+    total = sum(len(c.candidates) for c in kit.canaries)
+    if len(refused) == total:
+        raise DataError(f"method {name!r} cannot score this kit's candidates, so nothing was scored: {first}")
+    for c in kit.canaries:
+        if (c.index, c.published) in refused:
+            raise DataError(f"method {name!r} cannot score the published canary {c.index}, so it cannot be "
+                            f"tested and nothing was scored: {refused[c.index, c.published]}")
+    held_out = total - len(kit.canaries)
+    if len(refused) * 2 > held_out:  # verdict_word's rule: 'cannot tell' whatever the scores
+        raise DataError(f"the answer is fixed before any scoring: method {name!r} cannot score {len(refused)} of "
+                        f"the {held_out} held-out candidates ({first}), so the test would be 'cannot tell'; "
+                        "nothing was scored")
+
+
+def ties_decided(result: dict[str, Any]) -> bool:
+    """Whether the ties alone kept the test from significance: p is above alpha, and it
+    would not have been had every tie with a published canary been broken in the canary's
+    favour. Ties count against the canary (valid, but with coarse scores, such as 0/1,
+    most candidates tie and p is near 1 whether or not the model saw the document)."""
+    per = result["canaries"]
+    if result["p_value"] <= result["alpha"] or not any(c["n_ties"] for c in per):
+        return False
+    ranks = [c["rank"] - c["n_ties"] for c in per]
+    sizes = [c["n_candidates"] for c in per]
+    untied = (stats.rank_p_value(ranks[0], sizes[0]) if result["test"] == "rank"
+              else stats.sum_of_ranks_p_value(ranks, sizes))
+    return untied <= result["alpha"]
+
+
+def _ties(result: dict[str, Any]) -> str:
+    """'k of the n held-out candidates tie with the published canary'."""
+    per = result["canaries"]
+    ties, held = sum(c["n_ties"] for c in per), sum(c["n_candidates"] - 1 for c in per)
+    return (f"{ties} of the {held} held-out candidates tie with the published canar"
+            f"{'y' if len(per) == 1 else 'ies'}")
+
+
+def verdict_word(result: dict[str, Any], tied: bool | None = None) -> tuple[str, str]:
+    """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary);
+    ``tied``: :func:`ties_decided`, when the caller has it already."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
+    tied = ties_decided(result) if tied is None else tied
     smallest = smallest_p([c["n_candidates"] for c in per])
     unscored = sum(c["n_unscored"] for c in per)
     held = sum(c["n_candidates"] - 1 for c in per)
@@ -80,12 +180,16 @@ def verdict_word(result: dict[str, Any]) -> tuple[str, str]:
     if smallest > alpha:
         return CANNOT_TELL, (f"With these candidates the smallest possible p-value is {_p(smallest)}, above alpha = "
                              f"{alpha}: this kit cannot give evidence at that level (make kits with more candidates).")
+    if tied:  # it ran, but coarse scores left it no way to reject
+        return CANNOT_TELL, (f"{_ties(result)} by {method}, whose scores are too coarse to rank "
+                             f"{'it' if len(per) == 1 else 'them'}: a tie counts against the canary, and had it "
+                             "ranked above the tied candidates the test would have been significant.")
     return NO_EVIDENCE, (f"The exact p = {_p(p)} is above alpha = {alpha}; this does not show that the model never saw "
                          "the document (it may have read it without memorising the canary).")
 
 
-def verdict(result: dict[str, Any]) -> str:
-    """The plain-language explanation of canary.json."""
+def verdict(result: dict[str, Any], tied: bool | None = None) -> str:
+    """The plain-language explanation of canary.json (``tied`` as for :func:`verdict_word`)."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
     if len(per) == 1:
@@ -101,6 +205,11 @@ def verdict(result: dict[str, Any]) -> str:
     if p <= alpha:
         conclusion = (f"At alpha = {alpha} this is evidence that the model was trained on the marked "
                       f"document (or on text copied from it).")
+    elif (ties_decided(result) if tied is None else tied):
+        conclusion = (f"At alpha = {alpha} this is not significant only because of ties: {_ties(result)} "
+                      f"(the same score), and a tie counts against the canary. {method}'s scores are too coarse "
+                      f"to rank {'it' if len(per) == 1 else 'them'}, so this says nothing either way about whether "
+                      "the model saw the document.")
     else:
         conclusion = (f"At alpha = {alpha} this is not significant. It does not show that the model never "
                       f"saw the document: the model may have seen it without memorising the canary.")
@@ -120,6 +229,10 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
     for c in kit.canaries:
         values = [by_id[f"{prefix}c{c.index}:{j}"].get(method) for j in range(len(c.candidates))]
         published = values[c.published]
+        if _unscored(published):  # which method and why, where canary_p_value can only say that it has none
+            why = (by_id[f"{prefix}c{c.index}:{c.published}"].get("errors") or {}).get(method)
+            raise DataError(f"the published canary {c.index} has no score by {method}, so it cannot be tested"
+                            f"{f': {why}' if why else ''}")
         held = [v for j, v in enumerate(values) if j != c.published]
         rank, p = stats.canary_p_value(published, held)
         per.append({
@@ -139,8 +252,9 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
         "p_value": per[0]["p_value"] if len(per) == 1 else combined["sum_of_ranks_p"],
     }
     result["significant"] = result["p_value"] <= alpha
-    result["verdict"], result["reason"] = verdict_word(result)
-    result["explanation"] = verdict(result)
+    tied = ties_decided(result)  # once: with several canaries it is a second exact p-value
+    result["verdict"], result["reason"] = verdict_word(result, tied)
+    result["explanation"] = verdict(result, tied)
     return result
 
 
@@ -241,14 +355,16 @@ def canary_test(
     values = SETTINGS.check({"method": method, "alpha": alpha, "seed": seed})
     loaded = kit if isinstance(kit, Kit) else load_kit(kit, document)
     check_answer_not_fixed(loaded, values["alpha"])
-    if out is not None:  # after the kit is found usable: a refused kit leaves no run directory
+    methods = build_methods([method], {method: dict(params)} if params else None)
+    check_method_can_score(loaded, methods[0], seed)
+    if out is not None:  # after the kit and method are found usable: a refused test leaves no run directory
         record.prepare_out_dir(out, "canary", model)
     examples = kit_examples(loaded)
     settings = {**SETTINGS.record(values, ("method", "alpha")), **loaded.public_summary(),
                 "document": os.path.abspath(loaded.document)}
     data = {"kit": os.path.abspath(loaded.dir), "n_passages": len(examples),
             "document_sha256": loaded.manifest["document"]["sha256"]}
-    collection = ScoringCollection(examples, build_methods([method], {method: dict(params)} if params else None),
+    collection = ScoringCollection(examples, methods,
                                    data, seed=seed, n_bootstrap=0, blind_baseline=None,
                                    section=("canary", settings))
     done = execute(KIND, model, collection, out=out, cache=cache, batch_size=batch_size, device=device,

@@ -105,6 +105,47 @@ def test_a_kit_that_cannot_reach_alpha_is_refused_before_the_model_loads(kit, tm
                  "--out", str(tmp_path / "r2"), "--no-cache", "--no-progress"]) == 0
 
 
+@pytest.mark.parametrize("method, why", [
+    ("feature_agg", "cannot score canaries: it learns from labelled passages, and a kit's candidates have no labels"),
+    ("recall", "cannot score canaries as set: a kit's candidates have no labels, and recall draws 5 non-members"),
+    # the kit's candidates are 12 words; the probe continues 32
+    ("prefix_probe", "cannot score this kit's candidates, so nothing was scored: prefix_probe: passage has 12 words"),
+])
+def test_a_method_that_cannot_score_canaries_is_refused_before_the_model_loads(kit, tmp_path, monkeypatch, capsys,
+                                                                                method, why):
+    """Before: prefix_probe sent all 60 candidates to the model, then failed on the
+    published canary's missing score; feature_agg and recall said what the data lacked in
+    detect's words (train on 50, lower n_prefix), not that a kit has no labels."""
+    def refuse(spec, **options):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", refuse)
+    code = main(["canary", "test", "--model", "never", "--kit", str(kit), "--method", method,
+                 "--out", str(tmp_path / "r"), "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"copyprobe: error: method {method!r} {why}"), err
+    assert not (tmp_path / "r").exists()
+
+
+def test_scores_too_coarse_to_rank_the_canary_say_so_on_the_console(kit, tmp_path, monkeypatch, capsys):
+    """name_cloze scores 0 or 1; the fake model fills in no masked word, so every candidate
+    scores 0 and each published canary ties with all 29 of its held-out candidates."""
+    _patch(monkeypatch, FakeBackend(spec="never"))
+    code = main(["canary", "test", "--model", "never", "--kit", str(kit), "--method", "name_cloze",
+                 "--out", str(tmp_path / "r"), "--no-cache", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    run = load_run(tmp_path / "r")
+    published = {c["index"]: c["published"] for c in json.loads((kit / MANIFEST).read_text())["canaries"]}
+    scores = {r["id"]: r["name_cloze"] for r in run.scores}
+    ties = sum(scores[f"c{k}:{j}"] == scores[f"c{k}:{p}"] for k, p in published.items() for j in range(30) if j != p)
+    assert ties == 58
+    assert (f"verdict: cannot tell — {ties} of the 58 held-out candidates tie with the published canaries by "
+            "name_cloze, whose scores are too coarse to rank them") in out
+    assert "not significant only because of ties" in out
+
+
 def test_a_model_that_cannot_load_leaves_no_run_directory(kit, tmp_path, capsys):
     """The kit passes and the run directory is made; the model is refused when the run
     opens it: the directory, still empty, goes again (a second run finds nothing in the way)."""

@@ -593,9 +593,9 @@ def test_check_model_options_names_what_each_backend_ignores():
 
 
 def test_a_canary_test_that_scored_nothing_exits_2(tmp_path, fake_openai, monkeypatch, capsys):
-    """`canary test` that scored nothing: prefix probing cannot score canary sentences (each
-    far shorter than its 32-word prefix); one error line, exit 2 (canary.stats refuses a
-    published canary without a score before the command's own check is reached)."""
+    """`canary test` that can score nothing: prefix probing cannot score canary sentences (each
+    far shorter than its 32-word prefix); one error line, exit 2, before the model is asked
+    anything and before the run directory is made."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     server = fake_openai()
     doc = tmp_path / "book.txt"
@@ -609,7 +609,8 @@ def test_a_canary_test_that_scored_nothing_exits_2(tmp_path, fake_openai, monkey
     err = capsys.readouterr().err
     assert code == 2, err
     line = one_error_line(err)
-    assert line.startswith("copyprobe: error:") and "has no score" in line
+    assert line.startswith("copyprobe: error:") and "cannot score this kit's candidates" in line
+    assert server.requests_for() == [] and not (tmp_path / "run").exists()
 
 
 def test_the_python_api_default_batch_size_is_not_refused_for_an_api_model(tmp_path, monkeypatch):
