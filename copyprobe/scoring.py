@@ -83,7 +83,6 @@ def load_examples(data: Any, **read_options: Any) -> tuple[list[Example], dict[s
 
 
 TRAIN_SPLITS = ("passage", "document")
-ROUGH_BOOTSTRAP = 1000  # fewer resamples than this get a note
 
 
 def train_split(method: Method, examples: list[Example], seed: int, by: str = "passage") -> list[int]:
@@ -317,7 +316,4 @@ def summarize(
 
         add_blind_baseline(metrics, *baseline_inputs(rows, texts, sources), seed)
     notes.extend(metrics.get("notes", []))
-    if 0 < n_bootstrap < ROUGH_BOOTSTRAP:  # accepted (quick looks, tests), but said: an interval from 10 draws is noise
-        notes.append(f"the 95% intervals rest on {n_bootstrap} bootstrap resample(s): their ends move with the "
-                     f"seed (the default is {ROUGH_BOOTSTRAP:,})")
     return metrics, notes

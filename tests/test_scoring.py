@@ -162,18 +162,22 @@ def test_put_score_keeps_finite_numbers_and_the_reason_for_anything_else():
                              "word": "method returned a non-number: 'high'"}
 
 
-def test_few_bootstrap_resamples_are_said_in_the_notes():
-    from copyprobe.scoring import ROUGH_BOOTSTRAP, summarize
-
+def test_few_bootstrap_resamples_are_said_on_the_console(tmp_path, capsys, monkeypatch):
     rng = random.Random(3)
-    rows = [{"id": f"p{i}", "label": i % 2, "loss": rng.random() + (i % 2)} for i in range(40)]
-    texts = {r["id"]: f"text {r['id']}" for r in rows}
+    rows = [{"id": f"p{i}", "text": " ".join(rng.choice("abcdefgh") * 3 for _ in range(12)), "label": i % 2}
+            for i in range(20)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = FakeBackend(spec="fake", member_texts=[r["text"] for r in rows if r["label"] == 1])
+    monkeypatch.setattr("copyprobe.backends.specs.load_backend", lambda spec, **options: fake)
 
-    def said(n):
-        metrics, notes = summarize(rows, texts, ["loss"], n_bootstrap=n, blind_baseline=False)
-        assert metrics["passage"]["loss"]["auc"] > 0.5  # scored either way
-        return [note for note in notes if "bootstrap resample" in note]
+    def said(n, out):
+        assert main(["detect", "--model", "fake", "--data", str(data), "--methods", "loss", "--bootstrap", str(n),
+                     "--out", str(tmp_path / out), "--no-cache", "--no-progress"]) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if "bootstrap resample" in line]
 
-    assert said(7) == [f"the 95% intervals rest on 7 bootstrap resample(s): their ends move with the seed "
-                       f"(the default is {ROUGH_BOOTSTRAP:,})"]
-    assert said(ROUGH_BOOTSTRAP) == [] and said(0) == []  # the default, and no intervals at all
+    assert said(7, "a") == ["note: the 95% intervals rest on 7 bootstrap resample(s): their ends move with the seed "
+                            "(the default is 1,000)"]
+    assert said(1000, "b") == [] and said(0, "c") == []
+    assert main(["rescore", str(tmp_path / "b"), "--bootstrap", "12"]) == 0  # said again for the new count
+    assert "rest on 12 bootstrap resample(s)" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from copyprobe.cli._common import (
     parse_params,
     progress_bars,
     run_options,
+    say_few_resamples,
     setting_values,
     show_detect,
     split_names,
@@ -57,4 +58,6 @@ def run(args: argparse.Namespace) -> int:
             "text_column": args.text_column, "label_column": args.label_column, "doc_column": args.doc_column,
             "id_column": args.id_column, "split": args.split, "passage_words": args.passage_words},
             **run_options(args, progress), **setting_values(args, SETTINGS))
-    return show_detect(args, result, names)
+    code = show_detect(args, result, names)
+    say_few_resamples(args.n_bootstrap, result.metrics)
+    return code

@@ -28,13 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from copyprobe.cli._common import print_metrics
+    from copyprobe.cli._common import print_metrics, say_few_resamples
     from copyprobe.rescore import rescore
 
     loaded = rescore(args.run_dir, n_bootstrap=args.bootstrap, inputs={"kit": args.kit} if args.kit else None)
     if loaded.record.kind in ("detect", "audit"):
         names = list(loaded.record.methods)
         print_metrics(loaded.metrics, loaded.scores_frame(), names, (loaded.metrics or {}).get("notes", []))
+        if loaded.record.kind == "detect":
+            say_few_resamples((loaded.record.bootstrap or {}).get("n"), loaded.metrics)
     if args.report:
         from copyprobe.reports.html import write_report
 
