@@ -316,8 +316,11 @@ def _fluency_block(rows: list[dict]) -> dict[str, Any]:
     judged = [r for r in rows if r.get("error") is None and ("fluency" in r)]
     scores = [r["fluency"] for r in judged if r["fluency"] is not None]
     failed = sum(1 for r in judged if r["fluency"] is None and _fluency_judge_failed(r))
-    return {"mean": _mean(scores), "n": len(scores),
-            "n_unparseable": sum(1 for r in judged if r["fluency"] is None) - failed, "n_judge_failed": failed}
+    block = {"mean": _mean(scores), "n": len(scores), "n_unparseable": sum(1 for r in judged if r["fluency"] is None)
+             - failed}
+    if failed:  # only then: a run recorded before the count existed rescores to the same file
+        block["n_judge_failed"] = failed
+    return block
 
 
 def _literal_block(ok: list[dict], config: CopyConfig) -> dict[str, Any]:

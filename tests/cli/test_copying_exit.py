@@ -199,3 +199,17 @@ def test_limit_takes_a_seeded_random_sample_recorded_in_run_json(tmp_path, monke
             assert ids == [i.id for i in sample_items(items, 3, int(seed))]
             assert ids == [i.id for i in items if i.id in ids]  # in data order
     capsys.readouterr()
+
+
+def test_a_fluency_judge_that_failed_everywhere_exits_2_and_the_scores_stand(capsys):
+    from copyprobe.cli.commands.copying import exit_code
+
+    rows = [{"task": "literal", "id": f"b{i}", "error": None, "rouge_l": 0.5, "fluency": None,
+             "fluency_error": "the fluency judge failed: HTTP 500"} for i in range(3)]
+    rows.append({"task": "literal", "id": "b3", "error": None, "rouge_l": 0.2, "fluency": None,
+                 "fluency_error": "judgement has no '[RESULT] n' (n in 1-5)"})  # unreadable: not a failure
+    assert exit_code(rows) == 0  # 3 of 4 graded items failed: a warning
+    assert "copyprobe: warning: literal fluency: 3 of 4 items kept their copying scores" in capsys.readouterr().err
+    assert exit_code(rows[:3]) == 2
+    assert "copyprobe: error: literal fluency scored none of 3 items: the fluency judge failed: HTTP 500" \
+        in capsys.readouterr().err

@@ -45,7 +45,7 @@ def test_unparseable_fluency_is_counted_not_scored():
     by_id = {r["id"]: r for r in rows}
     assert by_id["i0"]["fluency"] == 5
     assert by_id["i1"]["fluency"] is None and "[RESULT]" in by_id["i1"]["fluency_error"]
-    assert metrics["literal"]["fluency"] == {"mean": 5, "n": 1, "n_unparseable": 2, "n_judge_failed": 0}
+    assert metrics["literal"]["fluency"] == {"mean": 5, "n": 1, "n_unparseable": 2}
     assert metrics["literal"]["n"] == 3  # copying scores stand when fluency cannot be read
 
 

@@ -48,7 +48,7 @@ def test_copying_run_writes_a_recomputable_record(tmp_path):
     assert metrics == json.loads(json.dumps(compute_metrics(rows, cfg)))  # recomputable from results.jsonl
     lit = metrics["literal"]
     assert lit["rate"] == pytest.approx(1 / 8) and lit["n"] == 8 and lit["n_errors"] == 0
-    assert lit["fluency"] == {"mean": 3, "n": 8, "n_unparseable": 0, "n_judge_failed": 0}
+    assert lit["fluency"] == {"mean": 3, "n": 8, "n_unparseable": 0}
     nl = metrics["nonliteral"]
     # every story names Noah, Shem, Ham: 3 characters in the Noah items (unless named in the beginning)
     noah = [r for r in rows if r["task"] == "nonliteral" and "Noah" in r["title"]]
