@@ -139,13 +139,24 @@ def check_method_can_score(kit: Kit, method: Any, seed: int) -> None:
                         "nothing was scored")
 
 
-def ties_decided(result: dict[str, Any]) -> bool:
-    """Whether the ties alone kept the test from significance: p is above alpha, and it
-    would not have been had every tie with a published canary been broken in the canary's
-    favour. Ties count against the canary (valid, but with coarse scores, such as 0/1,
-    most candidates tie and p is near 1 whether or not the model saw the document)."""
+def coarse(values: list[Any]) -> bool:
+    """Scores that take few values: at most half as many distinct scores as candidates
+    (0/1 answers, a share of 4 options), where ties are the rule, not chance."""
+    scored = [v for v in values if not _unscored(v)]
+    return len(set(scored)) * 2 <= len(values)
+
+
+def ties_decided(result: dict[str, Any], is_coarse: bool) -> bool:
+    """Whether coarse scores (``is_coarse``: :func:`coarse` for every canary's candidates)
+    alone kept the test from significance: p is above alpha, and it would not have been had
+    every tie with a published canary been broken in the canary's favour. Ties count against
+    the canary (valid, but with scores such as 0/1 most candidates tie and p is near 1
+    whether or not the model saw the document). A few ties of a continuous score, or a test
+    already 'cannot tell' for its unscored candidates, are not this case."""
     per = result["canaries"]
-    if result["p_value"] <= result["alpha"] or not any(c["n_ties"] for c in per):
+    held = sum(c["n_candidates"] - 1 for c in per)
+    unscored = sum(c["n_unscored"] for c in per)
+    if not is_coarse or result["p_value"] <= result["alpha"] or unscored * 2 > held or not any(c["n_ties"] for c in per):
         return False
     ranks = [c["rank"] - c["n_ties"] for c in per]
     sizes = [c["n_candidates"] for c in per]
@@ -164,10 +175,10 @@ def _ties(result: dict[str, Any]) -> str:
 
 def verdict_word(result: dict[str, Any], tied: bool | None = None) -> tuple[str, str]:
     """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary);
-    ``tied``: :func:`ties_decided`, when the caller has it already."""
+    ``tied``: what :func:`ties_decided` says of it (canary_summary knows the scores)."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
-    tied = ties_decided(result) if tied is None else tied
+    tied = bool(tied)
     smallest = smallest_p([c["n_candidates"] for c in per])
     unscored = sum(c["n_unscored"] for c in per)
     held = sum(c["n_candidates"] - 1 for c in per)
@@ -205,7 +216,7 @@ def verdict(result: dict[str, Any], tied: bool | None = None) -> str:
     if p <= alpha:
         conclusion = (f"At alpha = {alpha} this is evidence that the model was trained on the marked "
                       f"document (or on text copied from it).")
-    elif (ties_decided(result) if tied is None else tied):
+    elif tied:
         conclusion = (f"At alpha = {alpha} this is not significant only because of ties: {_ties(result)} "
                       f"(the same score), and a tie counts against the canary. {method}'s scores are too coarse "
                       f"to rank {'it' if len(per) == 1 else 'them'}, so this says nothing either way about whether "
@@ -226,8 +237,10 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
     ``kit_summary``: the kit as the run recorded it (default: ``kit.public_summary()``)."""
     by_id = {r["id"]: r for r in rows}
     per: list[dict[str, Any]] = []
+    candidate_scores = []
     for c in kit.canaries:
         values = [by_id[f"{prefix}c{c.index}:{j}"].get(method) for j in range(len(c.candidates))]
+        candidate_scores.append(values)
         published = values[c.published]
         if _unscored(published):  # which method and why, where canary_p_value can only say that it has none
             why = (by_id[f"{prefix}c{c.index}:{c.published}"].get("errors") or {}).get(method)
@@ -252,7 +265,8 @@ def canary_summary(kit: Kit, rows: list[dict[str, Any]], method: str, alpha: flo
         "p_value": per[0]["p_value"] if len(per) == 1 else combined["sum_of_ranks_p"],
     }
     result["significant"] = result["p_value"] <= alpha
-    tied = ties_decided(result)  # once: with several canaries it is a second exact p-value
+    # once: with several canaries it is a second exact p-value
+    tied = ties_decided(result, all(coarse(values) for values in candidate_scores))
     result["verdict"], result["reason"] = verdict_word(result, tied)
     result["explanation"] = verdict(result, tied)
     return result

@@ -233,3 +233,21 @@ def test_rescore_reads_the_ties_the_same_way(tmp_path):
     assert result.canary["verdict"] == CANNOT_TELL and result.canary["canaries"][0]["n_ties"] == 19
     again = rescore(Path(tmp_path / "run"))
     assert again.canary == result.canary
+
+
+def test_a_few_ties_of_a_continuous_score_are_not_called_coarse():
+    """100 candidates, distinct scores but 4 held-out ones equal to the published canary's,
+    2 above it: rank 7, p = 0.07; untied it would be 0.03, yet the scores are not coarse, so
+    the verdict stays 'no evidence' (a borderline result, not a method that cannot rank)."""
+    kit = _kit(n_candidates=100, n_canaries=1)
+    c = kit.canaries[0]
+    others = [j for j in range(100) if j != c.published]
+    above, tied = set(others[:2]), set(others[2:6])
+
+    def score(canary, j):
+        return 50.0 if j == c.published or j in tied else (60.0 + j if j in above else float(j) / 10)
+
+    summary = canary_summary(kit, _rows(kit, score), "name_cloze", 0.05)  # the rows name it so
+    assert summary["canaries"][0]["rank"] == 7 and summary["canaries"][0]["n_ties"] == 4
+    assert summary["p_value"] == pytest.approx(0.07)
+    assert summary["verdict"] == NO_EVIDENCE and "tie" not in summary["explanation"]
