@@ -483,17 +483,17 @@ def plant(settings: PlantSettings, *, command: list[str] | None = None,
         read_background(settings.background, text_column=settings.text_column)
     prepared = _prepare(settings, source, corpus_text, background_text)
     members, nonmembers = _split(settings, prepared.corpus)
-    n_shared = _nonmembers_sharing_runs(prepared.corpus, members, nonmembers)
-    if n_shared:
-        _warn(f"{n_shared} non-member passage(s) share a run of {OVERLAP_WORDS} words with a member passage "
-              "(boilerplate, a repeated verse): training on the member trains on part of them, so they are "
-              "labelled non-members but were partly seen, and detection results on them read low")
     token_ids, n_truncated = _tokenize(prepared, [p.text for p in prepared.corpus.passages])
     untrainable = [p.id for p, ids in zip(prepared.corpus.passages, token_ids) if len(ids) < 2]
     if untrainable:  # no next token to predict: such a member would be a member in name only
         raise DataError(f"{len(untrainable)} corpus passage(s) are a single token (first: {untrainable[0]!r}); "
                         "training predicts each token from the ones before it, so nothing is learned from "
                         "them: remove them or join them to longer ones")
+    n_shared = _nonmembers_sharing_runs(prepared.corpus, members, nonmembers)
+    if n_shared:
+        _warn(f"{n_shared} non-member passage(s) share a run of {OVERLAP_WORDS} words with a member passage "
+              "(boilerplate, a repeated verse): training on the member trains on part of them, so they are "
+              "labelled non-members but were partly seen, and detection results on them read low")
     if n_truncated:
         _warn(f"{n_truncated} passage(s) are longer than the model context ({prepared.context} tokens) and were "
               "truncated for training; detection still sees their full text")
