@@ -225,6 +225,17 @@ def scored_exit_code(rows: Any, names: list[str]) -> int:
     return unscored_exit_code(missing, [item.method for item in missing], "scores.jsonl")
 
 
+def copying_exit_code(rows: list[dict]) -> int:
+    """detect's rule per part of a copying run (the book's literal items, the clean
+    baseline, the non-literal items and their event judgements, the QA items, the fluency
+    judgements): a part that scored nothing -> one error line, exit 2; some -> one warning
+    each, exit 0. The run is written either way. (`copying` and `demo` both end with it.)"""
+    from copyprobe.copying.summary import unscored
+
+    missing = unscored(rows)
+    return unscored_exit_code(missing, [item.what for item in missing], "results.jsonl")
+
+
 def unscored_exit_code(missing: list[Any], names: list[str], where: str) -> int:
     """Warnings for the parts of a run that scored some rows, and the error line for the
     first that scored none (exit 2); ``names`` name each part, ``where`` the file that

@@ -67,9 +67,9 @@ def run_copying(args: argparse.Namespace) -> int:
                          device=args.device, dtype=args.dtype, progress=progress)
     print("\n".join(summary_lines(result["metrics"], result["run"])))
     print(f"copying run written to {result['out']}")
-    from copyprobe.cli.commands.copying import exit_code
+    from copyprobe.cli._common import copying_exit_code
 
-    return exit_code(result["rows"])  # `copyprobe copying`'s rule: a part that scored nothing exits 2
+    return copying_exit_code(result["rows"])  # `copyprobe copying`'s rule: a part that scored nothing exits 2
 
 
 def explain_reference(result) -> list[str]:
