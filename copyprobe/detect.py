@@ -62,12 +62,18 @@ class DetectResult:
 
 @dataclass(frozen=True)
 class Unscored:
-    """A method's passages without a score in one run, and why (the commonest reason first)."""
+    """A method's passages without a score in one run, and why (the commonest reason first).
+    A copying run counts its parts with it too (copyprobe.copying.summary.unscored): then
+    ``method`` names the part, ``unit`` what it counts, ``lost`` what those rows lack and
+    ``where`` the file holding every reason."""
 
     method: str
     n_failed: int
     n_passages: int
     reasons: tuple[tuple[str, int], ...]  # (reason, passages) by count
+    unit: str = "passages"
+    lost: str = "have no score"
+    where: str = "scores.jsonl"
 
     @property
     def nothing(self) -> bool:
@@ -76,13 +82,13 @@ class Unscored:
     def why(self) -> str:
         top, count = self.reasons[0] if self.reasons else ("no score and no reason recorded", self.n_failed)
         more = len(self.reasons) - 1
-        return (f"{top} ({count} of them" + (f"; {more} other reason{'s' * (more > 1)} in scores.jsonl" if more else "")
+        return (f"{top} ({count} of them" + (f"; {more} other reason{'s' * (more > 1)} in {self.where}" if more else "")
                 + ")")
 
     def line(self) -> str:
         if self.nothing:
-            return f"{self.method} scored none of {self.n_passages} passages: {self.why()}"
-        return f"{self.method}: {self.n_failed} of {self.n_passages} passages have no score: {self.why()}"
+            return f"{self.method} scored none of {self.n_passages} {self.unit}: {self.why()}"
+        return f"{self.method}: {self.n_failed} of {self.n_passages} {self.unit} {self.lost}: {self.why()}"
 
 
 def unscored(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> list[Unscored]:

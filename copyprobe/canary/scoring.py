@@ -173,12 +173,11 @@ def _ties(result: dict[str, Any]) -> str:
             f"{'y' if len(per) == 1 else 'ies'}")
 
 
-def verdict_word(result: dict[str, Any], tied: bool | None = None) -> tuple[str, str]:
+def verdict_word(result: dict[str, Any], tied: bool = False) -> tuple[str, str]:
     """(verdict, reason) in the shared vocabulary (copyprobe.evaluation.vocabulary);
     ``tied``: what :func:`ties_decided` says of it (canary_summary knows the scores)."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]
-    tied = bool(tied)
     smallest = smallest_p([c["n_candidates"] for c in per])
     unscored = sum(c["n_unscored"] for c in per)
     held = sum(c["n_candidates"] - 1 for c in per)
@@ -199,7 +198,7 @@ def verdict_word(result: dict[str, Any], tied: bool | None = None) -> tuple[str,
                          "the document (it may have read it without memorising the canary).")
 
 
-def verdict(result: dict[str, Any], tied: bool | None = None) -> str:
+def verdict(result: dict[str, Any], tied: bool = False) -> str:
     """The plain-language explanation of canary.json (``tied`` as for :func:`verdict_word`)."""
     method, alpha, p = result["method"], result["alpha"], result["p_value"]
     per = result["canaries"]

@@ -221,8 +221,7 @@ def scored_exit_code(rows: Any, names: list[str]) -> int:
     run is written either way, and a rerun asks again only for the failed requests."""
     from copyprobe.detect import unscored
 
-    missing = unscored(rows, names)
-    return unscored_exit_code(missing, [item.method for item in missing], "scores.jsonl")
+    return unscored_exit_code(unscored(rows, names))
 
 
 def copying_exit_code(rows: list[dict]) -> int:
@@ -232,23 +231,21 @@ def copying_exit_code(rows: list[dict]) -> int:
     each, exit 0. The run is written either way. (`copying` and `demo` both end with it.)"""
     from copyprobe.copying.summary import unscored
 
-    missing = unscored(rows)
-    return unscored_exit_code(missing, [item.what for item in missing], "results.jsonl")
+    return unscored_exit_code(unscored(rows))
 
 
-def unscored_exit_code(missing: list[Any], names: list[str], where: str) -> int:
-    """Warnings for the parts of a run that scored some rows, and the error line for the
-    first that scored none (exit 2); ``names`` name each part, ``where`` the file that
-    holds every reason."""
+def unscored_exit_code(missing: list[Any]) -> int:
+    """Warnings for the methods (or parts of a run) that scored some rows, and the error
+    line for the first that scored none (exit 2): :class:`copyprobe.detect.Unscored` each."""
     for item in missing:
         if not item.nothing:
             print(f"copyprobe: warning: {' '.join(item.line().split())}", file=sys.stderr)
-    empty = [(item, name) for item, name in zip(missing, names) if item.nothing]
+    empty = [item for item in missing if item.nothing]
     if not empty:
         return 0
-    others = f" (and {', '.join(name for _, name in empty[1:])} too)" if len(empty) > 1 else ""
-    print(f"copyprobe: error: {' '.join(empty[0][0].line().split())}{others}; the run is written (every "
-          f"reason in its {where}; a rerun asks again only for what failed)", file=sys.stderr)
+    others = f" (and {', '.join(item.method for item in empty[1:])} too)" if len(empty) > 1 else ""
+    print(f"copyprobe: error: {' '.join(empty[0].line().split())}{others}; the run is written (every "
+          f"reason in its {empty[0].where}; a rerun asks again only for what failed)", file=sys.stderr)
     return 2
 
 

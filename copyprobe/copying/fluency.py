@@ -17,6 +17,14 @@ from copyprobe.errors import RowError
 
 JUDGE_FAILED = "the fluency judge failed"
 
+
+
+def fluency_judge_failed(row: dict[str, Any]) -> bool:
+    """Whether a row lost its fluency score to a failed judge request (not to an unreadable
+    judgement)."""
+    return str(row.get("fluency_error") or "").startswith(JUDGE_FAILED)
+
+
 _RESULT = re.compile(r"\[RESULT\]\s*\(?\s*([1-5])(?:\.0+)?\s*\)?(?![\d.])", re.IGNORECASE)
 
 

@@ -23,8 +23,7 @@ from copyprobe.copying import prompts
 from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
 from copyprobe.copying.data import CopySet
-from copyprobe.copying.fluency import JUDGE_FAILED as FLUENCY_JUDGE_FAILED
-from copyprobe.copying.fluency import FluencyJudge
+from copyprobe.copying.fluency import FluencyJudge, fluency_judge_failed
 from copyprobe.engine import Collected, Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError, SettingError
 from copyprobe.params import (
@@ -308,14 +307,10 @@ def _mean(values: list[float]) -> float | None:
     return mean(values) if values else None
 
 
-def _fluency_judge_failed(row: dict) -> bool:
-    return str(row.get("fluency_error") or "").startswith(FLUENCY_JUDGE_FAILED)
-
-
 def _fluency_block(rows: list[dict]) -> dict[str, Any]:
     judged = [r for r in rows if r.get("error") is None and ("fluency" in r)]
     scores = [r["fluency"] for r in judged if r["fluency"] is not None]
-    failed = sum(1 for r in judged if r["fluency"] is None and _fluency_judge_failed(r))
+    failed = sum(1 for r in judged if r["fluency"] is None and fluency_judge_failed(r))
     block = {"mean": _mean(scores), "n": len(scores), "n_unparseable": sum(1 for r in judged if r["fluency"] is None)
              - failed}
     if failed:  # only then: a run recorded before the count existed rescores to the same file
@@ -430,7 +425,7 @@ def partial_failures(rows: list[dict]) -> list[dict]:
     out = [{"task": r["task"], "id": r["id"], "template": r.get("template"), "missing": "event score",
             "error": r["event_error"]} for r in rows if nl.event_judge_failed(r)]
     return out + [{"task": r["task"], "id": r["id"], "template": r.get("template"), "missing": "fluency score",
-                   "error": r["fluency_error"]} for r in rows if r.get("error") is None and _fluency_judge_failed(r)]
+                   "error": r["fluency_error"]} for r in rows if r.get("error") is None and fluency_judge_failed(r)]
 
 
 def derive_copying(run: Run) -> Derived:

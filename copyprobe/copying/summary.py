@@ -4,8 +4,10 @@ the rule for a run that scored nothing (:func:`unscored`)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from copyprobe.detect import Unscored
 
 
 def _f(value, pct: bool = False) -> str:
@@ -80,34 +82,6 @@ def baseline_lines(metrics: dict) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class Unscored:
-    """The rows of one task (or of the clean baseline, or the event judgements of the
-    non-literal task) without a score in one run, and why (the commonest reason first)."""
-
-    what: str  # "literal", "literal (clean baseline)", "nonliteral", "nonliteral events", "qa"
-    n_failed: int
-    n: int
-    unit: str  # "items", or "(item, template) rows" with several templates
-    reasons: tuple[tuple[str, int], ...]  # (reason, rows) by count
-    lost: str = "have no score"
-
-    @property
-    def nothing(self) -> bool:
-        return self.n_failed == self.n and self.n > 0
-
-    def why(self) -> str:
-        top, count = self.reasons[0]
-        more = len(self.reasons) - 1
-        return (f"{top} ({count} of them" + (f"; {more} other reason{'s' * (more > 1)} in results.jsonl" if more else "")
-                + ")")
-
-    def line(self) -> str:
-        if self.nothing:
-            return f"{self.what} scored none of {self.n} {self.unit}: {self.why()}"
-        return f"{self.what}: {self.n_failed} of {self.n} {self.unit} {self.lost}: {self.why()}"
-
-
 def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
     """The one rule for a copying run that produced nothing, as :func:`copyprobe.detect.unscored`
     is for scoring runs, per task of ``rows`` (results.jsonl): the literal items of the book,
@@ -116,7 +90,7 @@ def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
     character score stands, their event score is missing), and the graded items whose fluency
     judge failed. A part with every row unscored
     produced nothing (:attr:`Unscored.nothing`)."""
-    from copyprobe.copying.fluency import JUDGE_FAILED as FLUENCY_FAILED
+    from copyprobe.copying.fluency import fluency_judge_failed
     from copyprobe.copying.nonliteral import event_judge_failed
 
     parts: dict[str, list[Mapping[str, Any]]] = {}
@@ -133,15 +107,17 @@ def unscored(rows: Sequence[Mapping[str, Any]]) -> list[Unscored]:
                               lost="kept their character score but have no event score"))
         graded = [r for r in scored if "fluency" in r]
         out.extend(_count(f"{what} fluency", graded,
-                          [str(r["fluency_error"]) for r in graded
-                           if str(r.get("fluency_error") or "").startswith(FLUENCY_FAILED)],
+                          [str(r["fluency_error"]) for r in graded if fluency_judge_failed(r)],
                           lost="kept their copying scores but have no fluency score"))
     return out
 
 
 def _count(what: str, part: Sequence[Mapping[str, Any]], reasons: list[str], lost: str = "have no score"):
+    from copyprobe.detect import Unscored
+
     if not reasons:
         return []
     ids = [r.get("id") for r in part]
     unit = "items" if len(set(map(str, ids))) == len(ids) else "(item, template) rows"
-    return [Unscored(what, len(reasons), len(part), unit, tuple(Counter(reasons).most_common()), lost)]
+    return [Unscored(what, len(reasons), len(part), tuple(Counter(reasons).most_common()), unit=unit, lost=lost,
+                     where="results.jsonl")]
