@@ -203,15 +203,15 @@ def show_detect(args: argparse.Namespace, result: Any, names: list[str]) -> int:
     return scored_exit_code(result.rows, names)
 
 
-FEW_RESAMPLES = 1000  # detect's default; fewer are accepted (a quick look) but said on the console
-
-
 def say_few_resamples(n_bootstrap: int | None, metrics: Any) -> None:
-    """One console note when a detect run's intervals rest on fewer resamples than the
+    """One console note when a detect run's intervals rest on fewer resamples than detect's
     default (not recorded: run.json's bootstrap.n says it, and rescore may change it)."""
-    if metrics and n_bootstrap is not None and 0 < n_bootstrap < FEW_RESAMPLES:
+    from copyprobe.detect import SETTINGS as DETECT_SETTINGS
+
+    default = DETECT_SETTINGS.default("n_bootstrap")
+    if metrics and n_bootstrap is not None and 0 < n_bootstrap < default:
         print(f"note: the 95% intervals rest on {n_bootstrap} bootstrap resample(s): their ends move with the seed "
-              f"(the default is {FEW_RESAMPLES:,})")
+              f"(the default is {default:,})")
 
 
 def scored_exit_code(rows: Any, names: list[str]) -> int:

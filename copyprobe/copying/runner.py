@@ -419,7 +419,8 @@ class CopyingCollection:
 
 def partial_failures(rows: list[dict]) -> list[dict]:
     """run.json's ``partial_failures``: the scored rows that lost one of their scores to a
-    failed judge (today the event score of a non-literal row, whose character score stands).
+    failed judge: the event score of a non-literal row (its character score stands) or the
+    fluency score of a graded row (its copying scores stand).
     Apart from ``failures``, which lists the rows without any score (``n_errors``); nothing
     derived reads it, so a run written before it existed rescores as before."""
     out = [{"task": r["task"], "id": r["id"], "template": r.get("template"), "missing": "event score",

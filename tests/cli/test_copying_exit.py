@@ -202,7 +202,7 @@ def test_limit_takes_a_seeded_random_sample_recorded_in_run_json(tmp_path, monke
 
 
 def test_a_fluency_judge_that_failed_everywhere_exits_2_and_the_scores_stand(capsys):
-    from copyprobe.cli.commands.copying import exit_code
+    from copyprobe.cli._common import copying_exit_code as exit_code
 
     rows = [{"task": "literal", "id": f"b{i}", "error": None, "rouge_l": 0.5, "fluency": None,
              "fluency_error": "the fluency judge failed: HTTP 500"} for i in range(3)]

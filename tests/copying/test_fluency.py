@@ -51,7 +51,7 @@ def test_unparseable_fluency_is_counted_not_scored():
 
 def test_a_failed_fluency_judge_leaves_the_copying_scores_and_is_said(tmp_path, capsys):
     from copyprobe.backends.base import RequestFailed
-    from copyprobe.cli.commands.copying import exit_code
+    from copyprobe.cli._common import copying_exit_code as exit_code
     from copyprobe.copying.literal import literal_scores
     from copyprobe.copying.runner import copying
     from copyprobe.copying.summary import summary_lines

@@ -210,17 +210,12 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"report written to {write_report(result['out'])}")
     print(f"run written to {result['out']}")
-    return exit_code(result["rows"])
+    from copyprobe.cli._common import copying_exit_code
+
+    return copying_exit_code(result["rows"])
 
 
 def print_summary(metrics: dict, run: dict) -> None:
     from copyprobe.copying.summary import summary_lines
 
     print("\n".join(summary_lines(metrics, run)))
-
-
-def exit_code(rows: list[dict]) -> int:
-    """:func:`copyprobe.cli._common.copying_exit_code` (kept here: tests call it by this name)."""
-    from copyprobe.cli._common import copying_exit_code
-
-    return copying_exit_code(rows)
