@@ -16,6 +16,16 @@ class DataError(CopyprobeError):
     """The data file cannot be read or lacks what is needed."""
 
 
+class TooFewLabelledRows(DataError):
+    """A method draws labelled rows from the data (ReCaLL's prefix) and the data has too
+    few. ``parameter`` names the file parameter that, given, spares the draw: a caller
+    whose passages have no labels (a canary kit) says to give that file, not to draw fewer."""
+
+    def __init__(self, message: str, parameter: str):
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class ConfigError(CopyprobeError):
     """An unknown method, parameter, model spec or option value."""
 

@@ -50,7 +50,7 @@ from typing import Any, ClassVar, Sequence
 
 from copyprobe.backends.base import TokenLogprobs, TokenLogprobsRequest
 from copyprobe.data.example import Example
-from copyprobe.errors import ConfigError, DataError, RowError
+from copyprobe.errors import ConfigError, RowError, TooFewLabelledRows
 from copyprobe.methods.base import GREY_BOX, Method
 from copyprobe.methods.likelihood import mean, mean_loglik, token_logprobs
 from copyprobe.params import COUNT, Optional, Real, Text, param
@@ -76,16 +76,17 @@ def read_prefix(path: str, owner: str) -> str:
     return text.strip() + SEPARATOR
 
 
-def draw_rows(examples: Sequence[Example], label: int, count: int, seed: int, owner: str) -> list[int]:
+def draw_rows(examples: Sequence[Example], label: int, count: int, seed: int, owner: str,
+              parameter: str = "prefix") -> list[int]:
     """``count`` rows labelled ``label``, drawn with a generator seeded by (seed, owner);
-    at least one such row is left to evaluate."""
+    at least one such row is left to evaluate. ``parameter`` is the prefix file that
+    would spare the draw."""
     rows = [i for i, e in enumerate(examples) if e.label == label]
     if len(rows) < count + 1:
         kind = "members (label 1)" if label == 1 else "non-members (label 0)"
-        raise DataError(
+        raise TooFewLabelledRows(
             f"{owner} draws {count} {kind} for its prefix and needs at least one more to evaluate; "
-            f"the data has {len(rows)} (lower n_prefix or give a prefix file)"
-        )
+            f"the data has {len(rows)} (lower n_prefix or give a prefix file)", parameter)
     return sorted(random.Random(f"{seed}:{owner}:{label}").sample(rows, count))
 
 
@@ -127,7 +128,7 @@ class _PrefixMethod(Method):
             if path is not None:
                 contexts[name] = read_prefix(path, f"{self.name}.{name}")
             else:
-                rows = draw_rows(examples, label, self.n_prefix, seed, self.name)
+                rows = draw_rows(examples, label, self.n_prefix, seed, self.name, name)
                 contexts[name] = join_prefix([examples[i].text for i in rows])
                 held += rows
         self._contexts = contexts

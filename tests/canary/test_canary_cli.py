@@ -107,7 +107,8 @@ def test_a_kit_that_cannot_reach_alpha_is_refused_before_the_model_loads(kit, tm
 
 @pytest.mark.parametrize("method, why", [
     ("feature_agg", "cannot score canaries: it learns from labelled passages, and a kit's candidates have no labels"),
-    ("recall", "cannot score canaries as set: a kit's candidates have no labels, and recall draws 5 non-members"),
+    ("recall", "cannot score canaries as set: it draws labelled passages from the data for its prefix, and a kit's "
+               "candidates have no labels; give it a prefix file instead"),
     # the kit's candidates are 12 words; the probe continues 32
     ("prefix_probe", "cannot score this kit's candidates, so nothing was scored: prefix_probe: passage has 12 words"),
 ])

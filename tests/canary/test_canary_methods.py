@@ -26,8 +26,8 @@ DOC = ("The harbour at Kellmouth had been quiet for most of that winter. The fis
 REFUSED = {
     "feature_agg": "learns from labelled passages",
     "veilprobe": "learns from labelled passages",
-    "recall": "a kit's candidates have no labels",
-    "con_recall": "a kit's candidates have no labels",
+    "recall": "a kit's candidates have no labels; give it a prefix file instead",
+    "con_recall": "a kit's candidates have no labels; give it a prefix file instead",
     "prefix_probe": "needs more than prefix_tokens=32",
 }
 NEED_A_FREQUENCY_TABLE = {"dc_pdd", "tag_tab"}  # refused by their own check when the table is not given
@@ -113,9 +113,41 @@ def test_a_test_fixed_at_cannot_tell_by_unscorable_candidates_is_refused_before_
     kit, _, _ = _disk_kit(tmp_path, "fixed", {6: 3})
     backend = FakeBackend(spec="never")
     with pytest.raises(DataError, match=r"^the answer is fixed before any scoring: method 'prefix_probe' cannot "
-                                        r"score 6 of the 9 held-out candidates \(prefix_probe: passage has 3 words"):
+                                        r"score more than half of the 9 held-out candidates \(prefix_probe: "
+                                        r"passage has 3 words"):
         canary_test(backend, kit, "prefix_probe", params={"prefix_tokens": 3}, alpha=0.1, cache=False)
     assert not backend.calls
+
+
+def test_the_dry_run_stops_once_the_held_out_share_refused_is_settled(monkeypatch):
+    """A kit of 3 canaries of 10 candidates, none refused: the 3 published canaries are
+    tried, then held-out candidates only until even all the rest refused would be at most
+    half of the 27 (14 tried). Before, all 30 first steps ran: 400,000 spaCy passes for
+    name_cloze on a kit of 400 canaries of 1,000 candidates."""
+    import copyprobe.canary.scoring as scoring
+
+    kit = _kit(n_canaries=3)
+    tried: list[str] = []
+    real = scoring._first_step_refusal
+    monkeypatch.setattr(scoring, "_first_step_refusal", lambda method, e: tried.append(e.id) or real(method, e))
+    (method,) = build_methods(["loss"])
+    check_method_can_score(kit, method, seed=0)
+    published = [f"c{c.index}:{c.published}" for c in kit.canaries]
+    assert tried[:3] == published and len(tried) == 3 + 14 and len(set(tried)) == len(tried)
+    assert (27 - 13) * 2 > 27 >= (27 - 14) * 2  # 13 tried leave the rule open, 14 settle it
+
+
+def test_con_recall_with_one_prefix_file_is_told_to_give_the_other(tmp_path):
+    """The advice names the prefix still drawn from labelled rows: with the non-member
+    prefix given, the member prefix (label-1 rows) is the one a kit cannot give."""
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("A short text the model never saw, about lighthouses and their keepers.\n")
+    (method,) = build_methods(["con_recall"], {"con_recall": {"prefix": str(prefix)}})
+    with pytest.raises(DataError) as exc:
+        check_method_can_score(_kit(), method, seed=0)
+    assert str(exc.value) == ("method 'con_recall' cannot score canaries as set: it draws labelled passages from "
+                              "the data for its member_prefix, and a kit's candidates have no labels; give it a "
+                              "member_prefix file instead")
 
 
 def test_a_few_unscorable_held_out_candidates_are_scored_around_and_counted_against(tmp_path):
