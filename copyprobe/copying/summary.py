@@ -47,20 +47,28 @@ def summary_lines(metrics: dict, run: dict) -> list[str]:
             out.append(f"  fluency ({task}): mean {_f(fl['mean'])}, n={fl['n']}, unparseable={fl['n_unparseable']}{failed}")
     if run.get("failures"):
         out.append(f"  {len(run['failures'])} item(s) not scored: see failures in run.json / error in results.jsonl")
-    partial = run.get("partial_failures") or []  # absent from runs written before it existed
+    out.extend(f"  {line}" for line in partial_failure_lines(run.get("partial_failures") or []))
+    for note in run.get("notes") or []:  # what changed the run's meaning (an unmatched baseline, MemFree idle)
+        out.append(f"note: {note}")
+    return out
+
+
+def partial_failure_lines(partial: list[dict]) -> list[str]:
+    """One line per judge that failed on items which kept their other scores (run.json's
+    ``partial_failures``; absent from runs written before it existed): the console summary
+    and the report page say the same."""
     from copyprobe.copying.fluency import JUDGE_FAILED as FLUENCY_FAILED
     from copyprobe.copying.nonliteral import JUDGE_FAILED
 
+    out = []
     for missing, kept, judge, failed, field in (
             ("event score", "their character score", "event", JUDGE_FAILED, "event_error"),
             ("fluency score", "their copying scores", "fluency", FLUENCY_FAILED, "fluency_error")):
         these = [f for f in partial if f.get("missing", "event score") == missing]
         if these:
             first = str(these[0].get("error")).removeprefix(f"{failed}: ")
-            out.append(f"  {len(these)} item(s) kept {kept} but the {judge} judge failed (first reason: "
+            out.append(f"{len(these)} item(s) kept {kept} but the {judge} judge failed (first reason: "
                        f"{first}): see partial_failures in run.json / {field} in results.jsonl")
-    for note in run.get("notes") or []:  # what changed the run's meaning (an unmatched baseline, MemFree idle)
-        out.append(f"note: {note}")
     return out
 
 

@@ -41,6 +41,7 @@ def _highlight(output: str, span: str) -> tuple[str, str, str]:
 
 def build_context(run_dir: str | os.PathLike) -> dict[str, Any]:
     from copyprobe.copying.runner import recorded_config
+    from copyprobe.copying.summary import partial_failure_lines
     from copyprobe.record import load_run
 
     run = load_run(run_dir)
@@ -89,6 +90,7 @@ def build_context(run_dir: str | os.PathLike) -> dict[str, Any]:
         "n_bootstrap": base.get("n_bootstrap"), "clean_path": clean_info.get("path"),
         "clean_default": clean_info.get("default"), "others": others, "examples": examples,
         "n_failures": len(run.record.failures or []),
+        "partial_failures": partial_failure_lines(run.record.extra.get("partial_failures") or []),
     }
 
 

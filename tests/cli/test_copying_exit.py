@@ -140,8 +140,12 @@ def test_a_failed_event_judge_is_warned_of_and_listed_in_partial_failures(tmp_pa
     assert run["failures"] == []
     assert run["partial_failures"] == [{"task": "nonliteral", "id": i, "template": "nonliteral.1",
                                         "missing": "event score", "error": reason} for i in judged_by_down]
-    assert (f"{k} item(s) kept their character score but the event judge failed (first reason: request failed: "
-            "HTTP 500 after 5 retries)") in out
+    said = (f"{k} item(s) kept their character score but the event judge failed (first reason: request failed: "
+            "HTTP 500 after 5 retries)")
+    assert said in out
+    from copyprobe.reports.copying_page import render
+
+    assert said in render(tmp_path / "run")  # the report page says it too (it said nothing)
 
 
 def test_an_event_judge_that_failed_everywhere_exits_2(tmp_path, monkeypatch, capsys):
