@@ -1,3 +1,3 @@
 """The package version (one place; the CLI and the run record read it)."""
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"

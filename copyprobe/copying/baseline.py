@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from copyprobe.copying.data import CopySet, LiteralItem, literal_items_from_text
+from copyprobe.copying.data import CopySet, LiteralItem, literal_items_from_text, sample_items
 from copyprobe.errors import DataError
 
 DEFAULT_CLEAN = Path(__file__).parent / "data" / "clean" / "fresh_prose.txt"
@@ -42,16 +42,20 @@ class CleanItems:
 
 
 def clean_literal_items(clean: str | Path | CopySet | None, suspect: Sequence[LiteralItem],
-                        limit: int | None = None) -> list[LiteralItem]:
+                        limit: int | None = None, seed: int = 0) -> list[LiteralItem]:
     """Literal items of the clean text, matched to ``suspect`` in length and number."""
-    return matched_clean_items(clean, suspect, limit).items
+    return matched_clean_items(clean, suspect, limit, seed).items
 
 
 def matched_clean_items(clean: str | Path | CopySet | None, suspect: Sequence[LiteralItem],
-                        limit: int | None = None) -> CleanItems:
+                        limit: int | None = None, seed: int = 0) -> CleanItems:
     """:func:`clean_literal_items` with the note of a prefix shortfall: the median prefix
     of the suspect items, which cuts a clean book, is also what the clean items are held
-    against (one number, not two computations of it)."""
+    against (one number, not two computations of it).
+
+    A clean text with more items than wanted gives a seeded random sample of them
+    (:func:`sample_items`, ``seed``), as the book's are sampled: its first windows are its
+    front matter and first pages, unlike the book's sampled items."""
     from copyprobe.copying.data import load_copyset
     from copyprobe.data.books import read_book
 
@@ -76,7 +80,7 @@ def matched_clean_items(clean: str | Path | CopySet | None, suspect: Sequence[Li
     if not items:
         raise DataError(f"the clean set {source} has no literal items to compare with")
     matched = [LiteralItem(id=CLEAN_PREFIX + i.id, title=i.title, input=i.input, reference=i.reference)
-               for i in items[:wanted]]
+               for i in sample_items(items, wanted, seed)]
     return CleanItems(matched, _prefix_shortfall(book_prefix, matched))
 
 

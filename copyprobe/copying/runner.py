@@ -22,7 +22,7 @@ from copyprobe.copying import nonliteral as nl
 from copyprobe.copying import prompts
 from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
-from copyprobe.copying.data import CopySet
+from copyprobe.copying.data import CopySet, sample_items
 from copyprobe.copying.fluency import FluencyJudge, fluency_judge_failed
 from copyprobe.engine import Collected, Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError, SettingError
@@ -184,25 +184,6 @@ class CopyConfig:
                 "sample_seed", "baseline", "n_bootstrap", "bootstrap_seed")
         return cls(tasks=tuple(described["tasks"]), templates=tuple(described.get("templates", (0,))),
                    **{k: described[k] for k in keys if k in described})
-
-
-def sample_items(items: Sequence[Any], limit: int | None, seed: int = 0) -> list[Any]:
-    """``limit`` of ``items`` drawn at random with ``seed``, in their order in ``items``
-    (all of them when ``limit`` is None or not below their number).
-
-    CopyBench samples its snippets at random (§3.2); the first items of a book are its
-    first pages (front matter, one chapter), and a file's first items may all be one book's.
-    Each item gets a key from ``random.Random(seed).random()``, whose sequence Python keeps
-    the same across versions, and the ``limit`` smallest keys are kept: the same seed gives
-    the same items, and a larger limit keeps the items of a smaller one."""
-    import random
-
-    if limit is None or limit >= len(items):
-        return list(items)
-    rng = random.Random(seed)
-    keys = [rng.random() for _ in items]
-    kept = sorted(range(len(items)), key=keys.__getitem__)[:limit]
-    return [items[i] for i in sorted(kept)]
 
 
 def _with_fluency(inner, judge: FluencyJudge | None):
@@ -542,7 +523,8 @@ def copying(
     if config.baseline and "literal" in config.tasks and copyset.literal:
         from copyprobe.copying.baseline import DEFAULT_CLEAN, matched_clean_items
 
-        matched = matched_clean_items(clean, sample_items(copyset.literal, config.limit, config.sample_seed))
+        matched = matched_clean_items(clean, sample_items(copyset.literal, config.limit, config.sample_seed),
+                                      seed=config.sample_seed)
         clean_items = matched.items
         source = clean.source if isinstance(clean, CopySet) else str(clean if clean is not None else DEFAULT_CLEAN)
         data_info["clean"] = {"path": source, "default": clean is None, "n_literal": len(clean_items)}

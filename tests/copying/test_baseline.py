@@ -62,6 +62,26 @@ def test_clean_items_are_matched_in_length_and_number(tmp_path):
     assert len(clean_literal_items(None, suspect, limit=2)) == 2
 
 
+def test_a_long_clean_text_gives_a_seeded_sample_of_its_windows_not_its_first(tmp_path):
+    """The book's items are a seeded sample (--limit); the clean text's were its first
+    windows, its front matter and first pages. Now sampled the same way."""
+    from copyprobe.copying.data import sample_items
+
+    suspect = literal_items_from_text(_book(tmp_path).read_text(), prefix_words=20, reference_words=10)[:4]
+    clean_text = tmp_path / "clean.txt"
+    clean_text.write_text(" ".join(f"w{i}" for i in range(1000)))  # about 99 windows of 20 + 10 words
+    windows = literal_items_from_text(clean_text.read_text(), title="clean", prefix_words=20, reference_words=10,
+                                      stride=10)
+    assert len(windows) > 50
+    for seed in (0, 1):
+        got = clean_literal_items(clean_text, suspect, seed=seed)
+        assert [c.input for c in got] == [w.input for w in sample_items(windows, 4, seed)]
+        assert [c.input for c in got] != [w.input for w in windows[:4]]
+    assert clean_literal_items(clean_text, suspect, seed=0) != clean_literal_items(clean_text, suspect, seed=1)
+    two = clean_literal_items(clean_text, suspect, limit=2, seed=0)
+    assert {c.input for c in two} <= {c.input for c in clean_literal_items(clean_text, suspect, seed=0)}
+
+
 def _copier(book_text):
     """A fake model that continues the book word for word, and anything else generically."""
     words = book_text.split()
