@@ -345,3 +345,75 @@ def load_kit(kit_dir: str | os.PathLike, document: str | os.PathLike | None = No
             raise DataError(f"{checked} does not contain published canary {canary.index}, even after "
                             "normalising quotes, dashes, case and line wrapping: this is not the document the kit marked")
     return Kit(dir=path, manifest=manifest, canaries=canaries, document=checked)
+
+
+@dataclass
+class Redraw:
+    """How a kit differs from the draw its seed makes (``differences``; none: it is that
+    draw) and the copyprobe version that made it (``made_by``; None if not recorded)."""
+
+    differences: list[str]
+    made_by: str | None
+
+    @property
+    def other_version(self) -> bool:
+        """Made by another copyprobe: a generator changed since also draws another kit."""
+        return self.made_by is not None and self.made_by != versions()["copyprobe"]
+
+
+def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike) -> Redraw:
+    """Draw the kit again from its seed and the unmarked ``source`` document, and say how
+    the kit differs from that draw.
+
+    The manifest's checksum catches an accidental edit, not a deliberate one: anyone can
+    recompute it. The draw cannot be forged: the candidates, the published one among them
+    and the places follow from the seed and the document alone, so a kit whose held-out
+    candidates were swapped after the test (for ones a model ranks low, to make the
+    published canary stand out), or whose published choice was changed, differs from it.
+    Whoever checks needs the private manifest (its seed) and the document as it was before
+    marking; both can be handed over once the test is done."""
+    kit_path, manifest, _ = read_manifest(kit_dir)
+    where = Path(source)
+    refuse_special_file(where, "the unmarked document")
+    try:
+        text = where.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise DataError(f"{where} is a directory; give the document as it was before it was marked") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{where} is not UTF-8 text: it is not the document the kit was made from") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
+    recorded = manifest.get("source") or {}
+    if recorded.get("sha256") is None:
+        raise DataError(f"{kit_path / MANIFEST} records no sha256 of the document it marked, so no draw can be "
+                        "checked against it")
+    if sha256_text(text) != recorded["sha256"]:
+        raise DataError(f"{where} is not the document the kit was made from (sha256 differs; give the document as "
+                        "it was before marking, not the marked copy)")
+    if manifest.get("rng") not in (RNG, BOUND_RNG):
+        raise DataError(f"{kit_path / MANIFEST} was drawn with a generator this copyprobe does not have "
+                        f"({manifest.get('rng')!r})")
+    _, drawn = draw_kit(text, Path(manifest["document"]["file"]).name, n_candidates=int(manifest["n_candidates"]),
+                        style=manifest["style"], repeat=int(manifest["repeat"]), seed=manifest["seed"],
+                        n_canaries=len(manifest["canaries"]), n_words=manifest.get("n_words"),
+                        bind_to_document=manifest["rng"] == BOUND_RNG)
+    differences: list[str] = []
+    for kept, fresh in zip(manifest["canaries"], drawn["canaries"]):
+        k = kept["index"]
+        changed = [j for j, (a, b) in enumerate(zip(kept["candidates"], fresh["candidates"])) if a != b]
+        if len(kept["candidates"]) != len(fresh["candidates"]):
+            differences.append(f"canary {k} has {len(kept['candidates'])} candidates; the seed draws "
+                               f"{len(fresh['candidates'])}")
+        elif changed:
+            differences.append(f"canary {k}: {len(changed)} of its {len(kept['candidates'])} candidates "
+                               f"are not the ones the seed draws (first: candidate {changed[0]})")
+        if kept["published"] != fresh["published"]:
+            differences.append(f"canary {k}: the published candidate is {kept['published']}; the seed chooses "
+                               f"{fresh['published']}")
+        if kept["positions"] != fresh["positions"]:
+            differences.append(f"canary {k}: placed at {kept['positions']}; the seed places it at {fresh['positions']}")
+    if drawn["document"]["sha256"] != manifest["document"]["sha256"]:
+        differences.append("the marked document is not the one the seed makes from this document")
+    return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"))

@@ -28,6 +28,8 @@ DESCRIPTION = (
 )
 MAKE_HELP = "draw canaries and write the marked document (to publish) and the private manifest"
 TEST_HELP = "test a model with a kit: rank of the published canary, exact p-value, canary.json"
+VERIFY_HELP = ("draw the kit again from its seed and the document as it was before marking: the candidates, the "
+               "published one and the places must be the seed's (the checksum alone does not stop a deliberate edit)")
 FIND_HELP = ("where the kit's canaries appear in copies of the document (txt, md, html, epub, ...), "
              "after normalising quotes, dashes, ligatures, case, hyphenation and line wrapping")
 
@@ -48,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="characters of context either side (default 60)")
     find.add_argument("--json", action="store_true", help="one JSON object per occurrence instead of text")
     find.set_defaults(func=run_find)
+    verify = actions.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP)
+    verify.add_argument("manifest", metavar="KIT", help="kit directory, or its private/manifest.json")
+    verify.add_argument("--source", required=True, help="the document as it was before `canary make` marked it")
+    verify.set_defaults(func=run_verify)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
@@ -163,3 +169,22 @@ def run_find(args: argparse.Namespace) -> int:
         for k in missing:
             print(f"published canary {k} not found in {', '.join(map(str, args.files))}")
     return 1 if missing else 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when the kit is the draw of its seed, 1 when it differs."""
+    from copyprobe.canary.kit import verify_kit
+    from copyprobe.files import versions
+
+    redraw = verify_kit(args.manifest, args.source)
+    if not redraw.differences:
+        print(f"the kit is what its seed draws from {args.source}: every candidate, published choice and place")
+        return 0
+    for line in redraw.differences:
+        print(f"DIFFERS: {line}")
+    if redraw.other_version:
+        print(f"the kit was made by copyprobe {redraw.made_by} and this is {versions()['copyprobe']}: a generator "
+              "changed since would also draw another kit; check with the version that made it")
+    else:
+        print("the kit was changed after it was drawn: a test with it is not evidence")
+    return 1

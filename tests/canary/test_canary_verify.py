@@ -1,0 +1,104 @@
+"""`canary verify`: a kit is drawn again from its seed and the unmarked document; a kit
+edited after the draw, with its checksum recomputed as anyone can, is found out."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from copyprobe.canary.kit import MANIFEST, _checksum, make_kit, read_manifest, verify_kit
+from copyprobe.cli.main import main
+from copyprobe.errors import DataError
+
+SAVED = Path(__file__).resolve().parents[1] / "fixtures" / "saved_runs"
+DOC = ("The harbour at Kellmouth had been quiet for most of that winter. The fishing boats stayed tied to the "
+       "wall, and the nets hung drying above the slipway. Nobody in the village expected the storm that came "
+       "in the second week of February.\n\nBy the morning of the fourteenth the wind had turned. The old men "
+       "on the bench outside the chandler's said it would blow itself out by noon, and they were wrong.\n")
+
+
+@pytest.fixture()
+def kit(tmp_path):
+    doc = tmp_path / "book.txt"
+    doc.write_text(DOC)
+    return make_kit(doc, tmp_path / "kit", n_candidates=20, n_canaries=2, style="words", seed="verify"), doc
+
+
+def _edit(kit_dir: Path, change) -> None:
+    """Change the manifest and recompute its checksum, as anyone with the file can."""
+    path = kit_dir / MANIFEST
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    manifest["checksum"] = _checksum(manifest)
+    path.write_text(json.dumps(manifest))
+    read_manifest(kit_dir)  # the checksum check passes: it cannot tell
+
+
+def test_a_kit_as_drawn_verifies(kit, capsys):
+    made, doc = kit
+    assert verify_kit(made.dir, doc).differences == []
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 0
+    assert "the kit is what its seed draws" in capsys.readouterr().out
+
+
+def test_a_kit_made_by_0_1_0_without_document_binding_verifies():
+    """The committed golden kit (copyprobe 0.1.0, the generator keyed by the seed alone)
+    is drawn again identically: the generator has not changed since."""
+    redraw = verify_kit(SAVED / "canary-kit", SAVED / "canary-kit-source.txt")
+    assert redraw.differences == [] and redraw.made_by == "0.1.0"
+
+
+def test_swapped_held_out_candidates_are_found(kit, capsys):
+    made, doc = kit
+    published = made.canaries[1].published
+    swapped = [j for j in range(20) if j != published][:3]
+
+    def swap(manifest):
+        for j in swapped:  # e.g. for candidates a model ranks low, so the published one stands out
+            manifest["canaries"][1]["candidates"][j] = f"quiet harbour number {j}"
+
+    _edit(made.dir, swap)
+    assert verify_kit(made.dir, doc).differences == [
+        f"canary 1: 3 of its 20 candidates are not the ones the seed draws (first: candidate {swapped[0]})"]
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS: canary 1: 3 of its 20" in out and "a test with it is not evidence" in out
+
+
+def test_a_changed_published_choice_is_found(kit):
+    made, doc = kit
+    chosen = made.canaries[0].published
+    other = (chosen + 1) % 20
+    _edit(made.dir, lambda m: m["canaries"][0].update(published=other))
+    assert verify_kit(made.dir, doc).differences == [
+        f"canary 0: the published candidate is {other}; the seed chooses {chosen}"]
+
+
+def test_another_version_is_named_when_the_draw_differs(kit, capsys):
+    made, doc = kit
+
+    def older(manifest):
+        manifest["versions"]["copyprobe"] = "0.0.1"
+        manifest["canaries"][0]["candidates"][0] += " again"
+
+    _edit(made.dir, older)
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 1
+    out = capsys.readouterr().out
+    assert "made by copyprobe 0.0.1" in out and "check with the version that made it" in out
+
+
+@pytest.mark.parametrize("which, says", [
+    ("marked", "is not the document the kit was made from (sha256 differs"),
+    ("missing", "does not exist"),
+])
+def test_the_wrong_source_is_one_line_and_exit_2(kit, tmp_path, capsys, which, says):
+    made, _ = kit
+    source = made.document if which == "marked" else tmp_path / "nope.txt"
+    with pytest.raises(DataError, match=re.escape(says)):
+        verify_kit(made.dir, source)
+    assert main(["canary", "verify", str(made.dir), "--source", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err
