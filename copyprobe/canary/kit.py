@@ -209,6 +209,23 @@ MAX_WORDS = 500
 MAX_KIT_WORDS = 10_000_000
 
 
+def _read_document(source: Path, what: str, give: str) -> str:
+    """The UTF-8 text of the one document ``source`` (``what`` it is, and what to ``give``
+    instead of a folder, for the messages)."""
+    refuse_special_file(source, what)
+    try:
+        return source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{source} does not exist") from None
+    except IsADirectoryError:
+        raise DataError(f"{source} is a directory; give {give}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start}); "
+                        "give the document as plain UTF-8 text") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
 def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: int = 100, style: str = "sentences",
              repeat: int | None = None, seed: str | int | None = None, n_canaries: int = 1,
              n_words: int | None = None, command: list[str] | None = None, bind_to_document: bool = True) -> Kit:
@@ -230,19 +247,8 @@ def make_kit(doc: str | os.PathLike, out: str | os.PathLike, *, n_candidates: in
                           f"{MAX_KIT_WORDS:,} (fewer candidates or shorter ones)")
     check_seed(seed)  # before the document is read
     refuse_empty_path(doc, "the document's", "name the one document to mark")
-    refuse_special_file(doc, "the document to mark")
     source = Path(doc)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{source} does not exist") from None
-    except IsADirectoryError:
-        raise DataError(f"{source} is a directory; give the one document to mark") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{source} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start}); "
-                        "give the document as plain UTF-8 text") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
+    text = _read_document(source, "the document to mark", "the one document to mark")
     if not text.strip():
         raise DataError(f"{source} is empty: there is nothing to mark")
     refuse_empty_path(out, "the kit's output directory's", "name a directory for the kit", ConfigError)
@@ -374,17 +380,7 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike) -> Redraw:
     marking; both can be handed over once the test is done."""
     kit_path, manifest, _ = read_manifest(kit_dir)
     where = Path(source)
-    refuse_special_file(where, "the unmarked document")
-    try:
-        text = where.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{where} does not exist") from None
-    except IsADirectoryError:
-        raise DataError(f"{where} is a directory; give the document as it was before it was marked") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{where} is not UTF-8 text: it is not the document the kit was made from") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {where}: {exc.strerror or exc}") from None
+    text = _read_document(where, "the unmarked document", "the document as it was before it was marked")
     recorded = manifest.get("source") or {}
     if recorded.get("sha256") is None:
         raise DataError(f"{kit_path / MANIFEST} records no sha256 of the document it marked, so no draw can be "
