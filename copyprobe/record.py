@@ -348,6 +348,26 @@ _held: dict[tuple[int, int], list[int]] = {}
 _held_guard = threading.Lock()
 
 
+def _forget_held_in_child() -> None:
+    """In a forked child (a data loader's worker, multiprocessing's fork): close the
+    copies of the held directories' descriptors. The child shares each lock with its
+    parent, so a child that outlived the parent (a stuck worker) kept the directory
+    locked: the next run there was refused as "another copyprobe run". The parent's
+    locks are its own; a child holds none."""
+    global _held_guard
+    _held_guard = threading.Lock()  # another thread may have held it at the fork
+    for fd, _, _ in _held.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_held_in_child)
+
+
 def _hold(path: Path, advice: str = "wait for it to end, or choose another output directory") -> tuple[int, int] | None:
     """Lock the directory ``path`` against other processes (an advisory lock on the directory
     itself, so no file is left in it; the system drops it when the process ends, however it

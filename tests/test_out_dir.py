@@ -337,3 +337,37 @@ def test_a_run_on_another_thread_is_refused_as_another_process_would_be(tmp_path
         worker.join(30)
     assert len(errors) == 1 and errors[0].startswith(f"another copyprobe run is writing to {out}")
     assert out.is_dir() and _is_free(out) and record._held == {}
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork") or not hasattr(__import__("os"), "O_DIRECTORY"),
+                    reason="no fork or no directory locks on this system")
+def test_a_forked_child_does_not_keep_the_directory_locked(tmp_path):
+    """A forked child (a data loader's worker) shared the run's lock: while it lived, the
+    directory stayed locked after the run let go, and the next run there was refused."""
+    import os
+    import time
+
+    from copyprobe import record
+
+    out = tmp_path / "run"
+    out.mkdir()
+    key = record.holding(out)
+    key.__enter__()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: says what it holds, then outlives the parent's run
+        try:
+            os.close(read)
+            os.write(write, b"1" if record._held else b"0")
+            time.sleep(5)
+        finally:
+            os._exit(0)
+    try:
+        os.close(write)
+        assert os.read(read, 1) == b"0"  # the child holds no directory
+        key.__exit__(None, None, None)  # the parent's run ends; the child lives on
+        assert _is_free(out)
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        os.close(read)
