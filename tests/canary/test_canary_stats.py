@@ -51,6 +51,26 @@ def test_sum_of_ranks_counts_and_p_values_match_enumeration(sizes):
         assert stats.sum_of_ranks_p_value(list(ranks), sizes, exact=True) == expected
 
 
+@pytest.mark.parametrize("sizes", [[1, 1], [4, 4], [3, 3, 3], [2, 2, 2, 2, 2], [5, 5, 5, 5]])
+def test_kits_of_equal_canaries_match_enumeration(sizes):
+    """Equal canaries (every kit's) take the closed form, not the convolution."""
+    tuples = list(itertools.product(*[range(1, n + 1) for n in sizes]))
+    for ranks in tuples:
+        expected = Fraction(sum(sum(t) <= sum(ranks) for t in tuples), len(tuples))
+        assert stats.sum_of_ranks_p_value(list(ranks), sizes, exact=True) == expected
+
+
+def test_the_closed_form_equals_the_convolution_on_large_kits():
+    """40 canaries of 60 candidates: every sum's count up to the middle and past it (the
+    convolution is the independent computation here: enumeration would take 60^40 tuples)."""
+    sizes = [60] * 40
+    cumulative = list(itertools.accumulate(stats.sum_of_ranks_counts(sizes)))
+    for s in [0, 39, 40, 41, 100, 777, 1219, 1220, 1221, 1500, 2399, 2400, 2401]:
+        assert stats._tuples_up_to(sizes, s) == (cumulative[min(s, len(cumulative) - 1)] if s >= 0 else 0)
+    ranks = [31] * 20 + [30] * 20  # the middle: the sum 1220 is half of 40 x 61
+    assert stats.sum_of_ranks_p_value(ranks, sizes, exact=True) == Fraction(cumulative[1220], 60 ** 40)
+
+
 @pytest.mark.parametrize("sizes", [[3], [2, 3], [4, 4, 2], [5, 1, 3, 2]])
 def test_min_p_matches_enumeration(sizes):
     tuples = list(itertools.product(*[range(1, n + 1) for n in sizes]))
