@@ -18,12 +18,16 @@ class DataError(CopyprobeError):
 
 class TooFewLabelledRows(DataError):
     """A method draws labelled rows from the data (ReCaLL's prefix) and the data has too
-    few. ``parameter`` names the file parameter that, given, spares the draw: a caller
-    whose passages have no labels (a canary kit) says to give that file, not to draw fewer."""
+    few. ``parameters`` names the file parameters not given, each of which spares a draw:
+    a caller whose passages have no labels (a canary kit) says to give those files, not
+    to draw fewer."""
 
-    def __init__(self, message: str, parameter: str):
+    def __init__(self, message: str, parameters: tuple[str, ...]):
         super().__init__(message)
-        self.parameter = parameter
+        self.parameters = tuple(parameters)
+
+    def __reduce__(self):  # rebuilt with both arguments (the default passes only the message)
+        return type(self), (str(self), self.parameters)
 
 
 class ConfigError(CopyprobeError):

@@ -355,7 +355,7 @@ def _forget_held_in_child() -> None:
     locked: the next run there was refused as "another copyprobe run". The parent's
     locks are its own; a child holds none."""
     global _held_guard
-    _held_guard = threading.Lock()  # another thread may have held it at the fork
+    _held_guard = threading.Lock()  # the parent's, acquired for the fork, is not the child's to release
     for fd, _, _ in _held.values():
         try:
             os.close(fd)
@@ -365,7 +365,11 @@ def _forget_held_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_held_in_child)
+    # held across the fork, so the child copies _held whole, never half-updated (a
+    # descriptor locked but not yet listed would stay open and locked in the child);
+    # looked up at each call: the child replaces the lock
+    os.register_at_fork(before=lambda: _held_guard.acquire(), after_in_parent=lambda: _held_guard.release(),
+                        after_in_child=_forget_held_in_child)
 
 
 def _hold(path: Path, advice: str = "wait for it to end, or choose another output directory") -> tuple[int, int] | None:

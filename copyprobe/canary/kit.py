@@ -362,39 +362,53 @@ class Redraw:
     made_by: str | None
 
     @property
-    def other_version(self) -> bool:
-        """Made by another copyprobe: a generator changed since also draws another kit."""
-        return self.made_by is not None and self.made_by != versions()["copyprobe"]
+    def other_version(self) -> bool | None:
+        """Made by another copyprobe (a generator changed since also draws another kit);
+        None when the kit does not say which made it."""
+        return None if self.made_by is None else self.made_by != versions()["copyprobe"]
 
 
-def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike) -> Redraw:
+def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
+               published: str | os.PathLike | None = None) -> Redraw:
     """Draw the kit again from its seed and the unmarked ``source`` document, and say how
-    the kit differs from that draw.
+    the kit differs from that draw and from the document as ``published`` (the marked text
+    as it was made public; default: the kit's own copy).
 
     The manifest's checksum catches an accidental edit, not a deliberate one: anyone can
-    recompute it. The draw cannot be forged: the candidates, the published one among them
-    and the places follow from the seed and the document alone, so a kit whose held-out
-    candidates were swapped after the test (for ones a model ranks low, to make the
-    published canary stand out), or whose published choice was changed, differs from it.
-    Whoever checks needs the private manifest (its seed) and the document as it was before
-    marking; both can be handed over once the test is done."""
-    kit_path, manifest, _ = read_manifest(kit_dir)
-    where = Path(source)
-    text = _read_document(where, "the unmarked document", "the document as it was before it was marked")
-    recorded = manifest.get("source") or {}
-    if recorded.get("sha256") is None:
-        raise DataError(f"{kit_path / MANIFEST} records no sha256 of the document it marked, so no draw can be "
-                        "checked against it")
-    if sha256_text(text) != recorded["sha256"]:
-        raise DataError(f"{where} is not the document the kit was made from (sha256 differs; give the document as "
-                        "it was before marking, not the marked copy)")
+    recompute it. The candidates, the published one among them and the places follow from
+    the seed and the document alone, so a kit whose held-out candidates were swapped after
+    the test (for ones a model ranks low, to make the published canary stand out), or
+    whose published choice was changed, differs from the draw. Dropping canaries (those
+    that ranked badly) with their manifest entries is found by the published text: the
+    draw of fewer canaries marks another text. That check is as strong as the copy it
+    reads: the kit's own can be rewritten with its manifest, a copy that was made public
+    cannot. Whoever checks needs the private manifest (its seed) and the document as it
+    was before marking; both can be handed over once the test is done. A seed chosen,
+    before publication, among many for a canary that any model finds likely is not seen
+    by this check."""
+    kit_path, manifest, canaries = read_manifest(kit_dir)
+    where = kit_path / MANIFEST
+    if manifest["format_version"] != KIT_VERSION:
+        raise DataError(f"{where} has format_version {manifest['format_version']}: it was drawn by an earlier "
+                        "generator and placement, which this copyprobe cannot draw again (check with the version "
+                        "that made it)")
     if manifest.get("rng") not in (RNG, BOUND_RNG):
-        raise DataError(f"{kit_path / MANIFEST} was drawn with a generator this copyprobe does not have "
-                        f"({manifest.get('rng')!r})")
-    _, drawn = draw_kit(text, Path(manifest["document"]["file"]).name, n_candidates=int(manifest["n_candidates"]),
-                        style=manifest["style"], repeat=int(manifest["repeat"]), seed=manifest["seed"],
-                        n_canaries=len(manifest["canaries"]), n_words=manifest.get("n_words"),
-                        bind_to_document=manifest["rng"] == BOUND_RNG)
+        raise DataError(f"{where} was drawn with a generator this copyprobe does not have ({manifest.get('rng')!r})")
+    if not isinstance(manifest.get("seed"), str):
+        raise DataError(f"{where} records no seed, so the kit cannot be drawn again")
+    recorded = (manifest.get("source") or {}).get("sha256")
+    if recorded is None:
+        raise DataError(f"{where} records no sha256 of the document it marked, so no draw can be checked against it")
+    text = _read_document(Path(source), "the unmarked document", "the document as it was before it was marked")
+    if sha256_text(text) != recorded:
+        raise DataError(f"{source} is not the document the kit was made from (sha256 differs; give the document as "
+                        "it was before marking, not the marked copy)")
+    public = Path(published) if published is not None else kit_path / manifest["document"]["file"]
+    public_text = _read_document(public, "the published document", "the marked document as it was published")
+    marked, drawn = draw_kit(text, Path(manifest["document"]["file"]).name,
+                             n_candidates=len(canaries[0].candidates), style=manifest["style"],
+                             repeat=int(manifest["repeat"]), seed=manifest["seed"], n_canaries=len(canaries),
+                             n_words=manifest.get("n_words"), bind_to_document=manifest["rng"] == BOUND_RNG)
     differences: list[str] = []
     for kept, fresh in zip(manifest["canaries"], drawn["canaries"]):
         k = kept["index"]
@@ -403,13 +417,17 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike) -> Redraw:
             differences.append(f"canary {k} has {len(kept['candidates'])} candidates; the seed draws "
                                f"{len(fresh['candidates'])}")
         elif changed:
-            differences.append(f"canary {k}: {len(changed)} of its {len(kept['candidates'])} candidates "
-                               f"are not the ones the seed draws (first: candidate {changed[0]})")
+            differences.append(f"canary {k}: {len(changed)} of its {len(kept['candidates'])} candidates are not the "
+                               f"ones the seed draws (first: candidate {changed[0]})")
         if kept["published"] != fresh["published"]:
             differences.append(f"canary {k}: the published candidate is {kept['published']}; the seed chooses "
                                f"{fresh['published']}")
         if kept["positions"] != fresh["positions"]:
             differences.append(f"canary {k}: placed at {kept['positions']}; the seed places it at {fresh['positions']}")
     if drawn["document"]["sha256"] != manifest["document"]["sha256"]:
-        differences.append("the marked document is not the one the seed makes from this document")
+        differences.append("the manifest records another marked document than the one the seed makes")
+    if public_text != marked:
+        differences.append(f"{public} is not the marked document the seed makes from this document with "
+                           f"{len(canaries)} canar{'y' if len(canaries) == 1 else 'ies'} (canaries dropped from the "
+                           "manifest, or another text; a reformatted copy must be given as the text that was marked)")
     return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"))

@@ -107,9 +107,10 @@ def check_method_can_score(kit: Kit, method: Any, seed: int) -> None:
     try:
         held = method.hold_out(examples, seed)
     except TooFewLabelledRows as exc:  # its own advice (draw fewer) cannot help: there are no labels
+        files = " and ".join(exc.parameters)
         raise DataError(f"method {name!r} cannot score canaries as set: it draws labelled passages from the data "
-                        f"for its {exc.parameter}, and a kit's candidates have no labels; give it a "
-                        f"{exc.parameter} file instead") from None
+                        f"for its {files}, and a kit's candidates have no labels; give it "
+                        f"{'a ' + files + ' file' if len(exc.parameters) == 1 else files + ' files'} instead") from None
     except DataError as exc:  # the data lacks what it draws (a file it cannot read is the file's error)
         raise DataError(f"method {name!r} cannot score canaries as set: a kit's candidates have no labels, "
                         f"and {exc}") from None
@@ -132,7 +133,9 @@ def _refuse_before_scoring(kit: Kit, name: str, refusal) -> None:
     refused, or None) fix the answer: the published canaries first, then the held-out
     candidates only until their share refused is known to stay within verdict_word's rule
     (at most half) or to exceed it. A kit of 400 canaries of 1,000 candidates is 400,000
-    first steps (a spaCy pass each for name_cloze); about half of them settle it."""
+    first steps (a spaCy pass each for name_cloze); about half of them settle it. A first
+    step that cannot run before the model (:class:`_NeedsTheModel`) among those not
+    reached is not met: the decision is the one the steps tried settle."""
     for n, c in enumerate(kit.canaries):
         why = refusal(c.index, c.published)
         if why is None:

@@ -77,16 +77,16 @@ def read_prefix(path: str, owner: str) -> str:
 
 
 def draw_rows(examples: Sequence[Example], label: int, count: int, seed: int, owner: str,
-              parameter: str = "prefix") -> list[int]:
+              parameters: Sequence[str] = ("prefix",)) -> list[int]:
     """``count`` rows labelled ``label``, drawn with a generator seeded by (seed, owner);
-    at least one such row is left to evaluate. ``parameter`` is the prefix file that
-    would spare the draw."""
+    at least one such row is left to evaluate. ``parameters`` are the prefix files not
+    given, which would spare the draws."""
     rows = [i for i, e in enumerate(examples) if e.label == label]
     if len(rows) < count + 1:
         kind = "members (label 1)" if label == 1 else "non-members (label 0)"
         raise TooFewLabelledRows(
             f"{owner} draws {count} {kind} for its prefix and needs at least one more to evaluate; "
-            f"the data has {len(rows)} (lower n_prefix or give a prefix file)", parameter)
+            f"the data has {len(rows)} (lower n_prefix or give a prefix file)", tuple(parameters))
     return sorted(random.Random(f"{seed}:{owner}:{label}").sample(rows, count))
 
 
@@ -123,12 +123,13 @@ class _PrefixMethod(Method):
         self.validate()
         held: list[int] = []
         contexts: dict[str, str] = {}
+        drawn = tuple(name for name, _ in self._prefixes if getattr(self, name) is None)
         for name, label in self._prefixes:
             path = getattr(self, name)
             if path is not None:
                 contexts[name] = read_prefix(path, f"{self.name}.{name}")
             else:
-                rows = draw_rows(examples, label, self.n_prefix, seed, self.name, name)
+                rows = draw_rows(examples, label, self.n_prefix, seed, self.name, drawn)
                 contexts[name] = join_prefix([examples[i].text for i in rows])
                 held += rows
         self._contexts = contexts

@@ -27,7 +27,7 @@ REFUSED = {
     "feature_agg": "learns from labelled passages",
     "veilprobe": "learns from labelled passages",
     "recall": "a kit's candidates have no labels; give it a prefix file instead",
-    "con_recall": "a kit's candidates have no labels; give it a prefix file instead",
+    "con_recall": "a kit's candidates have no labels; give it prefix and member_prefix files instead",
     "prefix_probe": "needs more than prefix_tokens=32",
 }
 NEED_A_FREQUENCY_TABLE = {"dc_pdd", "tag_tab"}  # refused by their own check when the table is not given
@@ -135,6 +135,17 @@ def test_the_dry_run_stops_once_the_held_out_share_refused_is_settled(monkeypatc
     published = [f"c{c.index}:{c.published}" for c in kit.canaries]
     assert tried[:3] == published and len(tried) == 3 + 14 and len(set(tried)) == len(tried)
     assert (27 - 13) * 2 > 27 >= (27 - 14) * 2  # 13 tried leave the rule open, 14 settle it
+
+
+def test_the_prefix_error_survives_a_process_boundary():
+    """Raised in a worker process and pickled back, it keeps the parameters (the default
+    rebuild passed only the message: a TypeError)."""
+    import pickle
+
+    from copyprobe.errors import TooFewLabelledRows
+
+    error = pickle.loads(pickle.dumps(TooFewLabelledRows("too few", ("prefix", "member_prefix"))))
+    assert str(error) == "too few" and error.parameters == ("prefix", "member_prefix")
 
 
 def test_con_recall_with_one_prefix_file_is_told_to_give_the_other(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprobe.canary.kit import MANIFEST, _checksum, make_kit, read_manifest, verify_kit
+from copyprobe.canary.kit import MANIFEST, _checksum, draw_kit, make_kit, read_manifest, verify_kit
 from copyprobe.cli.main import main
 from copyprobe.errors import DataError
 
@@ -24,7 +24,7 @@ DOC = ("The harbour at Kellmouth had been quiet for most of that winter. The fis
 def kit(tmp_path):
     doc = tmp_path / "book.txt"
     doc.write_text(DOC)
-    return make_kit(doc, tmp_path / "kit", n_candidates=20, n_canaries=2, style="words", seed="verify"), doc
+    return make_kit(doc, tmp_path / "kit", n_candidates=20, n_canaries=3, style="words", seed="verify"), doc
 
 
 def _edit(kit_dir: Path, change) -> None:
@@ -40,8 +40,33 @@ def _edit(kit_dir: Path, change) -> None:
 def test_a_kit_as_drawn_verifies(kit, capsys):
     made, doc = kit
     assert verify_kit(made.dir, doc).differences == []
-    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 0
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc), "--published", str(made.document)]) == 0
     assert "the kit is what its seed draws" in capsys.readouterr().out
+
+
+def test_canaries_dropped_from_the_manifest_are_found_by_the_published_text(kit, tmp_path):
+    """The last canary ranked badly, so it is dropped: the manifest is rewritten as the
+    draw of two canaries (each canary's candidates are drawn on their own, so the two kept
+    are still the seed's; their places are the two-canary draw's) and the checksum
+    recomputed. The published text, which holds all three, is what gives it away; the
+    kit's own copy only while it is not rewritten too."""
+    made, doc = kit
+    public = tmp_path / "as-published.txt"
+    public.write_text(made.document.read_text())
+    marked, two = draw_kit(DOC, "book.txt", n_candidates=20, n_canaries=2, style="words", seed="verify")
+
+    def drop(manifest):
+        assert [c["candidates"] for c in two["canaries"]] == [c["candidates"] for c in manifest["canaries"][:2]]
+        manifest["canaries"], manifest["document"] = two["canaries"], two["document"]
+
+    _edit(made.dir, drop)
+    (differs,) = verify_kit(made.dir, doc).differences
+    assert differs.startswith(f"{made.document} is not the marked document the seed makes from this document with "
+                              "2 canaries")
+    made.document.write_text(marked)  # the kit's copy rewritten as well: only the public copy tells
+    assert verify_kit(made.dir, doc).differences == []
+    (differs,) = verify_kit(made.dir, doc, published=public).differences
+    assert differs.startswith(f"{public} is not the marked document")
 
 
 def test_a_kit_made_by_0_1_0_without_document_binding_verifies():
@@ -102,3 +127,33 @@ def test_the_wrong_source_is_one_line_and_exit_2(kit, tmp_path, capsys, which, s
     assert main(["canary", "verify", str(made.dir), "--source", str(source)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err and "Traceback" not in err
+
+
+def test_a_manifest_without_the_optional_count_verifies_and_one_without_a_seed_is_one_line(kit, capsys):
+    made, doc = kit
+    _edit(made.dir, lambda m: m.pop("n_candidates"))  # optional in a manifest: read from the candidates
+    assert verify_kit(made.dir, doc).differences == []
+    _edit(made.dir, lambda m: m.pop("seed"))
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records no seed, so the kit cannot be drawn again" in err
+
+
+def test_a_kit_of_the_first_format_is_refused_not_accused(kit):
+    made, doc = kit
+    _edit(made.dir, lambda m: m.update(format_version=1))
+    with pytest.raises(DataError, match="format_version 1: it was drawn by an earlier generator"):
+        verify_kit(made.dir, doc)
+
+
+def test_a_kit_that_does_not_say_which_version_made_it_is_not_accused(kit, capsys):
+    made, doc = kit
+
+    def anonymous(manifest):
+        manifest.pop("versions")
+        manifest["canaries"][0]["candidates"][0] += " again"
+
+    _edit(made.dir, anonymous)
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 1
+    out = capsys.readouterr().out
+    assert "does not say which copyprobe made it" in out and "not evidence" not in out

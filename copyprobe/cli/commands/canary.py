@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify = actions.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP)
     verify.add_argument("manifest", metavar="KIT", help="kit directory, or its private/manifest.json")
     verify.add_argument("--source", required=True, help="the document as it was before `canary make` marked it")
+    verify.add_argument("--published", help="the marked document as it was made public, as text (default: the kit's "
+                        "copy, which whoever holds the manifest can rewrite with it)")
     verify.set_defaults(func=run_verify)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -176,15 +178,20 @@ def run_verify(args: argparse.Namespace) -> int:
     from copyprobe.canary.kit import verify_kit
     from copyprobe.files import versions
 
-    redraw = verify_kit(args.manifest, args.source)
+    redraw = verify_kit(args.manifest, args.source, args.published)
     if not redraw.differences:
-        print(f"the kit is what its seed draws from {args.source}: every candidate, published choice and place")
+        copy = args.published or "the kit's copy of the published text (give --published to check the public one)"
+        print(f"the kit is what its seed draws from {args.source}: every candidate, published choice and place, "
+              f"and {copy}")
         return 0
     for line in redraw.differences:
         print(f"DIFFERS: {line}")
     if redraw.other_version:
         print(f"the kit was made by copyprobe {redraw.made_by} and this is {versions()['copyprobe']}: a generator "
               "changed since would also draw another kit; check with the version that made it")
+    elif redraw.other_version is None:
+        print("the kit does not say which copyprobe made it: it was changed after it was drawn, or drawn by another "
+              "version; check with the version that made it")
     else:
         print("the kit was changed after it was drawn: a test with it is not evidence")
     return 1
