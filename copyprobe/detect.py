@@ -6,7 +6,7 @@ canary), derive is :func:`derive_metrics`; :func:`copyprobe.engine.execute` runs
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -123,6 +123,19 @@ def first_passages(examples: list, data_info: dict[str, Any], limit: int | None)
     return examples[:limit], {**data_info, "limit": limit, "n_before_limit": len(examples)}
 
 
+def sampled_passages(examples: list, data_info: dict[str, Any], limit: int | None,
+                     seed: int) -> tuple[list, dict[str, Any]]:
+    """``limit`` passages drawn at random with ``seed``, in data order (all with None), and
+    the data record saying so: a labelled file's first passages may all have one label
+    (the bundled demo lists its 24 members first), which leaves nothing to compare."""
+    from copyprobe.data.sampling import sample_items
+
+    if limit is None or limit >= len(examples):
+        return examples, data_info
+    return (sample_items(examples, limit, seed),
+            {**data_info, "limit": limit, "n_before_limit": len(examples), "limit_sample_seed": seed})
+
+
 # passages driven at a time when a run has more (see chunked): an audit's documents show
 # progress one chunk at a time; a detect run is chunked only when it is big
 AUDIT_CHUNK_PASSAGES = 256
@@ -134,7 +147,8 @@ SETTINGS = Settings(
     SEED_SETTING,
     n_bootstrap_setting(1000),
     Setting("blind_baseline", True, Boolean(), "also fit the model-free blind baseline"),
-    LIMIT_SETTING,
+    replace(LIMIT_SETTING, help="only N passages of the data, a random sample drawn with the seed and kept in data "
+                                "order (a quick try-out)"),
     Setting("train_split", "passage", OneOf(*TRAIN_SPLITS),
             "how a learning method (veilprobe, feature_agg ...) picks its training rows: single passages, "
             "or whole documents so that no document is both trained on and evaluated"),
@@ -309,7 +323,8 @@ def detect(
     (reused and left open). ``data``: a data file path, a Dataset, or a list of texts /
     Examples. ``params``: method name -> {parameter: value}. ``api_options``: for
     ``openai:`` models, e.g. ``{"api_key_env": "MY_KEY", "concurrency": 16, "request_timeout": 30}``.
-    ``limit``: score only the first ``limit`` passages of the data (a quick try-out).
+    ``limit``: score only ``limit`` passages of the data, a random sample drawn with
+    ``seed`` and kept in data order (a quick try-out).
     ``read_options``: how a data file is read (text_column, label_column, doc_column,
     id_column, split, passage_words; see :func:`copyprobe.load_dataset`).
     ``train_split``: ``"passage"`` or ``"document"``, how learning methods choose the
@@ -329,7 +344,7 @@ def detect(
     with said_while_reading() as said:
         examples, data_info = load_examples(data, **{k: v for k, v in dict(read_options or {}).items()
                                                      if v is not None})
-    examples, data_info = first_passages(examples, data_info, limit)
+    examples, data_info = sampled_passages(examples, data_info, limit, seed)
     collection = ScoringCollection(examples, built, data_info, seed=seed, n_bootstrap=n_bootstrap,
                                    blind_baseline=blind_baseline, train_split=train_split,
                                    chunk_passages=DETECT_CHUNK_PASSAGES)

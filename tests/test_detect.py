@@ -134,12 +134,21 @@ def test_blind_baseline_folds_group_by_source_when_the_data_has_one(tmp_path, de
     assert rescore(tmp_path / "run").metrics["blind_baseline"]["auc"] == pytest.approx(by_source["auc"])
 
 
-def test_limit_scores_the_first_n_passages_and_says_so(tmp_path, demo, capsys):
-    result = copyprobe.detect(fake_for(demo), demo, ["loss"], out=tmp_path / "run", cache=False, limit=5)
+def test_limit_scores_a_seeded_sample_of_n_passages_and_says_so(tmp_path, demo, capsys):
+    """The demo lists its 24 members first: the first 10 passages had one label and no AUC."""
+    from copyprobe.data.sampling import sample_items
+
+    assert {e.label for e in demo.examples[:10]} == {1}
+    result = copyprobe.detect(fake_for(demo), demo, ["loss"], out=tmp_path / "run", cache=False, limit=10, seed=3)
     rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
-    assert [r["id"] for r in rows] == [e.id for e in demo.examples[:5]] and result.scores.shape[0] == 5
+    assert [r["id"] for r in rows] == [e.id for e in sample_items(demo.examples, 10, 3)] != [
+        e.id for e in demo.examples[:10]]
+    assert result.scores.shape[0] == 10 and {e.label for e in sample_items(demo.examples, 10, 3)} == {0, 1}
+    assert result.metrics["passage"]["loss"]["auc"] is not None
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["data"]["limit"] == 5 and run["data"]["n_before_limit"] == 48
+    assert run["data"]["limit"] == 10 and run["data"]["n_before_limit"] == 48 and run["data"]["limit_sample_seed"] == 3
+    again = copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, limit=10, seed=3)
+    assert list(again.scores["id"]) == [r["id"] for r in rows]  # the same seed, the same passages
     assert copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, limit=500).scores.shape[0] == 48
     with pytest.raises(ConfigError, match="limit"):
         copyprobe.detect(fake_for(demo), demo, ["loss"], cache=False, limit=0)

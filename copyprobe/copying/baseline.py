@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from copyprobe.copying.data import CopySet, LiteralItem, literal_items_from_text, sample_items
+from copyprobe.copying.data import CopySet, LiteralItem, literal_items_from_text
+from copyprobe.data.sampling import sample_items
 from copyprobe.errors import DataError
 
 DEFAULT_CLEAN = Path(__file__).parent / "data" / "clean" / "fresh_prose.txt"

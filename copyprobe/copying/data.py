@@ -26,7 +26,7 @@ import ast
 import hashlib
 import json
 import re
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -543,22 +543,3 @@ def qa_from_passage(
         raise RowError(f"the verification answer cannot be read: {label[:60]!r}")
     rid = item_id or "qa." + hashlib.sha256(passage.encode()).hexdigest()[:10]
     return QAItem(rid, title, question, (answer,))
-
-
-def sample_items(items: Sequence[Any], limit: int | None, seed: int = 0) -> list[Any]:
-    """``limit`` of ``items`` drawn at random with ``seed``, in their order in ``items``
-    (all of them when ``limit`` is None or not below their number).
-
-    CopyBench samples its snippets at random (§3.2); the first items of a book are its
-    first pages (front matter, one chapter), and a file's first items may all be one book's.
-    Each item gets a key from ``random.Random(seed).random()``, whose sequence Python keeps
-    the same across versions, and the ``limit`` smallest keys are kept: the same seed gives
-    the same items, and a larger limit keeps the items of a smaller one."""
-    import random
-
-    if limit is None or limit >= len(items):
-        return list(items)
-    rng = random.Random(seed)
-    keys = [rng.random() for _ in items]
-    kept = sorted(range(len(items)), key=keys.__getitem__)[:limit]
-    return [items[i] for i in sorted(kept)]

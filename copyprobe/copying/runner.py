@@ -22,7 +22,8 @@ from copyprobe.copying import nonliteral as nl
 from copyprobe.copying import prompts
 from copyprobe.copying import qa as qa_mod
 from copyprobe.copying.common import GenConfig
-from copyprobe.copying.data import CopySet, sample_items
+from copyprobe.copying.data import CopySet
+from copyprobe.data.sampling import sample_items
 from copyprobe.copying.fluency import FluencyJudge, fluency_judge_failed
 from copyprobe.engine import Collected, Derived, RunKind, execute
 from copyprobe.errors import ConfigError, DataError, SettingError

@@ -65,7 +65,7 @@ def test_clean_items_are_matched_in_length_and_number(tmp_path):
 def test_a_long_clean_text_gives_a_seeded_sample_of_its_windows_not_its_first(tmp_path):
     """The book's items are a seeded sample (--limit); the clean text's were its first
     windows, its front matter and first pages. Now sampled the same way."""
-    from copyprobe.copying.data import sample_items
+    from copyprobe.data.sampling import sample_items
 
     suspect = literal_items_from_text(_book(tmp_path).read_text(), prefix_words=20, reference_words=10)[:4]
     clean_text = tmp_path / "clean.txt"
