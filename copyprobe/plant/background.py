@@ -66,14 +66,28 @@ def normalised_words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
-def overlapping(texts: Sequence[str], corpus_texts: Sequence[str], n: int = OVERLAP_WORDS) -> list[bool]:
+def overlapping(texts: Sequence[str], corpus_texts: Sequence[str], n: int = OVERLAP_WORDS,
+                running: bool = True) -> list[bool]:
     """Per text: does it hold a word of a run of ``n`` normalised words that also occurs in
     the corpus, or (shorter than ``n`` words) have the same normalised words as a corpus
-    text? Both lists are read as running text (each text continues the one before), so a
-    run is found across passage boundaries, and every passage holding part of it counts."""
-    corpus_words = [w for text in corpus_texts for w in normalised_words(text)]
-    runs = {tuple(corpus_words[i:i + n]) for i in range(len(corpus_words) - n + 1)}
+    text? With ``running``, both lists are read as running text (each text continues the
+    one before: a background cut into pieces), so a run is found across passage
+    boundaries, and every passage holding part of it counts. Without, each text is read
+    on its own: passages drawn at random from a corpus (a plant's members) do not continue
+    one another, and a run across two of them is in no passage."""
+    if running:
+        corpus_words = [w for text in corpus_texts for w in normalised_words(text)]
+        runs = {tuple(corpus_words[i:i + n]) for i in range(len(corpus_words) - n + 1)}
+    else:
+        runs = {tuple(ws[i:i + n]) for ws in map(normalised_words, corpus_texts) for i in range(len(ws) - n + 1)}
     whole = {tuple(ws) for ws in map(normalised_words, corpus_texts) if len(ws) < n}
+    if not running:
+        flags = []
+        for text in texts:
+            ws = normalised_words(text)
+            flags.append(tuple(ws) in whole if len(ws) < n
+                          else any(tuple(ws[i:i + n]) in runs for i in range(len(ws) - n + 1)))
+        return flags
     words: list[str] = []
     owner: list[int] = []  # the text each word of the stream belongs to
     flags = []

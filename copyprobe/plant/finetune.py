@@ -568,7 +568,7 @@ def _nonmembers_sharing_runs(corpus: Corpus, members: list[int], nonmembers: lis
     exact duplicates are dropped when the corpus is read, near ones are only counted (which
     to drop is the user's choice of corpus, and dropping changes the split)."""
     texts = [p.text for p in corpus.passages]
-    return sum(overlapping([texts[i] for i in nonmembers], [texts[i] for i in members]))
+    return sum(overlapping([texts[i] for i in nonmembers], [texts[i] for i in members], running=False))
 
 
 def _split(settings: PlantSettings, corpus: Corpus) -> tuple[list[int], list[int]]:

@@ -87,6 +87,23 @@ def test_passages_overlapping_the_corpus_are_dropped_and_counted(tmp_path):
     assert overlapping(["Hello, World!"], ["hello world"]) == [True]
 
 
+def test_passages_read_on_their_own_share_no_run_across_two_of_them():
+    """A plant's members are drawn at random: the end of one and the start of the next
+    are not one text, and a non-member that happens to hold both halves shares no run of
+    13 words with any member. Read as running text it did."""
+    words = [f"w{k}" for k in range(40)]
+    members = [" ".join(words[:20]), " ".join(words[20:])]
+    straddles = " ".join(words[13:26])  # 7 words of the first member, 6 of the second
+    inside = " ".join(["x", *words[3:16], "y"])
+    assert overlapping([straddles, inside], members) == [True, True]
+    assert overlapping([straddles, inside], members, running=False) == [False, True]
+    # nor do two non-members that continue one another make a run between them
+    assert overlapping([" ".join(words[:7]), " ".join(words[7:13])], members, running=False) == [False, False]
+    assert overlapping([" ".join(words[:7]), " ".join(words[7:13])], members) == [True, True]
+    short = " ".join(words[:5])  # a passage shorter than 13 words counts when a member is it, word for word
+    assert overlapping([short], [short, *members], running=False) == [True]
+
+
 def test_background_that_is_the_corpus_or_holds_nothing_is_refused(tmp_path):
     book = tmp_path / "book.txt"
     book.write_text(" ".join(random_words(9, 64)))
