@@ -24,6 +24,7 @@ def kit(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "PUBLISH" in out and "KEEP PRIVATE" in out and "manifest.json" in out
+    assert "KEEP the document as it was before marking" in out
     return tmp_path / "kit"
 
 
@@ -280,3 +281,9 @@ def test_the_private_manifest_is_readable_by_its_owner_alone(kit):
     assert stat.S_IMODE(os.stat((kit / MANIFEST).parent).st_mode) == 0o700
     published = next((kit / "publish").iterdir())
     assert stat.S_IMODE(os.stat(published).st_mode) & 0o044 == 0o044 & ~os.umask(os.umask(0))  # to publish
+
+
+def test_a_kit_made_on_the_command_line_verifies_there(kit, tmp_path, capsys):
+    """make, then verify with the document make was given, as its last lines say to keep it."""
+    assert main(["canary", "verify", str(kit), "--source", str(tmp_path / "book.txt")]) == 0
+    assert "the kit is what its seed draws" in capsys.readouterr().out

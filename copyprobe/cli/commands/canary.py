@@ -114,6 +114,8 @@ def run_make(args: argparse.Namespace) -> int:
     print(f"PUBLISH this file (and only this one): {kit.document}")
     print(f"KEEP PRIVATE: {kit.dir / MANIFEST} — it names the held-out candidates and the seed; "
           "if it leaks, or the model is trained on it, the test is void")
+    print(f"KEEP the document as it was before marking ({args.doc}), unchanged: `canary verify` draws the kit "
+          "again from it and the seed, to show the kit was not changed after the draw")
     print(f"later: copyprobe canary test --model MODEL --kit {kit.dir} --out RUN_DIR")
     return 0
 
