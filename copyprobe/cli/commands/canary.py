@@ -24,7 +24,9 @@ DESCRIPTION = (
     "`canary make` draws candidate canaries at random, inserts one chosen at random into a document "
     "and writes the marked document (publish it) and a private manifest (keep it secret). "
     "`canary test` later ranks the published canary among the held-out ones with any method; "
-    "the rank gives an exact p-value that needs no clean baseline."
+    "the rank gives an exact p-value that needs no clean baseline. "
+    "`canary find` locates the canaries in copies of the document; `canary verify` shows the kit is the draw "
+    "of its seed (nothing changed after the draw)."
 )
 MAKE_HELP = "draw canaries and write the marked document (to publish) and the private manifest"
 TEST_HELP = "test a model with a kit: rank of the published canary, exact p-value, canary.json"
