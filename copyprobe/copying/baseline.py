@@ -65,9 +65,10 @@ def matched_clean_items(clean: str | Path | CopySet | None, suspect: Sequence[Li
     wanted = min(len(suspect), limit) if limit is not None else len(suspect)
     book_prefix = statistics.median(len(i.input.split()) for i in suspect)
     source = DEFAULT_CLEAN if clean is None else clean
+    cut = not isinstance(source, CopySet) and Path(source).suffix.lower() in (".txt", ".epub", ".md")
     if isinstance(source, CopySet):
         items = list(source.literal)
-    elif Path(source).suffix.lower() in (".txt", ".epub", ".md"):
+    elif cut:  # a text: cut into items at the book's lengths
         prefix = max(1, round(book_prefix))
         reference = max(1, round(statistics.median(len(i.reference.split()) for i in suspect)))
         text = read_book(source)
@@ -82,7 +83,6 @@ def matched_clean_items(clean: str | Path | CopySet | None, suspect: Sequence[Li
         raise DataError(f"the clean set {source} has no literal items to compare with")
     matched = [LiteralItem(id=CLEAN_PREFIX + i.id, title=i.title, input=i.input, reference=i.reference)
                for i in sample_items(items, wanted, seed)]
-    cut = not isinstance(source, CopySet) and Path(source).suffix.lower() in (".txt", ".epub", ".md")
     return CleanItems(matched, _prefix_shortfall(book_prefix, matched, cut))
 
 

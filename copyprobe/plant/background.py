@@ -75,31 +75,20 @@ def overlapping(texts: Sequence[str], corpus_texts: Sequence[str], n: int = OVER
     boundaries, and every passage holding part of it counts. Without, each text is read
     on its own: passages drawn at random from a corpus (a plant's members) do not continue
     one another, and a run across two of them is in no passage."""
-    if running:
-        corpus_words = [w for text in corpus_texts for w in normalised_words(text)]
-        runs = {tuple(corpus_words[i:i + n]) for i in range(len(corpus_words) - n + 1)}
-    else:
-        runs = {tuple(ws[i:i + n]) for ws in map(normalised_words, corpus_texts) for i in range(len(ws) - n + 1)}
-    whole = {tuple(ws) for ws in map(normalised_words, corpus_texts) if len(ws) < n}
-    if not running:
-        flags = []
-        for text in texts:
-            ws = normalised_words(text)
-            flags.append(tuple(ws) in whole if len(ws) < n
-                          else any(tuple(ws[i:i + n]) in runs for i in range(len(ws) - n + 1)))
-        return flags
-    words: list[str] = []
-    owner: list[int] = []  # the text each word of the stream belongs to
-    flags = []
-    for k, text in enumerate(texts):
-        ws = normalised_words(text)
-        words.extend(ws)
-        owner.extend([k] * len(ws))
-        flags.append(len(ws) < n and tuple(ws) in whole)
-    for i in range(len(words) - n + 1):
-        if tuple(words[i:i + n]) in runs:
-            for k in set(owner[i:i + n]):
-                flags[k] = True
+    corpus_lists = [normalised_words(text) for text in corpus_texts]
+    text_lists = [normalised_words(text) for text in texts]
+    corpus = [[w for ws in corpus_lists for w in ws]] if running else corpus_lists
+    runs = {tuple(words[i:i + n]) for words in corpus for i in range(len(words) - n + 1)}
+    whole = {tuple(ws) for ws in corpus_lists if len(ws) < n}
+    flags = [len(ws) < n and tuple(ws) in whole for ws in text_lists]
+    # (words, the text each word belongs to): one stream of every text, or each text alone
+    streams = ([([w for ws in text_lists for w in ws], [k for k, ws in enumerate(text_lists) for _ in ws])]
+               if running else [(ws, [k] * len(ws)) for k, ws in enumerate(text_lists)])
+    for words, owner in streams:
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) in runs:
+                for k in set(owner[i:i + n]):
+                    flags[k] = True
     return flags
 
 
