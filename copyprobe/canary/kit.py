@@ -404,7 +404,7 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
         raise DataError(f"{source} is not the document the kit was made from (sha256 differs; give the document as "
                         "it was before marking, not the marked copy)")
     public = Path(published) if published is not None else kit_path / manifest["document"]["file"]
-    public_text = _read_document(public, "the published document", "the marked document as it was published")
+    public_text = _published_text(public)
     marked, drawn = draw_kit(text, Path(manifest["document"]["file"]).name,
                              n_candidates=len(canaries[0].candidates), style=manifest["style"],
                              repeat=int(manifest["repeat"]), seed=manifest["seed"], n_canaries=len(canaries),
@@ -427,7 +427,63 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
     if drawn["document"]["sha256"] != manifest["document"]["sha256"]:
         differences.append("the manifest records another marked document than the one the seed makes")
     if public_text != marked:
-        differences.append(f"{public} is not the marked document the seed makes from this document with "
-                           f"{len(canaries)} canar{'y' if len(canaries) == 1 else 'ies'} (canaries dropped from the "
-                           "manifest, or another text; a reformatted copy must be given as the text that was marked)")
+        places = word_differences(normalise(marked).text.split(), normalise(public_text).text.split())
+        if places:
+            n = len(canaries)
+            missing = [c["index"] for c in drawn["canaries"]
+                       if not contains(public_text, c["candidates"][c["published"]])]
+            differences.append(
+                f"{public} is not the marked document the seed makes from this document with {n} "
+                f"canar{'y' if n == 1 else 'ies'}, even with case, punctuation, dashes, line breaks and markup "
+                f"set aside: it differs in {len(places)} place{'' if len(places) == 1 else 's'} ("
+                + "; ".join(places[:SHOWN_PLACES]) + (", ..." if len(places) > SHOWN_PLACES else "") + ")"
+                + (f"; the seed's canar{'y' if len(missing) == 1 else 'ies'} {', '.join(map(str, missing))} "
+                   f"{'is' if len(missing) == 1 else 'are'} not in it" if missing else "")
+                + ". Canaries dropped from the manifest, or another text; a published copy with front matter, "
+                "page numbers or running heads must be given as the text that was marked")
     return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"))
+
+
+SHOWN_PLACES = 3  # places of a published copy's difference named in a message
+_EXCERPT_WORDS = 8
+
+
+def _excerpt(words: list[str]) -> str:
+    shown = " ".join(words[:_EXCERPT_WORDS])
+    return f"'{shown}{' ...' if len(words) > _EXCERPT_WORDS else ''}' ({len(words)} word{'' if len(words) == 1 else 's'})"
+
+
+def word_differences(drawn: list[str], published: list[str]) -> list[str]:
+    """Where the ``published`` words differ from the ``drawn`` ones, one phrase a place
+    (word numbers are the draw's, from 1)."""
+    from difflib import SequenceMatcher
+
+    places = []
+    if drawn == published:
+        return []
+    # autojunk (words in over 1% of a long text are no anchors) keeps a book's diff fast; the
+    # equal stretches it finds are still equal, the places it names only coarser
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, drawn, published).get_opcodes():
+        if op == "insert":
+            where = ("before the text" if i1 == 0 else "after its end" if i1 == len(drawn)
+                     else f"after word {i1} of the draw")
+            places.append(f"adds {_excerpt(published[j1:j2])} {where}")
+        elif op == "delete":
+            places.append(f"lacks {_excerpt(drawn[i1:i2])} at word {i1 + 1}")
+        elif op == "replace":
+            places.append(f"has {_excerpt(published[j1:j2])} where the draw has {_excerpt(drawn[i1:i2])} "
+                          f"at word {i1 + 1}")
+    return places
+
+
+def _published_text(path: Path) -> str:
+    """The text of the published copy: HTML, EPUB, PDF and DOCX through the audit's
+    readers (the words survive, the layout does not: the comparison is normalised);
+    anything else as UTF-8 text."""
+    from copyprobe.data import books
+
+    if path.suffix.lower() in books.BOOK_SUFFIXES and path.suffix.lower() not in books.TEXT_SUFFIXES + \
+            books.MARKDOWN_SUFFIXES:
+        refuse_special_file(path, "the published document")
+        return books.read_book(path)
+    return _read_document(path, "the published document", "the marked document as it was published")

@@ -157,3 +157,93 @@ def test_a_kit_that_does_not_say_which_version_made_it_is_not_accused(kit, capsy
     assert main(["canary", "verify", str(made.dir), "--source", str(doc)]) == 1
     out = capsys.readouterr().out
     assert "does not say which copyprobe made it" in out and "not evidence" not in out
+
+
+def _as_html(text: str) -> str:
+    """The marked text as a publisher's HTML: paragraphs as <p>, curly apostrophes as
+    entities, a heading's case changed and lines wrapped anew."""
+    import html
+    import textwrap
+
+    paragraphs = [textwrap.fill(html.escape(p, quote=False).replace("'", "&rsquo;"), 37)
+                  for p in text.split("\n\n") if p.strip()]
+    return "<html><body>\n" + "\n".join(f"<p>{p}</p>" for p in paragraphs) + "\n</body></html>\n"
+
+
+def test_a_reformatted_published_copy_verifies(kit, tmp_path, capsys):
+    made, doc = kit
+    public = tmp_path / "as-published.html"
+    public.write_text(_as_html(made.document.read_text()))
+    assert verify_kit(made.dir, doc, published=public).differences == []
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc), "--published", str(public)]) == 0
+
+
+@pytest.mark.parametrize("suffix", [".pdf", ".docx"])
+def test_a_published_pdf_or_docx_verifies(kit, tmp_path, suffix):
+    made, doc = kit
+    public = tmp_path / f"as-published{suffix}"
+    paragraphs = [p for p in made.document.read_text().split("\n\n") if p.strip()]
+    if suffix == ".pdf":
+        pytest.importorskip("reportlab")
+        from reportlab.platypus import Paragraph, SimpleDocTemplate
+        from reportlab.lib.styles import getSampleStyleSheet
+
+        style = getSampleStyleSheet()["BodyText"]
+        SimpleDocTemplate(str(public)).build([Paragraph(p.replace("&", "&amp;"), style) for p in paragraphs])
+    else:
+        docx = pytest.importorskip("docx")
+        document = docx.Document()
+        for p in paragraphs:
+            document.add_paragraph(p)
+        document.save(str(public))
+    assert verify_kit(made.dir, doc, published=public).differences == []
+
+
+def test_words_added_in_publishing_are_named_not_forgiven(kit, tmp_path):
+    """Front matter is refused, because a canary dropped from the manifest may stand at
+    the document's first boundary and would read as front matter; the message says where."""
+    made, doc = kit
+    public = tmp_path / "as-published.html"
+    public.write_text(_as_html("Copyright 2026 Kellmouth Press.\n\n" + made.document.read_text()))
+    (differs,) = verify_kit(made.dir, doc, published=public).differences
+    assert "differs in 1 place (adds 'copyright 2026 kellmouth press' (4 words) before the text)" in differs
+    assert "is not in it" not in differs  # every canary is still there
+
+
+def test_a_canary_missing_from_a_reformatted_copy_is_named(kit, tmp_path):
+    made, doc = kit
+    gone = made.canaries[1].text
+    marked = made.document.read_text()
+    assert marked.count(gone) == 1
+    public = tmp_path / "as-published.html"
+    public.write_text(_as_html(marked.replace(gone, "")))
+    (differs,) = verify_kit(made.dir, doc, published=public).differences
+    n = len(gone.split())
+    assert re.search(rf"differs in 1 place \(lacks '[^']*' \({n} words\) at word \d+\); the seed's canary 1 is not "
+                     "in it", differs), differs
+
+
+def test_canaries_dropped_from_the_manifest_are_found_in_a_reformatted_public_copy(kit, tmp_path):
+    made, doc = kit
+    public = tmp_path / "as-published.html"
+    public.write_text(_as_html(made.document.read_text()))
+    marked, two = draw_kit(DOC, "book.txt", n_candidates=20, n_canaries=2, style="words", seed="verify")
+    _edit(made.dir, lambda m: m.update(canaries=two["canaries"], document=two["document"]))
+    made.document.write_text(marked)
+    assert verify_kit(made.dir, doc).differences == []
+    (differs,) = verify_kit(made.dir, doc, published=public).differences
+    assert differs.startswith(f"{public} is not the marked document the seed makes from this document with 2 "
+                              "canaries, even with case, punctuation")
+
+
+def test_word_differences_name_each_place_in_the_draws_words():
+    from copyprobe.canary.kit import word_differences
+
+    drawn = "the boats stayed tied to the wall all winter".split()
+    assert word_differences(drawn, list(drawn)) == []
+    assert word_differences(drawn, ["press"] + drawn + ["end"]) == [
+        "adds 'press' (1 word) before the text", "adds 'end' (1 word) after its end"]
+    assert word_differences(drawn, drawn[:3] + drawn[5:]) == ["lacks 'tied to' (2 words) at word 4"]
+    assert word_differences(drawn, drawn[:2] + ["were"] + drawn[3:]) == [
+        "has 'were' (1 word) where the draw has 'stayed' (1 word) at word 3"]
+    assert word_differences(drawn, drawn[:4] + ["near"] + drawn[4:]) == ["adds 'near' (1 word) after word 4 of the draw"]

@@ -55,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify = actions.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP)
     verify.add_argument("manifest", metavar="KIT", help="kit directory, or its private/manifest.json")
     verify.add_argument("--source", required=True, help="the document as it was before `canary make` marked it")
-    verify.add_argument("--published", help="the marked document as it was made public, as text (default: the kit's "
-                        "copy, which whoever holds the manifest can rewrite with it)")
+    verify.add_argument("--published", help="the marked document as it was made public: text, HTML, EPUB, PDF or DOCX, "
+                        "compared with case, punctuation and layout set aside (default: the kit's copy, which "
+                        "whoever holds the manifest can rewrite with it)")
     verify.set_defaults(func=run_verify)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
