@@ -404,7 +404,7 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
         raise DataError(f"{source} is not the document the kit was made from (sha256 differs; give the document as "
                         "it was before marking, not the marked copy)")
     public = Path(published) if published is not None else kit_path / manifest["document"]["file"]
-    public_text = _published_text(public)
+    public_text = _published_text(public, Path(manifest["document"]["file"]).suffix)
     marked, drawn = draw_kit(text, Path(manifest["document"]["file"]).name,
                              n_candidates=len(canaries[0].candidates), style=manifest["style"],
                              repeat=int(manifest["repeat"]), seed=manifest["seed"], n_canaries=len(canaries),
@@ -476,14 +476,16 @@ def word_differences(drawn: list[str], published: list[str]) -> list[str]:
     return places
 
 
-def _published_text(path: Path) -> str:
+def _published_text(path: Path, marked_suffix: str) -> str:
     """The text of the published copy: HTML, EPUB, PDF and DOCX through the audit's
-    readers (the words survive, the layout does not: the comparison is normalised);
-    anything else as UTF-8 text."""
+    readers (the words survive, the layout does not: the comparison is normalised),
+    unless the marked document was a file of that type itself (an HTML page marked as
+    written: its copy is compared as written too); anything else as UTF-8 text."""
     from copyprobe.data import books
 
-    if path.suffix.lower() in books.BOOK_SUFFIXES and path.suffix.lower() not in books.TEXT_SUFFIXES + \
-            books.MARKDOWN_SUFFIXES:
+    suffix = path.suffix.lower()
+    rendered = set(books.BOOK_SUFFIXES) - set(books.TEXT_SUFFIXES + books.MARKDOWN_SUFFIXES)
+    if suffix in rendered and suffix != marked_suffix.lower():
         refuse_special_file(path, "the published document")
         return books.read_book(path)
     return _read_document(path, "the published document", "the marked document as it was published")

@@ -247,3 +247,14 @@ def test_word_differences_name_each_place_in_the_draws_words():
     assert word_differences(drawn, drawn[:2] + ["were"] + drawn[3:]) == [
         "has 'were' (1 word) where the draw has 'stayed' (1 word) at word 3"]
     assert word_differences(drawn, drawn[:4] + ["near"] + drawn[4:]) == ["adds 'near' (1 word) after word 4 of the draw"]
+
+
+def test_a_kit_of_an_html_page_verifies_against_its_own_copy(tmp_path):
+    """An HTML page marked as written (head, title and all) is compared as written, not
+    through the book reader, which would drop its head and call the kit changed."""
+    page = tmp_path / "page.html"
+    page.write_text("<html><head><title>Kellmouth notes</title><style>p {margin: 0}</style></head><body>\n\n"
+                    + DOC.strip() + "\n\n</body></html>\n")  # prose paragraphs between tag lines
+    made = make_kit(page, tmp_path / "kit", n_candidates=20, n_canaries=1, style="words", seed="page")
+    assert verify_kit(made.dir, page).differences == []
+    assert verify_kit(made.dir, page, published=made.document).differences == []
