@@ -360,6 +360,7 @@ class Redraw:
 
     differences: list[str]
     made_by: str | None
+    as_words: bool = False  # the published copy equals the draw's text in its words only (reformatted)
 
     @property
     def other_version(self) -> bool | None:
@@ -441,7 +442,7 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
                    f"{'is' if len(missing) == 1 else 'are'} not in it" if missing else "")
                 + ". Canaries dropped from the manifest, or another text; a published copy with front matter, "
                 "page numbers or running heads must be given as the text that was marked")
-    return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"))
+    return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"), as_words=public_text != marked)
 
 
 SHOWN_PLACES = 3  # places of a published copy's difference named in a message

@@ -174,8 +174,11 @@ def test_a_reformatted_published_copy_verifies(kit, tmp_path, capsys):
     made, doc = kit
     public = tmp_path / "as-published.html"
     public.write_text(_as_html(made.document.read_text()))
-    assert verify_kit(made.dir, doc, published=public).differences == []
+    redraw = verify_kit(made.dir, doc, published=public)
+    assert redraw.differences == [] and redraw.as_words
     assert main(["canary", "verify", str(made.dir), "--source", str(doc), "--published", str(public)]) == 0
+    assert f"and {public} (its words: case, punctuation" in capsys.readouterr().out
+    assert not verify_kit(made.dir, doc).as_words  # the kit's own copy is the marked text itself
 
 
 @pytest.mark.parametrize("suffix", [".pdf", ".docx"])

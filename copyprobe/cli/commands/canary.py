@@ -186,6 +186,8 @@ def run_verify(args: argparse.Namespace) -> int:
     redraw = verify_kit(args.manifest, args.source, args.published)
     if not redraw.differences:
         copy = args.published or "the kit's copy of the published text (give --published to check the public one)"
+        if redraw.as_words:
+            copy += " (its words: case, punctuation, dashes, line breaks and markup set aside)"
         print(f"the kit is what its seed draws from {args.source}: every candidate, published choice and place, "
               f"and {copy}")
         return 0
