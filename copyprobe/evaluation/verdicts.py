@@ -112,12 +112,14 @@ def smallest_adjusted_p(test: str, k: int, n_suspects: int, factor: float = 1.0)
     return min(1.0, max(1, n_suspects) * factor * min_p(test, k))
 
 
-def normality(clean: Sequence[float], alpha: float, n_suspects: int = 1) -> dict[str, Any] | None:
+def normality(clean: Sequence[float], alpha: float, n_suspects: int = 1,
+              what: str = "the clean documents' scores") -> dict[str, Any] | None:
     """Shapiro-Wilk on the clean documents' scores, which the t test takes for normal: its
     p-value, and a note when it is below :data:`NORMALITY_LEVEL`. A skewed or heavy-tailed
     null makes the t test's p-values too small (a review's simulation: lognormal scores,
     19 clean documents, 5.3% below 0.01); the note says so and what the rank test needs.
-    With few clean documents the check has little power: no note is no proof of normality."""
+    With few clean documents the check has little power: no note is no proof of normality.
+    ``what`` names the scores in the note (those a suspect was tested on)."""
     from scipy import stats
 
     values = [float(v) for v in clean if v is not None and math.isfinite(v)]
@@ -129,10 +131,35 @@ def normality(clean: Sequence[float], alpha: float, n_suspects: int = 1) -> dict
         return None
     out: dict[str, Any] = {"test": "Shapiro-Wilk", "p": p}
     if p < NORMALITY_LEVEL:
-        out["note"] = (f"the clean documents' scores do not look normal (Shapiro-Wilk p = {_fmt_p(p)}), which the t "
+        out["note"] = (f"{what} do not look normal (Shapiro-Wilk p = {_fmt_p(p)}), which the t "
                        f"test assumes: its p-values may then be too small; the rank test assumes nothing of their "
                        f"shape and needs at least {clean_needed('rank', alpha, n_suspects)} clean documents")
     return out
+
+
+def _own_normality(on_own: Sequence[str], clean: Sequence[str], target_own: dict[str, float], witness, alpha: float,
+                   n_suspects: int) -> dict[str, Any] | None:
+    """The normality check of the scores the suspects ``on_own`` would be t-tested on: the
+    target's own (the reference model knowing them), not the calibrated ones. The witness
+    sends there the texts every model finds easy, the right tail a skewed null puts too
+    little weight on, so there the check binds: below :data:`NORMALITY_LEVEL` they get no
+    p-value (benchmarks/results/t_skew.md)."""
+    if not on_own:
+        return None
+    names = [_name(s) for s in on_own]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    what = (f"the clean documents' {witness.raw_method} scores, which {shown} {'was' if len(names) == 1 else 'were'} "
+            f"tested on (the reference model knows {'it' if len(names) == 1 else 'them'}),")
+    shape = normality([target_own[c] for c in clean], alpha, n_suspects, what)
+    if shape is None:
+        return None
+    if "note" in shape:
+        one = len(names) == 1
+        shape["note"] = (f"{what} do not look normal (Shapiro-Wilk p = {_fmt_p(shape['p'])}), which the t test "
+                         f"assumes, so {'it gets' if one else 'they get'} `cannot tell` rather than a p-value that "
+                         f"may be too small; the rank test assumes nothing of their shape and needs at least "
+                         f"{clean_needed('rank', alpha / path_factors(None)['own'], n_suspects)} clean documents")
+    return {**shape, "method": witness.raw_method, "documents": names}
 
 
 def rank_p(x: float, clean: Sequence[float]) -> float:
@@ -344,13 +371,20 @@ def verdicts(
     ties = tied(clean_scores) if p_test != test else 0
     n_tested = len(tested)  # Holm's family below: every suspect with a scored passage
     needed = clean_needed(p_test, alpha, n_tested)
+    # the target's own score is tested by the t test only where its clean scores look normal:
+    # the witness sends there the texts every model finds easy, the right tail a skewed null
+    # puts too little weight on (benchmarks/results/t_skew.md); a choice from the clean
+    # scores alone, so it cannot make a claim, only withhold one
+    on_own = [s for s in switched if s not in blocked and test_of[s] == "t"]
+    own_shape = _own_normality(on_own, clean, target_own, witness, alpha, n_tested) if k >= MIN_CLEAN_T else None
+    skewed = set(on_own) if own_shape and "note" in own_shape else set()
     raw_p = {}
     for s in tested:
-        if s not in blocked and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
+        if s not in blocked and s not in skewed and k >= 1 and (test_of[s] == "rank" or k >= MIN_CLEAN_T):
             raw_p[s] = min(1.0, split.get(s, 1) * test_p(score_of[s][s], [score_of[s][c] for c in clean], test_of[s]))
     # a suspect left without a test by the reference's scores (blocked) stays in Holm's family
     # at p = 1: which suspects are tested must not shrink the others' adjustment
-    family = {**raw_p, **{s: 1.0 for s in blocked}}
+    family = {**raw_p, **{s: 1.0 for s in blocked | skewed}}
     adjusted = {s: a for s, a in zip(family, holm(list(family.values()))) if s in raw_p}
     n_family = max(1, len(family))
     # Holm's smallest adjusted p is n times the family's smallest p, whichever suspect has it
@@ -404,10 +438,18 @@ def verdicts(
             verdict, why = CANNOT_TELL, f"the reference model knows it and {witness.raw_method} alone is no test"
             reason = (f"{name} ranks {_ordinal(row['rank'])} of {row['of']} documents by {witness.raw_method}, but "
                       f"{witness.raw_method} alone is no valid test: {unfit}")
+        if s in skewed:
+            raw = witness.raw_method
+            verdict, why = CANNOT_TELL, f"the reference model knows it and the clean {raw} scores do not look normal"
+            reason = (f"{name} ranks {_ordinal(row['rank'])} of {row['of']} documents by {raw}, but the clean "
+                      f"documents' {raw} scores do not look normal (Shapiro-Wilk p = {_fmt_p(own_shape['p'])}), "
+                      f"which the t test on {raw} assumes, and the reference model knowing {name}, the calibrated "
+                      f"score cannot show the target's exposure; the rank test assumes nothing of the scores' shape "
+                      f"and needs at least {clean_needed('rank', alpha / factors['own'], n_tested)} clean documents")
         if s in judgements:
             reason = witness_clause(witness, name, judgements[s], _fmt_p) + reason
         row["verdict"], row["reason"] = verdict, reason
-        row["note"] = why if s not in switched or s in blocked else (
+        row["note"] = why if s not in switched or s in blocked | skewed else (
             f"on {witness.raw_method}: the reference model knows it" + (f"; {why}" if why else ""))
         row["line"] = _line(row)
         row["sentence"] = _sentence(verdict, name, reason, row.get("p_adjusted"), k)
@@ -425,7 +467,8 @@ def verdicts(
                  "multiple_testing": "Holm over suspect documents" if len(family) > 1 else None,
                  **({"witness_factors": factors} if any(v > 1 for v in split.values()) else {}),
                  **({"normality": shape} if (shape := normality(clean_scores, alpha, n_tested) if p_test == "t" else None)
-                    else {})},
+                    else {}),
+                 **({"normality_own": own_shape} if own_shape else {})},
         "guard": {"features": FEATURES, "level": GUARD_LEVEL, **({"test": guard_test} if guard_test != "rank" else {})},
         "rule": rule(guard_test),
         "baseline": {

@@ -267,3 +267,59 @@ def test_the_witness_keeps_the_false_claim_rate_at_alpha_on_texts_no_model_saw()
                           witness=witness)
         claims += report["documents"][0]["verdict"] == EVIDENCE
     assert claims <= stats.binom.ppf(0.995, trials, alpha)
+
+
+def test_the_normality_check_reads_the_scores_a_switched_suspect_was_tested_on(capsys):
+    """Easiness shared by both models and skewed across documents cancels in the
+    calibrated score but stays in the target's own: the calibrated clean scores look
+    normal, the loss scores the switched suspect is tested on do not, and the note must
+    say so (a review's simulation: 97% of such false claims went through loss, where the
+    check, run on the calibrated scores, showed 6 of 147)."""
+    rng = random.Random(5)
+    quantiles = stats.norm.ppf((np.arange(1, 20) - 0.5) / 19)  # the calibrated scores: exactly normal-looking
+    easiness = np.exp(1.5 * stats.norm.ppf((np.arange(1, 20) - 0.5) / 19)[rng.sample(range(19), 19)])
+    rows, texts = [], {}
+    docs = [("suspect:book", -1.0 + 30.0, -1.0 + 30.0)] + [
+        (f"clean:c{k}", -3.0 + easiness[k] + 0.2 * quantiles[k], -3.0 + easiness[k]) for k in range(19)]
+    for doc, t, r in docs:
+        pid = f"{doc}-0"
+        rows.append({"id": pid, "doc_id": doc, "label": int(doc.startswith("suspect")), "reference": t - r, "loss": t,
+                     "details": {"reference": {"target": t, "reference": r}}})
+        texts[pid] = " ".join(rng.choice(WORDS) for _ in range(40))
+    report = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t",
+                            witness_context={"model": "gemma-3-270m", "could_have_seen": True, "basis": "b"})
+    assert report["witness"]["switched"] == ["book"]
+    calibrated = [r["reference"] for r in rows if r["label"] == 0]
+    own = [r["loss"] for r in rows if r["label"] == 0]
+    assert report["test"]["normality"]["p"] == pytest.approx(stats.shapiro(calibrated).pvalue)
+    assert "note" not in report["test"]["normality"]
+    shape = report["test"]["normality_own"]
+    assert shape["p"] == pytest.approx(stats.shapiro(own).pvalue) and shape["p"] < 0.05
+    assert shape["method"] == "loss" and shape["documents"] == ["book"]
+    assert shape["note"].startswith("the clean documents' loss scores, which book was tested on (the reference "
+                                    "model knows it), do not look normal")
+    assert "so it gets `cannot tell`" in shape["note"] and "at least 124 clean documents" in shape["note"]
+    # the check binds there: loss alone ranks the suspect first, far above every clean document,
+    # but a skewed null makes such a p-value untrustworthy, so it gets none
+    row = report["documents"][0]
+    assert row["rank"] == 1 and row["tested_on"] == "loss"
+    assert row["verdict"] == "cannot tell" and row["p"] is None
+    assert "the clean documents' loss scores do not look normal (Shapiro-Wilk p = " in row["reason"]
+    # the same clean loss scores made normal: the suspect is tested on loss and claimed
+    normal = [dict(r) for r in rows]
+    for r, q in zip(normal[1:], quantiles):
+        r["details"] = {"reference": {"target": -3.0 + q, "reference": -3.2 + 0.2 * q}}
+        r["loss"], r["reference"] = -3.0 + q, 0.2 + 0.8 * q
+    fine = audit_verdicts(normal, "reference", {}, 0.01, texts, test="t", guard_test="t",
+                          witness_context={"model": "gemma-3-270m", "could_have_seen": True, "basis": "b"})
+    assert "note" not in fine["test"]["normality_own"] and fine["documents"][0]["verdict"] == "evidence"
+    from copyprobe.cli.commands.audit import _print
+
+    _print(report)
+    assert f"note: {shape['note']}" in capsys.readouterr().out
+    # a suspect the reference does not know is tested on the calibrated score: no check of loss
+    rows[0]["details"]["reference"]["reference"] = -3.0
+    rows[0]["reference"] = rows[0]["loss"] + 3.0
+    plain = audit_verdicts(rows, "reference", {}, 0.01, texts, test="t", guard_test="t",
+                           witness_context={"model": "gemma-3-270m", "could_have_seen": True, "basis": "b"})
+    assert not (plain.get("witness") or {}).get("switched") and "normality_own" not in plain["test"]

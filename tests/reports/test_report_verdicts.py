@@ -460,3 +460,10 @@ def test_the_normality_check_of_the_t_test_is_shown(tmp_path):
     path.write_text(json.dumps(report))
     assumptions = {r[0]: r[1] for r in Page(render_report(run_dir)).tables["verdict-test-table"]["rows"]}["assumptions"]
     assert "against a normal distribution: Shapiro-Wilk p = 0.41" in assumptions
+    # the scores a suspect the reference model knows was tested on are checked too
+    report["test"]["normality_own"] = {"test": "Shapiro-Wilk", "p": 0.003, "method": "loss", "documents": ["lost"],
+                                       "note": "the clean documents' loss scores, which lost was tested on (the "
+                                       "reference model knows it), do not look normal (Shapiro-Wilk p = 0.003)"}
+    path.write_text(json.dumps(report))
+    assumptions = {r[0]: r[1] for r in Page(render_report(run_dir)).tables["verdict-test-table"]["rows"]}["assumptions"]
+    assert "Shapiro-Wilk p = 0.41" in assumptions and "loss scores, which lost was tested on" in assumptions

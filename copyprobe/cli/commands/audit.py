@@ -122,8 +122,9 @@ def _print(report: dict[str, Any]) -> None:
         print(f"p-values from the rank test: {test['tied_clean_documents']} clean documents share their score with "
               f"another (a score with few possible values), which a normal model cannot give")
     print(f"assumes: {test['assumptions']}")
-    if (test.get("normality") or {}).get("note"):
-        print(f"note: {test['normality']['note']}")
+    for key in ("normality", "normality_own"):
+        if (test.get(key) or {}).get("note"):
+            print(f"note: {test[key]['note']}")
     header = f"{'document':<28} {'score':>8} {'rank':>7} {'p':>9} {'style':>7} {'length':>7}  verdict"
     print(header)
     print("-" * len(header))

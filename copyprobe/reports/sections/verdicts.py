@@ -392,6 +392,7 @@ def _test(verdicts: dict, alpha: float) -> dict[str, Any] | None:
         "multiple_testing": str(test.get("multiple_testing") or "none (fewer than two suspect documents tested)"),
         "holm": bool(test.get("multiple_testing")),
         "normality": _dict(test.get("normality")),
+        "normality_own": _dict(test.get("normality_own")),
     }
 
 
