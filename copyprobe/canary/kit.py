@@ -361,6 +361,7 @@ class Redraw:
     differences: list[str]
     made_by: str | None
     as_words: bool = False  # the published copy equals the draw's text in its words only (reformatted)
+    copy_only: bool = False  # the manifest is the draw; only the published copy differs from what it marks
 
     @property
     def other_version(self) -> bool | None:
@@ -427,6 +428,7 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
             differences.append(f"canary {k}: placed at {kept['positions']}; the seed places it at {fresh['positions']}")
     if drawn["document"]["sha256"] != manifest["document"]["sha256"]:
         differences.append("the manifest records another marked document than the one the seed makes")
+    in_manifest = bool(differences)
     if public_text != marked:
         places = word_differences(normalise(marked).text.split(), normalise(public_text).text.split())
         if places:
@@ -442,7 +444,8 @@ def verify_kit(kit_dir: str | os.PathLike, source: str | os.PathLike,
                    f"{'is' if len(missing) == 1 else 'are'} not in it" if missing else "")
                 + ". Canaries dropped from the manifest, or another text; a published copy with front matter, "
                 "page numbers or running heads must be given as the text that was marked")
-    return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"), as_words=public_text != marked)
+    return Redraw(differences, (manifest.get("versions") or {}).get("copyprobe"), as_words=public_text != marked,
+                  copy_only=bool(differences) and not in_manifest)
 
 
 SHOWN_PLACES = 3  # places of a published copy's difference named in a message

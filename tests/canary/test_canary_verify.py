@@ -60,9 +60,11 @@ def test_canaries_dropped_from_the_manifest_are_found_by_the_published_text(kit,
         manifest["canaries"], manifest["document"] = two["canaries"], two["document"]
 
     _edit(made.dir, drop)
-    (differs,) = verify_kit(made.dir, doc).differences
+    redraw = verify_kit(made.dir, doc)
+    (differs,) = redraw.differences
     assert differs.startswith(f"{made.document} is not the marked document the seed makes from this document with "
                               "2 canaries")
+    assert redraw.copy_only  # the rewritten manifest is a draw; the text gives it away
     made.document.write_text(marked)  # the kit's copy rewritten as well: only the public copy tells
     assert verify_kit(made.dir, doc).differences == []
     (differs,) = verify_kit(made.dir, doc, published=public).differences
@@ -202,15 +204,22 @@ def test_a_published_pdf_or_docx_verifies(kit, tmp_path, suffix):
     assert verify_kit(made.dir, doc, published=public).differences == []
 
 
-def test_words_added_in_publishing_are_named_not_forgiven(kit, tmp_path):
+def test_words_added_in_publishing_are_named_not_forgiven(kit, tmp_path, capsys):
     """Front matter is refused, because a canary dropped from the manifest may stand at
     the document's first boundary and would read as front matter; the message says where."""
     made, doc = kit
     public = tmp_path / "as-published.html"
     public.write_text(_as_html("Copyright 2026 Kellmouth Press.\n\n" + made.document.read_text()))
-    (differs,) = verify_kit(made.dir, doc, published=public).differences
+    redraw = verify_kit(made.dir, doc, published=public)
+    (differs,) = redraw.differences
     assert "differs in 1 place (adds 'copyright 2026 kellmouth press' (4 words) before the text)" in differs
     assert "is not in it" not in differs  # every canary is still there
+    # the manifest is the draw: the last line must not say the kit was changed
+    assert redraw.copy_only
+    assert main(["canary", "verify", str(made.dir), "--source", str(doc), "--published", str(public)]) == 1
+    out = capsys.readouterr().out
+    assert "the manifest is what its seed draws; the published copy is not the text it marks" in out
+    assert "the kit was changed after it was drawn" not in out
 
 
 def test_a_canary_missing_from_a_reformatted_copy_is_named(kit, tmp_path):

@@ -193,7 +193,12 @@ def run_verify(args: argparse.Namespace) -> int:
         return 0
     for line in redraw.differences:
         print(f"DIFFERS: {line}")
-    if redraw.other_version:
+    if redraw.copy_only:
+        print("the manifest is what its seed draws; the published copy is not the text it marks. If publishing "
+              "added words (front matter, page numbers, running heads), cut them and verify again; if this is the "
+              "copy as published, canaries were dropped from the manifest or another text was published, and a "
+              "test with this kit is not evidence")
+    elif redraw.other_version:
         print(f"the kit was made by copyprobe {redraw.made_by} and this is {versions()['copyprobe']}: a generator "
               "changed since would also draw another kit; check with the version that made it")
     elif redraw.other_version is None:
