@@ -169,6 +169,24 @@ def check_overlap(suspect: list[Example], clean: list[Example]) -> None:
                             f"must hold other documents, ones the model cannot have seen")
 
 
+def check_duplicates(examples: list[Example], side: str) -> None:
+    """Two documents of one side with the same text are an error: the test would count one
+    document twice (a book given as .txt and .epub; clean files copied under other names),
+    and each copy adds a document that is not there (a rank test at alpha 0.05 claimed a
+    suspect with 8 clean documents given three times each, which cannot reach 0.05)."""
+    by_doc: dict[str, list[str]] = {}
+    for e in examples:
+        by_doc.setdefault(str(e.doc_id), []).append(_norm(e.text))
+    seen: dict[str, str] = {}
+    for doc, passages in by_doc.items():
+        text = " ".join(passages)
+        if text in seen:
+            first, name = seen[text].split(":", 1)[-1], doc.split(":", 1)[-1]
+            raise DataError(f"{side} documents {first} and {name} have the same text: give each document once (the "
+                            f"test would count it as two documents)")
+        seen[text] = doc
+
+
 def witness_factors(method: str, params: Mapping[str, Any] | None, target_spec: str | None,
                     published: str | None) -> dict[str, float] | None:
     """What the witness will multiply a suspect's p-value by on each of its two paths
@@ -623,6 +641,8 @@ def audit(
         suspect_examples, _ = first_passages(suspect_examples, {}, limit)
         clean_examples, _ = first_passages(clean_examples, {}, limit)
     check_overlap(suspect_examples, clean_examples)
+    check_duplicates(suspect_examples, "suspect")
+    check_duplicates(clean_examples, "clean")
     # the witness's factor is known here for a named method whose reference resolves without
     # the model (auto's choice, and a reference left to the loaded model's spec, wait for it:
     # charged now, a factor the verdicts would not apply could refuse a run they could claim)

@@ -167,6 +167,33 @@ def test_suspect_identical_to_clean_is_an_error(tmp_path, capsys):
     assert not (tmp_path / "run" / "run.json").exists()
 
 
+def test_one_document_given_twice_on_a_side_is_an_error(tmp_path, capsys):
+    """A book given as .txt and .md, or clean files copied under other names, would count
+    one document as several: the group test sees three suspects, the rank test a clean set
+    three times its size. Refused before any model work, naming both copies."""
+    text = "The harbour at Kellmouth had been quiet for most of that winter, and the boats stayed tied."
+    (tmp_path / "suspect").mkdir()
+    (tmp_path / "suspect" / "book.txt").write_text(text + "\n")
+    (tmp_path / "suspect" / "book.md").write_text(text + "\n")
+    (tmp_path / "clean").mkdir()
+    for k in range(4):
+        (tmp_path / "clean" / f"c{k}.txt").write_text(f"Fresh text number {k} about a lamp keeper and a ship.\n")
+    (tmp_path / "clean2").mkdir()
+    (tmp_path / "clean2" / "x.txt").write_text("A wholly other text.\n")
+    for k in range(4):
+        body = f"Fresh text number {k} about a lamp keeper and a ship.\n"
+        (tmp_path / "clean2" / f"c{k}.txt").write_text(body)
+        (tmp_path / "clean2" / f"copy{k}.txt").write_text(body)
+    for suspect, clean, says in (("suspect", "clean", "suspect documents book.md and book.txt have the same text"),
+                                 ("suspect/book.txt", "clean2", "clean documents c0 and copy0 have the same text")):
+        code = main(["audit", "--model", "fake", "--suspect", str(tmp_path / suspect), "--clean", str(tmp_path / clean),
+                     "--method", "loss", "--out", str(tmp_path / "run"), "--no-cache", "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.strip().splitlines() == [f"copyprobe: error: {says}: give each document once (the test would "
+                                                          "count it as two documents)"], err
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
 def test_audit_bad_alpha(tmp_path, capsys):
     code = main(["audit", "--model", "fake", "--suspect", "x.jsonl", "--clean", "y.jsonl", "--alpha", "2",
                  "--out", str(tmp_path / "r")])
