@@ -259,6 +259,19 @@ def test_blind_warning_recomputed_when_not_stored(tmp_path):
     assert "blind-warning" in Page(render_report(run_dir)).ids
 
 
+def test_no_blind_warning_where_the_run_found_no_signal(tmp_path, capsys):
+    """A blind AUC the run judged to rest on too few texts (signal false, so it stored no
+    warning) is not warned about by the report either: the page said WARNING and then 'no
+    signal claimed' (a user-journey review)."""
+    run_dir = write_sample_run(tmp_path / "run", blind_auc=0.75)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["blind_baseline"].update(warning=None, signal=False)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    assert "blind-warning" not in Page(render_report(run_dir)).ids
+    assert main(["report", str(run_dir)]) == 0
+    assert "WARNING" not in capsys.readouterr().err
+
+
 def test_labels_without_metrics_file_and_null_scores_without_reason(tmp_path):
     run_dir = write_sample_run(tmp_path / "run", failures=False)
     (run_dir / "metrics.json").unlink()

@@ -38,6 +38,8 @@ def warning_of(metrics: dict, best_auc: float | None) -> str | None:
         return None
     if blind.get("warning"):
         return str(blind["warning"])
+    if blind.get("signal") is False:  # the run decided the texts alone carry no signal: no warning (as it did)
+        return None
     from copyprobe.evaluation.blind import blind_warning
 
     return blind_warning(num(blind.get("auc")), best_auc)
