@@ -118,6 +118,24 @@ def check_seed(seed: str | int | None) -> None:
         raise ConfigError("the seed is empty; leave it out for 32 random bytes from the OS, or give a secret one")
 
 
+def weak_seed(seed: str | int | None) -> str | None:
+    """What makes a given seed guessable, or None: fewer than 16 bytes (128 bits) in hex, a
+    number below 10**38, or text shorter than 20 characters. Anyone who reads the marked
+    document can try seeds until one draws a candidate that is in it. Long text can still be
+    guessable (a phrase): this is a floor, not a proof."""
+    if seed is None:
+        return None
+    text = str(seed)
+    if text.startswith("hex:"):
+        n = len(bytes.fromhex(text[4:]))
+        return f"it holds {n} byte{'' if n == 1 else 's'}, fewer than 16" if n < 16 else None
+    if text.strip().isdigit() and len(text.strip()) < 39:
+        return "it is a number someone can count up to"
+    if len(text) < 20:
+        return f"it is {len(text)} character{'' if len(text) == 1 else 's'} of text"
+    return None
+
+
 def seed_bytes(seed: str | int | None) -> tuple[bytes, str]:
     """(seed bytes, its record in the manifest). None draws 32 bytes from the OS."""
     check_seed(seed)

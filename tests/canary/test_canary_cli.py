@@ -287,3 +287,25 @@ def test_a_kit_made_on_the_command_line_verifies_there(kit, tmp_path, capsys):
     """make, then verify with the document make was given, as its last lines say to keep it."""
     assert main(["canary", "verify", str(kit), "--source", str(tmp_path / "book.txt")]) == 0
     assert "the kit is what its seed draws" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed, weak", [
+    ("5", "it is a number someone can count up to"),
+    ("hex:00", "it holds 1 byte, fewer than 16"),
+    ("harbour", "it is 7 characters of text"),
+    ("hex:" + "ab" * 16, None),
+    ("a long passphrase of many words, 40 chars", None),
+    (None, None),
+])
+def test_make_warns_of_a_seed_that_can_be_guessed(tmp_path, capsys, seed, weak):
+    """docs/canary.md asks for a seed as hard to guess as 128 bits; a small number or a
+    word is found within minutes by trying seeds against the marked document."""
+    from copyprobe.canary.generate import weak_seed
+
+    assert weak_seed(seed) == weak
+    doc = tmp_path / "book.txt"
+    doc.write_text(DOC)
+    code = main(["canary", "make", "--doc", str(doc), "--out", str(tmp_path / "k"), "--n-candidates", "5",
+                 *(["--seed", seed] if seed is not None else [])])
+    err = capsys.readouterr().err
+    assert code == 0 and (f"WARNING: the seed can be guessed ({weak})" in err if weak else "WARNING" not in err)

@@ -95,6 +95,7 @@ def add_test_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_make(args: argparse.Namespace) -> int:
+    from copyprobe.canary.generate import weak_seed
     from copyprobe.canary.kit import MANIFEST, make_kit
     from copyprobe.errors import Interrupted
 
@@ -120,6 +121,11 @@ def run_make(args: argparse.Namespace) -> int:
     print(f"KEEP the document as it was before marking ({args.doc}), unchanged: `canary verify` draws the kit "
           "again from it and the seed, to show the kit was not changed after the draw")
     print(f"later: copyprobe canary test --model MODEL --kit {kit.dir} --out RUN_DIR")
+    weak = weak_seed(args.seed)
+    if weak:
+        print(f"WARNING: the seed can be guessed ({weak}): anyone who reads the marked document can try seeds until "
+              "one draws a candidate in it, and then knows which canary was published. Make the kit again with "
+              "--seed hex:$(openssl rand -hex 32), or without --seed, before publishing", file=sys.stderr)
     return 0
 
 
